@@ -1,0 +1,5 @@
+"""`python -m cutover` runs the CLI."""
+
+from cutover.cli import main
+
+main()

@@ -1,0 +1,196 @@
+"""The `cutover` command line: parse arguments, load the plan, run one command, map the outcome to an exit code.
+
+Heavy imports (kubernetes, httpx) happen only after parsing, so `cutover --help` and argument errors
+stay fast. The last line of output is a one-line outcome; in a pod it also goes to the termination
+log so `kubectl describe` and the ArgoCD UI show it (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from cutover.commands import Report
+    from cutover.plan import Plan
+
+TERMINATION_LOG = "/dev/termination-log"
+COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
+NOT_YET = ("diff", "presync", "postsync", "syncfail", "run", "rollback")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        _outcome(f"cutover: invalid arguments: {message} (exit 2, cause invalid_arguments)")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cutover", description="Hand a stable Service name from one LLM engine's pods to "
+                                                 "another's, through Git, with no gap.")
+    parser.add_argument("--plan", help="plan file (default: $CUTOVER_PLAN or /etc/cutover/plan.yaml)")
+    parser.add_argument("--log-format", choices=("json", "console"), help="default: console on a TTY, else JSON")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--kubeconfig", help="kubeconfig file outside a pod (default: $KUBECONFIG)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument("--name", help="with a `cutovers:` list, act on this one only (metadata.name)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    helps = {
+        "plan": "show state, each backend's pods, and what would be committed; changes nothing",
+        "diff": "offline: print the unified diff of the selector edit",
+        "verify": "prove a backend's pods serve every name (--wait: on their startup timeline)",
+        "presync": "ArgoCD PreSync gate", "postsync": "ArgoCD PostSync: advance or verify",
+        "syncfail": "ArgoCD SyncFail: report the failure", "run": "standalone cutover",
+        "rollback": "back to the previous backend, then hold", "status": "the current state",
+        "demo": "a whole cutover on an embedded simulated cluster",
+    }
+    for name in COMMANDS:
+        command = sub.add_parser(name, help=helps[name], description=helps[name])
+        command.add_argument("--output", choices=("text", "json"), default="text")
+        command.add_argument("--dry-run", action="store_true", help="no commit, no refresh, no Slack")
+        command.add_argument("--to", metavar="BACKEND", help="target backend (default: the plan's target)")
+        if name == "verify":
+            command.add_argument("--backend", required=True, help="the backend to prove")
+            command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    args = build_parser().parse_args(argv)
+    raise SystemExit(run(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    from cutover import logs  # noqa: PLC0415 -- after parsing: keep --help fast
+    from cutover.errors import CutoverError, ExitCode, InvalidInput  # noqa: PLC0415
+
+    logs.configure(fmt=args.log_format, level=args.log_level, secrets=_known_secrets())
+    try:
+        if args.command in NOT_YET:
+            raise InvalidInput(f"`cutover {args.command}` is not available in this version",
+                               cause="not_implemented", hint="use verify, status or plan")
+        if args.command == "demo":
+            return _demo(args)
+        plans = _plans(args)
+        reports = asyncio.run(_execute(args, plans))
+    except CutoverError as exc:
+        _fail(args.command, exc)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        _outcome(f"cutover {args.command}: interrupted (exit 130)")
+        return 130
+    except Exception as exc:  # a bug: say so, with the (redacted) traceback in the log
+        import structlog  # noqa: PLC0415
+
+        structlog.get_logger("cutover").exception("cutover.internal_error", cause="internal",
+                                                  hint="this is a bug; please report it with this log")
+        _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)")
+        return int(ExitCode.INTERNAL)
+    _print(args, reports)
+    return 0
+
+
+def _plans(args: argparse.Namespace) -> list[Plan]:
+    from cutover import plan  # noqa: PLC0415
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+
+    plans = plan.load(plan.resolve_path(args.plan))
+    if args.name:
+        plans = [p for p in plans if p.name == args.name]
+        if not plans:
+            raise InvalidInput(f"--name: expected a metadata.name from the plan, found {args.name!r}",
+                               hint="list the names with `cutover status`")
+    return plans
+
+
+async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
+    from cutover import cluster, commands  # noqa: PLC0415
+
+    for plan in plans:  # argument checks before anything connects anywhere
+        if args.command == "verify":
+            plan.backend(args.backend)
+    kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+    try:
+        async def one(plan: Plan) -> Report:
+            if args.command == "verify":
+                return await commands.verify(kube, plan, backend=args.backend, wait=args.wait)
+            if args.command == "status":
+                return await commands.status(kube, plan)
+            return await commands.show_plan(kube, plan)
+
+        return list(await asyncio.gather(*(one(plan) for plan in plans)))
+    finally:
+        await kube.aclose()
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        from cutover.sim import demo  # noqa: PLC0415 -- needs the demo extra
+    except ImportError as exc:
+        from cutover.errors import InvalidInput  # noqa: PLC0415
+
+        raise InvalidInput("the demo needs the demo extra", cause="demo_extra_missing",
+                           hint="pip install 'cutover[demo]'") from exc
+    return demo.main(args)
+
+
+def _known_secrets() -> list[str]:
+    """Secret values this process may hold, so that the redactor can hide them wherever they appear."""
+    values = [os.environ.get(name, "") for name in ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK",
+                                                    "CUTOVER_SLACK_BOT_TOKEN")]
+    for path in ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook"):
+        try:
+            values.append(Path(path).read_text().strip())
+        except OSError:
+            pass
+    return [value for value in values if value]
+
+
+def _print(args: argparse.Namespace, reports: list[Report]) -> None:
+    if args.output == "json":
+        body: Any = [report.data for report in reports]
+        print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
+    else:
+        for report in reports:
+            print(f"{report.summary}")
+            for line in report.lines:
+                print(line)
+    summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
+    _outcome(f"cutover {args.command}: OK — {summary}")
+
+
+def _fail(command: str, exc: Any) -> None:
+    import structlog  # noqa: PLC0415
+
+    structlog.get_logger("cutover").error("cutover.failed", command=command, cause=exc.cause,
+                                          message=exc.message, hint=exc.hint)
+    hint = f" — hint: {exc.hint}" if exc.hint else ""
+    _outcome(f"cutover {command}: FAILED (exit {int(exc.exit_code)}, cause {exc.cause}) — {exc.message}{hint}")
+
+
+def _outcome(line: str) -> None:
+    """The last line of output; also the pod's termination message when running in one."""
+    line = " ".join(line.split())
+    try:
+        from cutover.logs import Redactor  # noqa: PLC0415
+
+        line = Redactor(_known_secrets()).scrub_text(line)
+    except ImportError:  # pragma: no cover
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    print(line, flush=True)
+    path = os.environ.get("CUTOVER_TERMINATION_LOG", TERMINATION_LOG)
+    if os.path.exists(os.path.dirname(path) or ".") and (os.path.exists(path) or path != TERMINATION_LOG):
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(line[:4096])  # the kubelet keeps at most 4096 bytes
+        except OSError:
+            pass  # best effort (SPEC §6.7)

@@ -1,0 +1,397 @@
+"""Kubernetes reads, pod watches, and the translation of API payloads into `views`.
+
+The only module that imports `kubernetes`. The official client is synchronous: one-shot reads run
+with `asyncio.to_thread`. Watch streams are read on the event loop with the official client's
+configuration (see PodWatch); every wait, backoff and reconnect follows the loop's clock.
+Payloads are read as raw JSON (`_preload_content=False`) and turned into small frozen views; SDK
+models never leave this module. Called by `wait` and the commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes.client
+import kubernetes.config
+import structlog
+import httpx
+import tenacity
+import urllib3
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.incluster_config import InClusterConfigLoader
+
+from cutover.errors import ClusterError, ClusterUnavailable
+from cutover.views import ContainerView, EndpointView, PodView, PolicyView, Probe, ServicePort, ServiceView
+
+log = structlog.get_logger("cutover.cluster")
+T = TypeVar("T")
+
+SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+WATCH_SECONDS = 290  # server-side watch timeout; a fresh watch resumes from the last resourceVersion
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 30.0
+
+# The retry policy for the Kubernetes API, in one place: 5xx, 429 and dropped connections are retried
+# with jittered exponential backoff for up to a minute; everything else is permanent at once.
+RETRY = {
+    "retry": tenacity.retry_if_exception_type(ClusterUnavailable),
+    "wait": tenacity.wait_exponential_jitter(multiplier=0.5, max=10.0),
+    "stop": tenacity.stop_after_delay(60.0),
+    "reraise": True,
+}
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    log.warning("cluster.retry", attempt=state.attempt_number, error=str(exc),
+                next_in=round(state.upcoming_sleep, 2), then="retry")
+
+
+def translate(exc: Exception, *, what: str) -> ClusterError:
+    """The most specific own error for a failure of the Kubernetes client."""
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        if status >= 500 or status == 429:
+            return ClusterUnavailable(f"Kubernetes API answered {status} to {what}",
+                                      hint="the API server is overloaded or restarting; retried")
+        if status in (401, 403):
+            return ClusterError(f"Kubernetes API refused {what} ({status})", cause="cluster_forbidden",
+                                hint="check the cutover ServiceAccount's Role and RoleBinding")
+        if status == 404:
+            return ClusterError(f"{what}: not found", cause="cluster_not_found",
+                                hint="check the namespace and name in the plan")
+        return ClusterError(f"Kubernetes API answered {status} to {what}: {exc.reason}")
+    return ClusterUnavailable(f"Kubernetes API unreachable during {what}: {type(exc).__name__}",
+                              hint="check the API server address and the Job's NetworkPolicy egress")
+
+
+class Cluster:
+    """Reads from one Kubernetes API through the official client."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, *, own_namespace: str) -> None:
+        self.api = api
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.discovery = kubernetes.client.DiscoveryV1Api(api)
+        self.networking = kubernetes.client.NetworkingV1Api(api)
+        self.own_namespace = own_namespace
+        self._streams: httpx.AsyncClient | None = None
+
+    def close(self) -> None:
+        self.api.close()
+
+    async def aclose(self) -> None:
+        if self._streams is not None:
+            await self._streams.aclose()
+        self.close()
+
+    def streams(self) -> httpx.AsyncClient:
+        """An HTTP client for watch streams, with the official client's host and TLS settings."""
+        if self._streams is None:
+            config = self.api.configuration
+            verify: ssl.SSLContext | bool = False
+            if config.verify_ssl:
+                verify = ssl.create_default_context(cafile=config.ssl_ca_cert)
+                if config.cert_file:
+                    verify.load_cert_chain(config.cert_file, config.key_file)
+            self._streams = httpx.AsyncClient(
+                base_url=config.host, verify=verify, trust_env=False,
+                timeout=httpx.Timeout(CONNECT_TIMEOUT, read=WATCH_SECONDS + 30))
+        return self._streams
+
+    def auth_headers(self) -> dict[str, str]:
+        """Credentials as the official client would send them (refreshing a rotated token)."""
+        settings = self.api.configuration.auth_settings().get("BearerToken")
+        return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
+
+    async def read(self, call: Callable[[], Any], *, what: str) -> Any:
+        """Run one API call off the loop, retried per RETRY, and return its JSON body."""
+        async for attempt in tenacity.AsyncRetrying(before_sleep=_log_retry, **RETRY):  # type: ignore[arg-type]
+            with attempt:
+                return await asyncio.to_thread(_json_call, call, what)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def pods(self, namespace: str, selector: Mapping[str, str]) -> tuple[list[PodView], str]:
+        body = await self.read(
+            lambda: self.core.list_namespaced_pod(namespace, label_selector=selector_text(selector),
+                                                  **_raw()),
+            what=f"list pods in {namespace}")
+        return [pod_view(item) for item in body.get("items", [])], body["metadata"].get("resourceVersion", "")
+
+    async def service(self, namespace: str, name: str) -> ServiceView:
+        body = await self.read(lambda: self.core.read_namespaced_service(name, namespace, **_raw()),
+                               what=f"read Service {namespace}/{name}")
+        return service_view(body)
+
+    async def endpoints(self, namespace: str, service: str) -> list[EndpointView]:
+        body = await self.read(
+            lambda: self.discovery.list_namespaced_endpoint_slice(
+                namespace, label_selector=f"kubernetes.io/service-name={service}", **_raw()),
+            what=f"list EndpointSlices of {namespace}/{service}")
+        return [endpoint for item in body.get("items", []) for endpoint in endpoint_views(item)]
+
+    async def network_policies(self, namespace: str) -> list[PolicyView]:
+        body = await self.read(lambda: self.networking.list_namespaced_network_policy(namespace, **_raw()),
+                               what=f"list NetworkPolicies in {namespace}")
+        return [policy_view(item) for item in body.get("items", [])]
+
+    @asynccontextmanager
+    async def watch_pods(self, namespace: str, selector: Mapping[str, str]) -> AsyncIterator[PodWatch]:
+        watch = PodWatch(self, namespace, selector)
+        task = asyncio.create_task(watch.run(), name=f"watch pods {namespace}/{selector_text(selector)}")
+        try:
+            yield watch
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def connect(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    incluster_dir: Path = SERVICEACCOUNT_DIR,
+    environ: Mapping[str, str] = os.environ,
+) -> Cluster:
+    """In a pod, the in-cluster ServiceAccount; elsewhere the kubeconfig (KUBECONFIG, ~/.kube/config)."""
+    config = kubernetes.client.Configuration()
+    try:
+        if environ.get("KUBERNETES_SERVICE_HOST") and kubeconfig is None:
+            InClusterConfigLoader(token_filename=str(incluster_dir / "token"),
+                                  cert_filename=str(incluster_dir / "ca.crt"),
+                                  environ=environ).load_and_set(config)
+            own = (incluster_dir / "namespace").read_text().strip()
+        else:
+            kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
+                                               client_configuration=config)
+            own = environ.get("POD_NAMESPACE") or _kubeconfig_namespace(kubeconfig, context)
+    except (kubernetes.config.ConfigException, OSError) as exc:
+        raise ClusterError(f"no Kubernetes configuration: {exc}", cause="cluster_config",
+                           hint="run in a pod with a ServiceAccount, or set KUBECONFIG") from exc
+    config.retries = False  # tenacity owns retries (RETRY above)
+    return Cluster(kubernetes.client.ApiClient(config), own_namespace=own)
+
+
+def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
+    _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
+    if context:
+        contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
+        active = next((c for c in contexts if c["name"] == context), active)
+    return str((active or {}).get("context", {}).get("namespace") or "default")
+
+
+def _raw() -> dict[str, Any]:
+    return {"_preload_content": False, "_request_timeout": (CONNECT_TIMEOUT, READ_TIMEOUT)}
+
+
+def _json_call(call: Callable[[], Any], what: str) -> Any:
+    try:
+        response = call()
+        return json.loads(response.data)
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise translate(exc, what=what) from exc
+    except ValueError as exc:
+        raise ClusterUnavailable(f"Kubernetes API sent a body that is not JSON for {what}",
+                                 hint="a proxy in front of the API server may be interfering") from exc
+
+
+def selector_text(selector: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(selector.items()))
+
+
+@dataclasses.dataclass
+class _Event:
+    kind: str  # RESET | ADDED | MODIFIED | DELETED | BOOKMARK
+    pods: list[PodView] = dataclasses.field(default_factory=list)
+    resource_version: str | None = None
+
+
+class PodWatch:
+    """The live set of pods matching a selector, kept current by list + watch.
+
+    Survives dropped streams (resume from the last resourceVersion), expired versions (410 Gone:
+    re-list) and API errors (backoff per RETRY). `changed()` wakes on any change.
+
+    The stream is read on the event loop (httpx, with the official client's host, TLS and
+    credentials), not in a thread: a thread delivers events at a moment the loop cannot see, so
+    under fake time the clock ran minutes past a pod's start before the wait heard of it.
+    """
+
+    def __init__(self, cluster: Cluster, namespace: str, selector: Mapping[str, str]) -> None:
+        self.cluster, self.namespace, self.selector = cluster, namespace, dict(selector)
+        self.pods: dict[str, PodView] = {}
+        self.synced = asyncio.Event()  # set once the first list has arrived
+        self.ever_seen = False
+        self._changed = asyncio.Event()
+        self.error: Exception | None = None  # a permanent failure: every waiter gets it
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    async def changed(self, timeout: float | None) -> bool:
+        """Wait until the pod set changes or `timeout` passes (loop clock); True on a change."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._changed.clear()
+        self.raise_if_failed()
+        return True
+
+    async def relist(self) -> None:
+        """Replace the view with a fresh list: used before a decision that cannot be taken back."""
+        pods, _ = await self.cluster.pods(self.namespace, self.selector)
+        self._apply(_Event("RESET", pods))
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except Exception as exc:
+            self.error = exc
+            self.synced.set()
+            self._changed.set()
+
+    async def _run(self) -> None:
+        version: str | None = None
+        async for attempt in tenacity.AsyncRetrying(before_sleep=_log_retry,  # type: ignore[arg-type]
+                                                    **{**RETRY, "stop": tenacity.stop_never}):
+            with attempt:
+                while True:
+                    if version is None:
+                        pods, version = await self.cluster.pods(self.namespace, self.selector)
+                        self._apply(_Event("RESET", pods))
+                    version = await self._stream(version)
+
+    async def _stream(self, version: str) -> str | None:
+        """One watch request, until the server ends it; the version to resume from (None: re-list)."""
+        what = f"watch pods in {self.namespace}"
+        params = {"watch": "true", "labelSelector": selector_text(self.selector), "resourceVersion": version,
+                  "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
+        try:
+            async with self.cluster.streams().stream(
+                    "GET", f"/api/v1/namespaces/{self.namespace}/pods", params=params,
+                    headers=self.cluster.auth_headers()) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise ApiException(status=response.status_code, reason=response.text[:200])
+                async for line in response.aiter_lines():
+                    if not line.strip():
+                        continue
+                    payload = json.loads(line)
+                    if payload.get("type") == "ERROR":
+                        status = (payload.get("object") or {}).get("code")
+                        if status == 410:
+                            log.info("cluster.watch_expired", namespace=self.namespace, then="re-list")
+                            return None
+                        raise ApiException(status=status, reason=(payload.get("object") or {}).get("message"))
+                    event = _watch_event(payload)
+                    self._apply(event)
+                    version = event.resource_version or version
+        except ApiException as exc:
+            raise translate(exc, what=what) from exc
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ClusterUnavailable(f"{what}: the stream broke ({type(exc).__name__})",
+                                     hint="resumed from the last resourceVersion") from exc
+        return version
+
+    def _apply(self, event: _Event) -> None:
+        if event.kind == "RESET":
+            self.pods = {pod.name: pod for pod in event.pods}
+            self.synced.set()
+        elif event.kind == "DELETED":
+            for pod in event.pods:
+                self.pods.pop(pod.name, None)
+        elif event.kind in ("ADDED", "MODIFIED"):
+            for pod in event.pods:
+                self.pods[pod.name] = pod
+        else:  # BOOKMARK: only moves the resume point
+            return
+        self.ever_seen = self.ever_seen or bool(self.pods)
+        self._changed.set()
+
+
+def _watch_event(payload: Mapping[str, Any]) -> _Event:
+    kind, obj = payload.get("type", ""), payload.get("object") or {}
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    if kind == "BOOKMARK":
+        return _Event("BOOKMARK", resource_version=version)
+    return _Event(kind, [pod_view(obj)], resource_version=version)
+
+
+# --- payloads into views -------------------------------------------------------------------------------
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def _probe(spec: Mapping[str, Any] | None) -> Probe | None:
+    if not spec:
+        return None
+    return Probe(initial_delay=float(spec.get("initialDelaySeconds", 0)),
+                 period=float(spec.get("periodSeconds", 10)),
+                 failure_threshold=int(spec.get("failureThreshold", 3)),
+                 timeout=float(spec.get("timeoutSeconds", 1)))
+
+
+def pod_view(obj: Mapping[str, Any]) -> PodView:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    scheduled = conditions.get("PodScheduled") or {}
+    unschedulable = (scheduled.get("message") or "unschedulable") if (
+        scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable") else None
+    statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
+    containers = tuple(_container_view(c, statuses.get(c.get("name")) or {}) for c in spec.get("containers") or ())
+    return PodView(
+        namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
+        labels=dict(meta.get("labels") or {}), phase=status.get("phase", "Pending"), ip=status.get("podIP"),
+        ready=(conditions.get("Ready") or {}).get("status") == "True",
+        deleting=bool(meta.get("deletionTimestamp")), unschedulable_message=unschedulable,
+        created_at=_time(meta.get("creationTimestamp")), containers=containers,
+    )
+
+
+def _container_view(spec: Mapping[str, Any], status: Mapping[str, Any]) -> ContainerView:
+    state, last = status.get("state") or {}, (status.get("lastState") or {}).get("terminated") or {}
+    waiting, running = state.get("waiting") or {}, state.get("running") or {}
+    return ContainerView(
+        name=spec.get("name", ""), ready=bool(status.get("ready")), started_at=_time(running.get("startedAt")),
+        restarts=int(status.get("restartCount", 0)), waiting_reason=waiting.get("reason"),
+        waiting_message=waiting.get("message"), last_terminated_reason=last.get("reason"),
+        startup_probe=_probe(spec.get("startupProbe")),
+    )
+
+
+def service_view(obj: Mapping[str, Any]) -> ServiceView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    ports = tuple(ServicePort(name=p.get("name"), port=int(p["port"]), target_port=p.get("targetPort", p["port"]))
+                  for p in spec.get("ports") or ())
+    return ServiceView(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
+                       cluster_ip=spec.get("clusterIP"), selector=dict(spec.get("selector") or {}), ports=ports)
+
+
+def endpoint_views(obj: Mapping[str, Any]) -> list[EndpointView]:
+    views = []
+    for endpoint in obj.get("endpoints") or ():
+        ready = (endpoint.get("conditions") or {}).get("ready")
+        pod = (endpoint.get("targetRef") or {}).get("name")
+        views += [EndpointView(ip=address, ready=ready is not False, pod_name=pod)
+                  for address in endpoint.get("addresses") or ()]
+    return views
+
+
+def policy_view(obj: Mapping[str, Any]) -> PolicyView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return PolicyView(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+                      pod_selector=spec.get("podSelector") or {},
+                      policy_types=tuple(spec.get("policyTypes") or ()),
+                      ingress=tuple(spec.get("ingress") or ()))

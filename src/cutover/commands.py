@@ -1,0 +1,107 @@
+"""The commands that read and prove: verify, status, plan. Each returns a `Report` for the CLI to print.
+
+The phases that write (presync, postsync, run, rollback, syncfail) arrive with the orchestration;
+they will live beside these and reuse `wait.prove_backend`. Called by `cli`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from cutover import engines, readiness
+from cutover.cluster import Cluster
+from cutover.errors import CutoverError, TargetNotReady
+from cutover.plan import Plan
+from cutover.wait import Clock, Proven, prove_backend
+
+log = structlog.get_logger("cutover")
+
+
+@dataclasses.dataclass
+class Report:
+    """What a command found: a summary line, text lines for people, and data for machines."""
+
+    summary: str
+    lines: list[str] = dataclasses.field(default_factory=list)
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+async def verify(cluster: Cluster, plan: Plan, *, backend: str, wait: bool) -> Report:
+    chosen = plan.backend(backend)
+    structlog.contextvars.bind_contextvars(service=f"{plan.service.namespace}/{plan.service.name}",
+                                           cutover=plan.name)
+    proven = await prove_backend(cluster, plan, chosen, wait=wait)
+    names = ", ".join(plan.verify.served_names)
+    return Report(
+        summary=(f"backend {backend} proven: {len(proven.pods)} pod(s) serve {names} "
+                 f"(waited {proven.waited:.0f}s)"),
+        lines=[f"  {proof.pod} {proof.address}: {proof.method} {', '.join(proof.proven)}" for proof in proven.proofs],
+        data=_proven_data(proven),
+    )
+
+
+def _proven_data(proven: Proven) -> dict[str, Any]:
+    return {
+        "backend": proven.backend,
+        "provenAt": proven.proven_at.isoformat(),
+        "waitedSeconds": round(proven.waited, 3),
+        "pods": [{"name": proof.pod, "address": proof.address, "method": proof.method,
+                  "names": list(proof.proven)} for proof in proven.proofs],
+    }
+
+
+async def status(cluster: Cluster, plan: Plan) -> Report:
+    state = await _observe(cluster, plan)
+    lines = [f"Service {plan.service.namespace}/{plan.service.name}: selector {state['selector']} "
+             f"→ backend {state['liveBackend'] or '(none of the plan)'}; target {plan.target}"]
+    lines += [f"  backend {name}: {info['ready']}/{info['pods']} Ready ({', '.join(info['states']) or 'no pods'})"
+              for name, info in state["backends"].items()]
+    live = state["liveBackend"]
+    summary = ("nothing to do: the Service already selects the target" if live == plan.target
+               else f"the Service selects {live or 'no plan backend'}; the plan's target is {plan.target}")
+    return Report(summary=summary, lines=lines, data=state)
+
+
+async def show_plan(cluster: Cluster, plan: Plan) -> Report:
+    """State, and whether the target is provable right now; the Git diff part arrives with the Git work."""
+    report = await status(cluster, plan)
+    target = plan.backend(plan.target)
+    try:
+        proven = await prove_backend(cluster, plan, target, wait=False)
+        report.lines.append(f"  target {plan.target}: proven now on {len(proven.pods)} pod(s)")
+        report.data["targetProof"] = _proven_data(proven)
+    except (TargetNotReady, CutoverError) as exc:
+        report.lines.append(f"  target {plan.target}: not provable now: {exc.message} [{exc.cause}]")
+        report.data["targetProof"] = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+    report.lines.append("  diff: the selector edit preview needs the Git provider support (not built yet)")
+    return report
+
+
+async def _observe(cluster: Cluster, plan: Plan) -> dict[str, Any]:
+    service, *pods = await asyncio.gather(
+        cluster.service(plan.service.namespace, plan.service.name),
+        *(cluster.pods(plan.service.namespace, backend.selector) for backend in plan.backends.values()))
+    live = next((name for name, backend in plan.backends.items() if dict(backend.selector) == service.selector),
+                None)
+    now = Clock().now()
+    backends: dict[str, Any] = {}
+    for (name, backend), (views, _) in zip(plan.backends.items(), pods, strict=True):
+        found = readiness.assess(views, now=now, started=now, settings=readiness.Settings(max_wait=1.0))
+        backends[name] = {
+            "engine": backend.engine, "engineProof": engines.method_for(backend.engine, plan.verify.proof),
+            "pods": len(views), "ready": sum(1 for pod in views if pod.ready),
+            "states": [f"{pod.name}={pod.state}" for pod in found.pods],
+        }
+    return {"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
+                        "ports": [port.port for port in service.ports]},
+            "selector": _selector_text(service.selector), "liveBackend": live, "target": plan.target,
+            "backends": backends}
+
+
+def _selector_text(selector: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in selector.items()) or "(empty)"

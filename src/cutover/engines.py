@@ -1,0 +1,221 @@
+"""Engine profiles and the served-name proof: do these pods answer the model names clients send?
+
+Facts behind each profile are in reference/engines.md: vLLM and candle-vllm refuse connections until
+fully loaded (refused = still starting); vLLM lists every --served-model-name and 404s unknown names;
+candle-vllm has no /health (404 = no such endpoint, not unhealthy), lists exactly one id and accepts
+any model name, so only a one-token generation proves an alias. `prove()` checks every name on one
+pod by pod IP and backend port and classifies each problem (refused, connect timeout, reset, HTTP
+status, bad JSON) so the caller can tell "wait longer" from "this will never work". Called by `wait`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+
+BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    engine: str
+    health_path: str | None  # None: the engine has no health endpoint
+    lists_every_name: bool  # /v1/models holds every served name (else one id only)
+    generate_path: str
+    chat: bool  # the generation route takes chat messages rather than a prompt
+
+
+PROFILES: Mapping[str, Profile] = {
+    "vllm": Profile("vllm", "/health", True, "/v1/completions", chat=False),
+    "candle-vllm": Profile("candle-vllm", None, False, "/v1/chat/completions", chat=True),
+    "sglang": Profile("sglang", "/health", False, "/v1/completions", chat=False),
+    "llama.cpp": Profile("llama.cpp", "/health", False, "/v1/completions", chat=False),
+    "tgi": Profile("tgi", "/health", False, "/v1/chat/completions", chat=True),
+    "openai": Profile("openai", None, False, "/v1/chat/completions", chat=True),
+}
+
+
+def method_for(engine: str, proof: str) -> str:
+    """`listed` or `generate`: `auto` lists where the engine lists every name, else generates."""
+    if proof != "auto":
+        return proof
+    return "listed" if PROFILES[engine].lists_every_name else "generate"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    kind: str  # refused | connect_timeout | read_timeout | reset | http_status | bad_json | too_large |
+    #            unhealthy | name_not_listed | name_rejected | no_token
+    message: str
+    retryable: bool
+    name: str | None = None
+    status: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PodProof:
+    pod: str
+    address: str
+    method: str
+    proven: tuple[str, ...]
+    problems: tuple[Problem, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class _Refusal(Exception):
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+async def prove(
+    client: httpx.AsyncClient,
+    *,
+    pod: str,
+    ip: str,
+    port: int,
+    engine: str,
+    names: Iterable[str],
+    method: str,
+    clock: Any = None,
+) -> PodProof:
+    """Check every name on one pod; never raises for engine behaviour, only reports problems."""
+    profile, base = PROFILES[engine], f"http://{_host(ip)}:{port}"
+    start = clock() if clock else 0.0
+    proven: list[str] = []
+    problems: list[Problem] = []
+    try:
+        await _health(client, base, profile)
+        if method == "listed":
+            listed = await _listed(client, base)
+            for name in names:
+                if name in listed:
+                    proven.append(name)
+                else:
+                    problems.append(Problem("name_not_listed", f"{name!r} is not in /v1/models (lists: "
+                                                               f"{', '.join(sorted(listed)) or 'nothing'})",
+                                            retryable=False, name=name))
+        else:
+            for name in names:
+                problem = await _generate(client, base, profile, name)
+                if problem is None:
+                    proven.append(name)
+                else:
+                    problems.append(problem)
+    except _Refusal as refusal:
+        problems.append(refusal.problem)
+    return PodProof(pod=pod, address=f"{ip}:{port}", method=method, proven=tuple(proven),
+                    problems=tuple(problems), seconds=(clock() - start) if clock else 0.0)
+
+
+def _host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
+
+
+async def _health(client: httpx.AsyncClient, base: str, profile: Profile) -> None:
+    if profile.health_path is None:
+        return
+    status, _ = await _call(client, "GET", base + profile.health_path)
+    if status == 404:
+        return  # no such endpoint on this build: not a verdict on health
+    if status >= 500:
+        raise _Refusal(Problem("unhealthy", f"GET {profile.health_path} answered {status} (loading or dead)",
+                               retryable=True, status=status))
+
+
+async def _listed(client: httpx.AsyncClient, base: str) -> set[str]:
+    status, body = await _call(client, "GET", base + "/v1/models")
+    if status != 200:
+        raise _Refusal(Problem("http_status", f"GET /v1/models answered {status}", retryable=status >= 500,
+                               status=status))
+    data = _json(body, "/v1/models")
+    cards = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(cards, list):
+        raise _Refusal(Problem("bad_json", "GET /v1/models: no `data` list in the answer", retryable=True))
+    return {card["id"] for card in cards if isinstance(card, dict) and isinstance(card.get("id"), str)}
+
+
+def _generation_body(profile: Profile, name: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": name, "max_tokens": 1, "temperature": 0, "stream": False}
+    if profile.chat:
+        body["messages"] = [{"role": "user", "content": "ping"}]
+    else:
+        body["prompt"] = "ping"
+    return body
+
+
+async def _generate(client: httpx.AsyncClient, base: str, profile: Profile, name: str) -> Problem | None:
+    status, body = await _call(client, "POST", base + profile.generate_path, json=_generation_body(profile, name))
+    if status in (400, 404):
+        return Problem("name_rejected", f"{name!r} rejected with {status} by {profile.generate_path}",
+                       retryable=False, name=name, status=status)
+    if status != 200:
+        return Problem("http_status", f"{profile.generate_path} answered {status} for {name!r}",
+                       retryable=status >= 500 or status == 429, name=name, status=status)
+    try:
+        data = _json(body, profile.generate_path)
+    except _Refusal as refusal:
+        return dataclasses.replace(refusal.problem, name=name)
+    choices = data.get("choices") if isinstance(data, dict) else None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if not choices or not isinstance(tokens, int) or tokens < 1:
+        return Problem("no_token", f"{profile.generate_path} for {name!r} returned no completion token",
+                       retryable=True, name=name)
+    return None
+
+
+def _json(body: bytes, what: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise _Refusal(Problem("bad_json", f"{what}: the answer is not JSON ({body[:40]!r}...)",
+                               retryable=True)) from None
+
+
+async def _call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
+    """One request with the body read up to BODY_CAP; transport failures become classified refusals."""
+    path = httpx.URL(url).path
+    try:
+        async with client.stream(method, url, **kwargs) as response:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > BODY_CAP:
+                    raise _Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
+                                           retryable=False, status=response.status_code))
+            return response.status_code, bytes(body)
+    except httpx.ConnectTimeout as exc:
+        raise _Refusal(Problem("connect_timeout", f"{method} {path}: connect timed out", retryable=True)) from exc
+    except httpx.ConnectError as exc:
+        kind = "refused" if _is_refused(exc) else "connect_error"
+        raise _Refusal(Problem(kind, f"{method} {path}: connection {kind.replace('_', ' ')}",
+                               retryable=True)) from exc
+    except httpx.TimeoutException as exc:
+        raise _Refusal(Problem("read_timeout", f"{method} {path}: no answer in time", retryable=True)) from exc
+    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError) as exc:
+        raise _Refusal(Problem("reset", f"{method} {path}: connection reset", retryable=True)) from exc
+
+
+def _is_refused(exc: BaseException) -> bool:
+    while exc is not None:
+        if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
+            return True
+        if "refused" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def new_client(*, timeout: float) -> httpx.AsyncClient:
+    # trust_env=False: a proxy set for the Job's egress must not carry traffic meant for pod IPs.
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False)

@@ -1,0 +1,111 @@
+"""Logging: structlog configured once, with secrets redacted before anything renders or ships.
+
+Processor order (each has one job):
+  1. merge_contextvars      cutover id, service and phase bound once per command
+  2. add_log_level
+  3. TimeStamper            ISO-8601 UTC
+  4. format_exc_info        tracebacks become text, so that step 5 sees them (JSON only)
+  5. Redactor               configured secrets and token-shaped strings become [REDACTED]
+  6. renderer               JSON lines off a TTY (in a pod), console on a TTY
+Sinks added later (Slack, Kubernetes Events) go between 5 and 6, so they only ever see redacted events.
+Called by the CLI before a command runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any, TextIO
+
+import structlog
+
+REDACTED = "[REDACTED]"
+
+# Shapes of credentials worth catching even when nobody told us the value.
+TOKEN_SHAPES = re.compile(
+    r"(?:gh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_\-]{16,}"  # GitLab personal access tokens
+    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack tokens
+    r"|https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"  # Slack webhook URLs
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+"  # JWTs (service account tokens)
+    r"|(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"  # user:password@ inside URLs
+    r"|(?i:(?<=bearer )[A-Za-z0-9._~+/\-]{8,}=*)"  # Authorization: Bearer <token>
+    r")"
+)
+
+
+class Redactor:
+    """Replace configured secrets and token-shaped strings in every value of an event."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Short strings would redact ordinary words; real secrets are long.
+        self._secrets = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        for key, value in event.items():
+            if key != "exc_info":  # rendered later by a formatter that redacts the text itself
+                event[key] = self.scrub(value)
+        return event
+
+    def scrub(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if isinstance(value, dict):
+            return {key: self.scrub(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.scrub(item) for item in value)
+        if isinstance(value, BaseException):
+            return self.scrub_text(repr(value))
+        return value
+
+    def scrub_text(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def configure(
+    *,
+    fmt: str | None = None,
+    level: str = "info",
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+) -> Redactor:
+    """Set up structlog for this process; returns the redactor so output paths can reuse it."""
+    stream = stream or sys.stderr
+    fmt = fmt or ("console" if stream.isatty() else "json")
+    redactor = Redactor(secrets)
+    renderer: Any
+    if fmt == "console":
+        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty(), exception_formatter=_redacted_tb(redactor))
+        exc_step: list[Any] = []
+    else:
+        renderer = structlog.processors.JSONRenderer(sort_keys=False)
+        exc_step = [structlog.processors.format_exc_info]
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *exc_step,
+            redactor,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+    return redactor
+
+
+def _redacted_tb(redactor: Redactor) -> Any:
+    def render(sio: TextIO, exc_info: Any) -> None:
+        import traceback  # noqa: PLC0415 -- only on the rare path that prints a traceback
+
+        text = "".join(traceback.format_exception(*exc_info))
+        sio.write("\n" + redactor.scrub_text(text))
+
+    return render

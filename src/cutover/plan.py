@@ -1,0 +1,486 @@
+"""The plan file (SPEC §4): its model and its validation.
+
+`load()` reads a YAML file and returns one or more `Plan`s; any problem raises `InvalidInput` whose
+message names the field path, what was expected and what was found, so exit 2 says exactly what to fix.
+Called by the CLI before anything touches a cluster, a Git host or Slack.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from cutover.errors import InvalidInput
+
+API_VERSION = "cutover/v1alpha1"
+KIND = "CutoverPlan"
+DEFAULT_PATH = "/etc/cutover/plan.yaml"
+ENGINES = ("vllm", "candle-vllm", "sglang", "llama.cpp", "tgi", "openai")
+PROOFS = ("listed", "generate", "auto")
+PROVIDERS = ("github", "gitlab", "gitea", "forgejo", "git")
+GIT_MODES = ("direct", "pull-request")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# Kubernetes label syntax: apimachinery/pkg/util/validation (qualified names and label values).
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    name: str
+    selector: Mapping[str, str]
+    engine: str
+    port: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceRef:
+    namespace: str
+    name: str
+    ports: tuple[int, ...] | None  # None: every port of the Service
+
+
+@dataclasses.dataclass(frozen=True)
+class Verify:
+    served_names: tuple[str, ...]
+    proof: str = "auto"
+    min_ready_pods: int = 1
+    max_wait: float = 1800.0  # seconds; a ceiling, the wait follows the pods' startupProbe
+    request_timeout: float = 10.0  # seconds, per engine request
+
+
+@dataclasses.dataclass(frozen=True)
+class GitDocument:
+    kind: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GitAuthor:
+    name: str = "cutover"
+    email: str = "cutover@example.invalid"
+
+
+@dataclasses.dataclass(frozen=True)
+class GitSettings:
+    provider: str
+    url: str
+    path: str
+    document: GitDocument
+    api_url: str | None = None
+    allow_insecure: bool = False
+    branch: str = "main"
+    selector_path: str = "spec.selector"
+    mode: str = "direct"
+    author: GitAuthor = GitAuthor()
+    token_file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgoCD:
+    application: str
+    namespace: str = "argocd"
+    refresh: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Slack:
+    webhook_file: str | None = None
+    bot_token_file: str | None = None
+    channel: str | None = None
+    min_level: str = "info"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    name: str
+    service: ServiceRef
+    backends: Mapping[str, Backend]
+    target: str
+    verify: Verify
+    git: GitSettings
+    argocd: ArgoCD | None = None
+    rollback_auto: bool = True
+    slack: Slack | None = None
+
+    def backend(self, name: str) -> Backend:
+        if name not in self.backends:
+            raise InvalidInput(
+                f"--backend: expected one of {', '.join(sorted(self.backends))}, found {name!r}",
+                hint="name a key under `backends:` in the plan",
+            )
+        return self.backends[name]
+
+
+def parse_duration(text: str) -> float:
+    """Read '90s', '30m', '1h' or '1h30m' as seconds; ValueError otherwise."""
+    match = _DURATION.match(text.strip()) if isinstance(text, str) else None
+    if not match or not any(match.groups()):
+        raise ValueError(text)
+    hours, minutes, seconds = (int(group or 0) for group in match.groups())
+    return float(hours * 3600 + minutes * 60 + seconds)
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """Why a label key or value breaks Kubernetes label syntax, or None when it is fine."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"label key prefix {prefix!r} is not a DNS subdomain"
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        return f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'"
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        return f"label value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'"
+    return None
+
+
+def resolve_path(flag: str | None) -> str:
+    return flag or os.environ.get("CUTOVER_PLAN") or DEFAULT_PATH
+
+
+def load(path: str) -> list[Plan]:
+    """Read and validate a plan file: one plan, or several under `cutovers:`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(
+            f"plan {path}: file not found", hint="pass --plan FILE or set CUTOVER_PLAN"
+        ) from None
+    except OSError as exc:
+        raise InvalidInput(f"plan {path}: cannot read: {exc.strerror}", hint="check the mount") from exc
+    return parse(text, source=path)
+
+
+def parse(text: str, *, source: str = "plan") -> list[Plan]:
+    yaml = YAML(typ="safe", pure=True)
+    try:
+        data = yaml.load(io.StringIO(text))
+    except YAMLError as exc:
+        raise InvalidInput(f"{source}: not valid YAML: {_first_line(exc)}", hint="fix the YAML syntax") from exc
+    root = _Field(source, "", data)
+    return _read_root(root)
+
+
+def _first_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+class _Field:
+    """One node of the plan while it is being read; knows its path for error messages."""
+
+    def __init__(self, source: str, path: str, value: Any) -> None:
+        self.source, self.path, self.value = source, path, value
+
+    def fail(self, expected: str) -> InvalidInput:
+        where = self.path or "(top level)"
+        return InvalidInput(
+            f"{self.source}: {where}: expected {expected}, found {_describe(self.value)}",
+            cause="invalid_plan",
+            hint=f"fix `{where}` in the plan; nothing was touched",
+        )
+
+    def child(self, key: str | int) -> _Field:
+        if isinstance(key, int):
+            return _Field(self.source, f"{self.path}[{key}]", self.value[key])
+        value = self.value.get(key) if isinstance(self.value, Mapping) else None
+        return _Field(self.source, f"{self.path}.{key}" if self.path else key, value)
+
+    def mapping(self, allowed: tuple[str, ...], *, required: tuple[str, ...] = ()) -> _Field:
+        if not isinstance(self.value, Mapping):
+            raise self.fail("a mapping")
+        for key in self.value:
+            if key not in allowed:
+                unknown = _Field(self.source, f"{self.path}.{key}" if self.path else str(key), self.value[key])
+                raise unknown.fail(f"no such key (known here: {', '.join(allowed)})")
+        for key in required:
+            if self.value.get(key) is None:
+                raise self.child(key).fail("a value (this field is required)")
+        return self
+
+    def present(self, key: str) -> bool:
+        return isinstance(self.value, Mapping) and self.value.get(key) is not None
+
+    def string(self, *, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
+        if self.value is None and default is not None:
+            return default
+        if not isinstance(self.value, str) or not self.value.strip():
+            raise self.fail("a non-empty string" + (f", one of {', '.join(choices)}" if choices else ""))
+        if choices and self.value not in choices:
+            raise self.fail(f"one of {', '.join(choices)}")
+        return self.value
+
+    def boolean(self, *, default: bool) -> bool:
+        if self.value is None:
+            return default
+        if not isinstance(self.value, bool):
+            raise self.fail("true or false")
+        return self.value
+
+    def integer(self, *, default: int | None = None, low: int = 0, high: int = 2**31) -> int:
+        if self.value is None and default is not None:
+            return default
+        if isinstance(self.value, bool) or not isinstance(self.value, int) or not low <= self.value <= high:
+            raise self.fail(f"an integer from {low} to {high}")
+        return self.value
+
+    def duration(self, *, default: float) -> float:
+        if self.value is None:
+            return default
+        try:
+            seconds = parse_duration(self.value)
+        except ValueError:
+            raise self.fail("a duration string like '90s', '30m', '1h' or '1h30m'") from None
+        if seconds <= 0:
+            raise self.fail("a duration above zero")
+        return seconds
+
+    def items(self) -> Iterator[tuple[str, _Field]]:
+        for key in self.value:
+            yield str(key), self.child(key)
+
+
+def _describe(value: Any) -> str:
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    if value is None:
+        return "nothing"
+    if isinstance(value, Mapping):
+        return "{} (an empty mapping)" if not value else f"a mapping with keys {', '.join(map(str, value))}"
+    if isinstance(value, list):
+        return "[] (an empty list)" if not value else f"a list of {len(value)}"
+    text = ("true" if value else "false") if isinstance(value, bool) else repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{text} ({kinds.get(type(value), type(value).__name__)})"
+
+
+_PLAN_KEYS = ("metadata", "service", "backends", "target", "verify", "git", "argocd", "rollback", "notify")
+
+
+def _read_root(root: _Field) -> list[Plan]:
+    root.mapping(("apiVersion", "kind", "cutovers", *_PLAN_KEYS), required=("apiVersion", "kind"))
+    if root.child("apiVersion").string() != API_VERSION:
+        raise root.child("apiVersion").fail(repr(API_VERSION))
+    if root.child("kind").string() != KIND:
+        raise root.child("kind").fail(repr(KIND))
+    if not root.present("cutovers"):
+        return [_read_plan(root, extra=("apiVersion", "kind"))]
+    if any(root.present(key) for key in _PLAN_KEYS):
+        raise root.child("cutovers").fail("either `cutovers:` or a single plan's keys at the top level, not both")
+    many = root.child("cutovers")
+    if not isinstance(many.value, list) or not many.value:
+        raise many.fail("a non-empty list of plans")
+    plans = [_read_plan(many.child(index).mapping(_PLAN_KEYS)) for index in range(len(many.value))]
+    seen: dict[tuple[str, str], int] = {}
+    for index, plan in enumerate(plans):
+        key = (plan.service.namespace, plan.service.name)
+        if key in seen:
+            raise many.child(index).child("service").fail(
+                f"a Service not already handled by cutovers[{seen[key]}] (one cutover per Service)"
+            )
+        seen[key] = index
+    return plans
+
+
+def _read_plan(node: _Field, *, extra: tuple[str, ...] = ()) -> Plan:
+    node.mapping((*extra, *_PLAN_KEYS), required=("metadata", "service", "backends", "target", "verify", "git"))
+    meta = node.child("metadata").mapping(("name",), required=("name",))
+    backends = _read_backends(node.child("backends"))
+    target = node.child("target")
+    if target.string() not in backends:
+        raise target.fail(f"the name of a backend ({', '.join(backends)})")
+    rollback = node.child("rollback")
+    if rollback.value is not None:
+        rollback.mapping(("auto",))
+    return Plan(
+        name=meta.child("name").string(),
+        service=_read_service(node.child("service")),
+        backends=backends,
+        target=target.string(),
+        verify=_read_verify(node.child("verify")),
+        git=_read_git(node.child("git")),
+        argocd=_read_argocd(node.child("argocd")) if node.present("argocd") else None,
+        rollback_auto=rollback.child("auto").boolean(default=True),
+        slack=_read_notify(node.child("notify")),
+    )
+
+
+def _dns_label(node: _Field) -> str:
+    value = node.string()
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise node.fail("a DNS label (lowercase alphanumerics and '-', at most 63)")
+    return value
+
+
+def _read_service(node: _Field) -> ServiceRef:
+    node.mapping(("namespace", "name", "ports"), required=("namespace", "name"))
+    ports = node.child("ports")
+    port_list: tuple[int, ...] | None = None
+    if ports.value is not None:
+        if not isinstance(ports.value, list) or not ports.value:
+            raise ports.fail("a non-empty list of Service port numbers")
+        port_list = tuple(ports.child(i).integer(low=1, high=65535) for i in range(len(ports.value)))
+    return ServiceRef(namespace=_dns_label(node.child("namespace")), name=_dns_label(node.child("name")),
+                      ports=port_list)
+
+
+def _read_backends(node: _Field) -> dict[str, Backend]:
+    if not isinstance(node.value, Mapping) or len(node.value) < 2:
+        raise node.fail("a mapping of at least two backends (the one serving now and the target)")
+    backends: dict[str, Backend] = {}
+    for name, field in node.items():
+        field.mapping(("selector", "engine", "port"), required=("selector", "engine", "port"))
+        backends[name] = Backend(
+            name=name,
+            selector=_read_selector(field.child("selector")),
+            engine=field.child("engine").string(choices=ENGINES),
+            port=field.child("port").integer(low=1, high=65535),
+        )
+    by_selector: dict[tuple[tuple[str, str], ...], str] = {}
+    for name, backend in backends.items():
+        key = tuple(sorted(backend.selector.items()))
+        if key in by_selector:
+            raise node.child(name).child("selector").fail(
+                f"a selector different from backend {by_selector[key]!r} (two backends cannot share pods)"
+            )
+        by_selector[key] = name
+    return backends
+
+
+def _read_selector(node: _Field) -> dict[str, str]:
+    if not isinstance(node.value, Mapping) or not node.value:
+        raise node.fail("a non-empty mapping of label keys to values")
+    selector: dict[str, str] = {}
+    for key, field in node.items():
+        if not isinstance(field.value, str):
+            raise field.fail("a string label value (quote values such as true, 1.0 or on)")
+        problem = label_problem(key, field.value)
+        if problem:
+            raise field.fail(f"valid Kubernetes label syntax ({problem})")
+        selector[key] = field.value
+    return selector
+
+
+def _read_verify(node: _Field) -> Verify:
+    node.mapping(("servedNames", "proof", "minReadyPods", "maxWait", "requestTimeout"), required=("servedNames",))
+    names = node.child("servedNames")
+    if not isinstance(names.value, list) or not names.value:
+        raise names.fail("a non-empty list of the model names clients send")
+    served = tuple(names.child(i).string() for i in range(len(names.value)))
+    if len(set(served)) != len(served):
+        raise names.fail("each name once")
+    return Verify(
+        served_names=served,
+        proof=node.child("proof").string(default="auto", choices=PROOFS),
+        min_ready_pods=node.child("minReadyPods").integer(default=1, low=1, high=10_000),
+        max_wait=node.child("maxWait").duration(default=1800.0),
+        request_timeout=node.child("requestTimeout").duration(default=10.0),
+    )
+
+
+_GIT_KEYS = ("provider", "url", "apiUrl", "allowInsecure", "branch", "path", "document", "selectorPath", "mode",
+             "author", "tokenFile")
+
+
+def _read_git(node: _Field) -> GitSettings:
+    node.mapping(_GIT_KEYS, required=("url", "path", "document"))
+    url_field = node.child("url")
+    url = url_field.string()
+    allow_insecure = node.child("allowInsecure").boolean(default=False)
+    _check_url(url_field, url, allow_insecure=allow_insecure, ssh_ok=True)
+    api_url = node.child("apiUrl")
+    if api_url.value is not None:
+        _check_url(api_url, api_url.string(), allow_insecure=allow_insecure, ssh_ok=False)
+    document = node.child("document").mapping(("kind", "name"), required=("kind", "name"))
+    author = node.child("author")
+    if author.value is not None:
+        author.mapping(("name", "email"))
+    return GitSettings(
+        provider=_read_provider(node.child("provider"), url),
+        url=url,
+        api_url=api_url.value,
+        allow_insecure=allow_insecure,
+        branch=node.child("branch").string(default="main"),
+        path=_read_repo_path(node.child("path")),
+        document=GitDocument(kind=document.child("kind").string(), name=document.child("name").string()),
+        selector_path=_read_selector_path(node.child("selectorPath")),
+        mode=node.child("mode").string(default="direct", choices=GIT_MODES),
+        author=GitAuthor(
+            name=author.child("name").string(default="cutover"),
+            email=author.child("email").string(default="cutover@example.invalid"),
+        ),
+        token_file=node.child("tokenFile").string() if node.present("tokenFile") else None,
+    )
+
+
+def _check_url(node: _Field, url: str, *, allow_insecure: bool, ssh_ok: bool) -> None:
+    if ssh_ok and (url.startswith("ssh://") or re.match(r"^[\w.-]+@[\w.-]+:", url)):
+        return
+    parts = urlsplit(url)
+    if parts.scheme == "http" and not allow_insecure:
+        raise node.fail("an https:// URL (plain http:// only with git.allowInsecure: true, for local test servers)")
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise node.fail("an https:// URL" + (" or an SSH address" if ssh_ok else ""))
+    if parts.username or parts.password:
+        raise node.fail("a URL without credentials (use git.tokenFile or CUTOVER_GIT_TOKEN)")
+
+
+def _read_provider(node: _Field, url: str) -> str:
+    if node.value is not None:
+        return node.string(choices=PROVIDERS)
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("github.com", "gitlab.com", "codeberg.org"):
+        return {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "forgejo"}[host]
+    raise node.fail(f"one of {', '.join(PROVIDERS)} (cannot tell from the host {host!r})")
+
+
+def _read_repo_path(node: _Field) -> str:
+    path = node.string()
+    if path.startswith("/") or ".." in PurePosixPath(path).parts or "\\" in path:
+        raise node.fail("a path relative to the repository root, without '..'")
+    return path
+
+
+def _read_selector_path(node: _Field) -> str:
+    path = node.string(default="spec.selector")
+    if any(not part for part in path.split(".")):
+        raise node.fail("a dotted path such as spec.selector")
+    return path
+
+
+def _read_argocd(node: _Field) -> ArgoCD:
+    node.mapping(("application", "namespace", "refresh"), required=("application",))
+    return ArgoCD(
+        application=node.child("application").string(),
+        namespace=node.child("namespace").string(default="argocd"),
+        refresh=node.child("refresh").boolean(default=True),
+    )
+
+
+def _read_notify(node: _Field) -> Slack | None:
+    if node.value is None:
+        return None
+    node.mapping(("slack",))
+    slack = node.child("slack")
+    if slack.value is None:
+        return None
+    slack.mapping(("webhookFile", "botTokenFile", "channel", "minLevel"))
+    if slack.present("botTokenFile") and not slack.present("channel"):
+        raise slack.child("channel").fail("a channel id (required with botTokenFile)")
+    if slack.present("webhookFile") and slack.present("botTokenFile"):
+        raise slack.fail("either webhookFile or botTokenFile with channel, not both")
+    return Slack(
+        webhook_file=slack.child("webhookFile").string() if slack.present("webhookFile") else None,
+        bot_token_file=slack.child("botTokenFile").string() if slack.present("botTokenFile") else None,
+        channel=slack.child("channel").string() if slack.present("channel") else None,
+        min_level=slack.child("minLevel").string(default="info", choices=LOG_LEVELS),
+    )

@@ -1,0 +1,212 @@
+"""The startup-probe timeline and the fail-fast classification of pod states. Pure: no I/O, no clock.
+
+A model server may take up to its startupProbe's budget to come up (initialDelaySeconds +
+failureThreshold × periodSeconds, counted from container start; 120 × 15 s = 30 min in the reference
+scenario). `assess()` looks at a snapshot of the target pods at a given instant and says: ready, keep
+waiting (with progress figures and when to look again), or failed (with a cause code and a hint).
+Called by `wait` on every watch event and every progress tick.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from cutover.views import ContainerView, PodView
+
+# The kubelet's own defaults for an unset field of a probe are in views.Probe.
+NO_POD_GRACE = 120.0  # seconds to wait for a first pod matching the selector to appear
+MAX_RESTARTS = 2  # container restarts during the wait before we stop hoping
+PROGRESS_EVERY = 30.0  # seconds between `target.waiting` progress events
+
+_IMAGE_REASONS = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
+_CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    max_wait: float  # the ceiling from the plan's verify.maxWait
+    min_ready: int = 1
+    no_pod_grace: float = NO_POD_GRACE
+    max_restarts: int = MAX_RESTARTS
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    cause: str
+    message: str
+    hint: str
+    pod: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PodProgress:
+    name: str
+    state: str  # scheduling | pulling | starting | ready | terminating
+    budget_left: float | None  # seconds until its startupProbe gives up; None before container start
+    probe_failures_allowed: int | None
+    restarts: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Assessment:
+    ready: tuple[PodView, ...]
+    failure: Failure | None
+    elapsed: float
+    budget_left: float  # until the whole wait gives up
+    pods: tuple[PodProgress, ...]
+
+    @property
+    def done(self) -> bool:
+        return self.failure is not None or self.satisfied
+
+    @property
+    def satisfied(self) -> bool:
+        return self.failure is None and bool(self.ready)
+
+
+def assess(
+    pods: Iterable[PodView],
+    *,
+    now: datetime,
+    started: datetime,
+    settings: Settings,
+    baseline_restarts: Mapping[str, int] | None = None,
+    seen_any: bool = False,
+) -> Assessment:
+    """Decide what the target pods' state means at `now`, for a wait that began at `started`."""
+    live = sorted((pod for pod in pods if not pod.deleting), key=lambda pod: pod.name)
+    elapsed = (now - started).total_seconds()
+    budget_left = max(0.0, _wait_deadline(live, started=started, settings=settings) - elapsed)
+    ready = tuple(pod for pod in live if pod.ready and pod.ip)
+    progress = tuple(_progress(pod, now) for pod in live)
+    failure = _failure(live, ready, elapsed=elapsed, budget_left=budget_left, settings=settings,
+                       baseline=baseline_restarts or {}, seen_any=seen_any)
+    satisfied = len(ready) >= settings.min_ready
+    return Assessment(ready=ready if satisfied else (), failure=failure if not satisfied else None,
+                      elapsed=elapsed, budget_left=budget_left, pods=progress)
+
+
+def _wait_deadline(pods: list[PodView], *, started: datetime, settings: Settings) -> float:
+    """Seconds after `started` when the wait gives up: the latest pod's startup budget, capped."""
+    if not pods:
+        return min(settings.no_pod_grace, settings.max_wait)
+    ends = [_pod_deadline(pod, started=started, settings=settings) for pod in pods]
+    return min(max(ends), settings.max_wait)
+
+
+def _pod_deadline(pod: PodView, *, started: datetime, settings: Settings) -> float:
+    budgets = []
+    for container in pod.containers:
+        if container.started_at is None:
+            return settings.max_wait  # not started yet: only the ceiling limits it
+        probe_budget = container.startup_probe.budget if container.startup_probe else settings.max_wait
+        budgets.append((container.started_at - started).total_seconds() + probe_budget)
+    return max(budgets, default=settings.max_wait)
+
+
+def _progress(pod: PodView, now: datetime) -> PodProgress:
+    lefts, allowed = [], []
+    for container in pod.containers:
+        if container.started_at is None or container.startup_probe is None:
+            continue
+        probe = container.startup_probe
+        running = (now - container.started_at).total_seconds()
+        lefts.append(probe.budget - running)
+        failures = max(0, int((running - probe.initial_delay) // probe.period))
+        allowed.append(max(0, probe.failure_threshold - failures))
+    return PodProgress(
+        name=pod.name,
+        state=_pod_state(pod),
+        budget_left=max(0.0, min(lefts)) if lefts else None,
+        probe_failures_allowed=min(allowed) if allowed else None,
+        restarts=pod.restarts,
+    )
+
+
+def _pod_state(pod: PodView) -> str:
+    if pod.deleting:
+        return "terminating"
+    if pod.ready:
+        return "ready"
+    if pod.unschedulable_message is not None or not pod.containers:
+        return "scheduling"
+    if any(container.started_at is None for container in pod.containers):
+        return "pulling"
+    return "starting"
+
+
+def _failure(
+    live: list[PodView],
+    ready: tuple[PodView, ...],
+    *,
+    elapsed: float,
+    budget_left: float,
+    settings: Settings,
+    baseline: Mapping[str, int],
+    seen_any: bool,
+) -> Failure | None:
+    for pod in live:
+        failure = classify(pod, baseline_restarts=baseline.get(pod.name, 0), max_restarts=settings.max_restarts)
+        if failure is not None:
+            return failure
+    if not live and seen_any:
+        return Failure(
+            cause="pod_deleted",
+            message="every target pod was deleted during the wait, and no replacement exists",
+            hint="check who deleted it (eviction, preemption, a scale-down) with `kubectl get events`",
+        )
+    if budget_left > 0:
+        return None
+    if not live:
+        return Failure(
+            cause="no_target_pods",
+            message=f"no pod matches the target selector after {elapsed:.0f}s",
+            hint="check that the target workload is committed and synced, and that its labels match the plan",
+        )
+    return Failure(
+        cause="startup_budget_exhausted",
+        message=(f"{len(ready)} of {settings.min_ready} required pods Ready after {elapsed:.0f}s; "
+                 "the startup budget is spent"),
+        hint="read the target pod's logs and events; raise startupProbe.failureThreshold if it loads slower",
+    )
+
+
+def classify(pod: PodView, *, baseline_restarts: int = 0, max_restarts: int = MAX_RESTARTS) -> Failure | None:
+    """A state from which this pod will not become ready by waiting, or None."""
+    if pod.unschedulable_message is not None:
+        return Failure(
+            cause="unschedulable", pod=pod.name,
+            message=f"pod {pod.name} cannot be scheduled: {pod.unschedulable_message}",
+            hint="free or add capacity (GPUs, memory) or fix node selectors and tolerations",
+        )
+    for container in pod.containers:
+        failure = _container_failure(pod, container)
+        if failure is not None:
+            return failure
+    if pod.restarts - baseline_restarts > max_restarts:
+        return Failure(
+            cause="restarting", pod=pod.name,
+            message=f"pod {pod.name} restarted {pod.restarts - baseline_restarts} times during the wait",
+            hint="read `kubectl logs --previous`; a failing startupProbe also restarts the container",
+        )
+    return None
+
+
+def _container_failure(pod: PodView, container: ContainerView) -> Failure | None:
+    reason, where = container.waiting_reason, f"pod {pod.name} container {container.name}"
+    detail = f": {container.waiting_message}" if container.waiting_message else ""
+    if container.last_terminated_reason == "OOMKilled":
+        return Failure(cause="oom_killed", pod=pod.name, message=f"{where} was OOMKilled",
+                       hint="raise the memory limit, or lower the model's context or batch size")
+    if reason == "CrashLoopBackOff":
+        return Failure(cause="crash_loop", pod=pod.name, message=f"{where} is in CrashLoopBackOff{detail}",
+                       hint=f"read `kubectl -n {pod.namespace} logs {pod.name} --previous`")
+    if reason in _IMAGE_REASONS:
+        return Failure(cause="image_pull", pod=pod.name, message=f"{where}: {reason}{detail}",
+                       hint="check the image name and tag, and the registry credentials (imagePullSecrets)")
+    if reason in _CONFIG_REASONS:
+        return Failure(cause="container_config", pod=pod.name, message=f"{where}: {reason}{detail}",
+                       hint="a referenced Secret, ConfigMap or volume is missing")
+    return None

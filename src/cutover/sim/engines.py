@@ -1,0 +1,167 @@
+"""Engine doubles: HTTP servers that answer exactly like vLLM and candle-vllm (reference/engines.md).
+
+Until `bind()` nothing listens, so a client gets connection refused, as with the real engines while
+they load. Then vLLM serves /health, lists every served name and 404s unknown names; candle-vllm has
+no /health, lists one id (created in milliseconds) and accepts any model name, echoing it. Fault
+switches make a bound engine slow, 503, garbage, huge or resetting; `Blackhole` makes connects time
+out, as a NetworkPolicy that drops packets does. Used by the demo and the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token")
+
+
+class EngineDouble:
+    """One pod's engine process, listening on (ip, port) once bound."""
+
+    def __init__(self, engine: str, *, ip: str, port: int, served_names: tuple[str, ...],
+                 model_id: str | None = None) -> None:
+        self.engine, self.ip, self.port = engine, ip, port
+        self.served_names = served_names
+        self.model_id = model_id or served_names[0]
+        self.fault: str | None = None
+        self.requests: list[tuple[str, str, Any]] = []  # (method, path, json body)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def bound(self) -> bool:
+        return self._runner is not None
+
+    async def bind(self) -> None:
+        if self._runner is not None:
+            return
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._route)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.ip, self.port, reuse_address=True)
+        await site.start()
+        self._runner = runner
+
+    async def unbind(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json() if request.can_read_body else None
+        self.requests.append((request.method, request.path, body))
+        fault = await self._fault(request)
+        if fault is not None:
+            return fault
+        handler = {
+            ("GET", "/health"): self._health, ("GET", "/v1/models"): self._models,
+            ("POST", "/v1/completions"): self._completions, ("POST", "/v1/chat/completions"): self._chat,
+        }.get((request.method, request.path))
+        if handler is None:
+            return web.Response(status=404)  # axum and FastAPI both answer unknown routes with 404
+        return handler(body)
+
+    async def _fault(self, request: web.Request) -> web.StreamResponse | None:
+        if self.fault == "slow":
+            await asyncio.sleep(3600)
+        if self.fault == "503":
+            return web.Response(status=503)
+        if self.fault == "garbage":
+            return web.Response(status=200, body=b"<html>upstream says hi", content_type="text/html")
+        if self.fault == "huge":
+            return web.Response(status=200, body=b"[" + b" " * (2 << 20) + b"]", content_type="application/json")
+        if self.fault == "reset":
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response(status=500)
+        return None
+
+    def _health(self, body: Any) -> web.Response:
+        if self.engine == "candle-vllm":
+            return web.Response(status=404)
+        return web.Response(status=200)  # vLLM: 200 with an empty body
+
+    def _models(self, body: Any) -> web.Response:
+        now = int(time.time())
+        if self.engine == "candle-vllm":
+            cards = [{"id": self.model_id, "object": "model", "created": now * 1000, "owned_by": "candle-vllm",
+                      "permission": [], "modalities": ["text", "embedding"], "max_model_len": 40960}]
+        else:
+            cards = [{"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": "/models/weights",
+                      "parent": None, "max_model_len": 32768,
+                      "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
+                                      "created": now, "allow_create_engine": False, "allow_sampling": True,
+                                      "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                                      "allow_fine_tuning": False, "organization": "*", "group": None,
+                                      "is_blocking": False}]}
+                     for name in self.served_names]
+        return web.json_response({"object": "list", "data": cards})
+
+    def _unknown(self, name: str) -> web.Response | None:
+        if self.engine == "candle-vllm" or name in self.served_names:
+            return None
+        return web.json_response({"error": {"message": f"The model `{name}` does not exist.",
+                                            "type": "NotFoundError", "param": "model", "code": 404}}, status=404)
+
+    def _tokens(self) -> int:
+        return 0 if self.fault == "no-token" else 1
+
+    def _completions(self, body: Any) -> web.Response:
+        if self.engine == "candle-vllm":
+            return web.Response(status=404)  # candle-vllm has no /v1/completions
+        name = (body or {}).get("model", "")
+        unknown = self._unknown(name)
+        if unknown is not None:
+            return unknown
+        return web.json_response({
+            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+            "model": self.served_names[0],
+            "choices": [{"index": 0, "text": " pong", "logprobs": None, "finish_reason": "length",
+                         "stop_reason": None}],
+            "usage": {"prompt_tokens": 2, "total_tokens": 2 + self._tokens(), "completion_tokens": self._tokens()},
+        })
+
+    def _chat(self, body: Any) -> web.Response:
+        name = (body or {}).get("model", "")
+        unknown = self._unknown(name)
+        if unknown is not None:
+            return unknown
+        echoed = self.model_id if self.engine == "candle-vllm" and name in ("", "default") else name
+        return web.json_response({
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": echoed if self.engine == "candle-vllm" else self.served_names[0],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"},
+                         "finish_reason": "length", "logprobs": None}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": self._tokens(), "total_tokens": 9 + self._tokens()},
+        })
+
+
+class Blackhole:
+    """A listener whose accept queue is full, so the kernel drops new SYNs: connects time out."""
+
+    def __init__(self, ip: str, port: int) -> None:
+        self.ip, self.port = ip, port
+        self._sockets: list[socket.socket] = []
+
+    def __enter__(self) -> Blackhole:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.ip, self.port))
+        listener.listen(0)
+        self._sockets.append(listener)
+        for _ in range(2):  # fill the accept queue (backlog 0 still admits one)
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            filler.connect_ex((self.ip, self.port))
+            self._sockets.append(filler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()

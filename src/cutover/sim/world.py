@@ -1,0 +1,325 @@
+"""The reference scenario (SPEC §2) as a simulated world: an emulated API server, pods with engine
+doubles that start on a startup-probe timeline, an EndpointSlice controller, and the files a user
+would have (kubeconfig, plan). Shared by `cutover demo` and the tests.
+
+Time is the event loop's: under a fake-time loop a 30-minute startup passes in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import itertools
+import json
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import kmock
+from aiohttp import test_utils
+
+from cutover.sim.engines import EngineDouble
+from cutover.sim.kube import KubeEmulator
+
+NAMESPACE = "llm-serving"
+SERVICE = "reasoning-long-predictor"
+CLIENT_NAMESPACE = "poimen"
+JOB_NAMESPACE = "cutover"
+SERVED_NAMES = ("reasoning-long", "reasoning")
+BACKENDS: dict[str, dict[str, Any]] = {
+    "vllm": {"engine": "vllm",
+             "labels": {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
+                        "serving.kserve.io/inferenceservice": "reasoning"},
+             # vLLM's own /health, checked by the kubelet: 120 × 15 s = 30 minutes to start
+             "probe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 15, "failureThreshold": 120}},
+    "candle": {"engine": "candle-vllm",
+               "labels": {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"},
+               # candle-vllm has no /health: a TCP probe, since it binds only once loaded
+               "probe": {"tcpSocket": {"port": 8080}, "periodSeconds": 15, "failureThreshold": 120}},
+}
+PODS = "/v1/pods"
+SLICES = "discovery.k8s.io/v1/endpointslices"
+_worlds = itertools.count(1)
+
+
+@dataclasses.dataclass
+class Script:
+    """How one simulated pod behaves over time (seconds of loop time)."""
+
+    pull: float = 20.0  # creation → container running
+    load: float = 600.0  # container running → engine bound (then the next probe tick makes it Ready)
+    fault: str | None = None  # crash_loop | image_pull | unschedulable | oom | never_binds | config_error
+
+
+class SimPod:
+    def __init__(self, world: World, backend: str, name: str, ip: str, script: Script) -> None:
+        self.world, self.backend, self.name, self.ip, self.script = world, backend, name, ip, script
+        spec = BACKENDS[backend]
+        self.engine = EngineDouble(spec["engine"], ip=ip, port=world.port, served_names=SERVED_NAMES,
+                                   model_id=SERVED_NAMES[0])
+        self.restarts = 0
+        self.task: asyncio.Task[None] | None = None
+
+    def manifest(self) -> dict[str, Any]:
+        spec = BACKENDS[self.backend]
+        probe = copy.deepcopy(spec["probe"])
+        return {
+            "metadata": {"name": self.name, "namespace": NAMESPACE, "labels": dict(spec["labels"])},
+            "spec": {"containers": [{"name": "engine", "image": f"example.invalid/{spec['engine']}:1",
+                                     "ports": [{"containerPort": 8080, "name": "http"}],
+                                     "startupProbe": probe}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                       "containerStatuses": [{"name": "engine", "ready": False, "restartCount": 0,
+                                              "state": {"waiting": {"reason": "ContainerCreating"}}}]},
+        }
+
+    def _status(self, **container: Any) -> None:
+        status = {"name": "engine", "restartCount": self.restarts, "ready": False, **container}
+        self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"containerStatuses": [status]}})
+        self.world.sync_endpoints()
+
+    def _running(self, *, ready: bool) -> dict[str, Any]:
+        return {"state": {"running": {"startedAt": self.started_at}}, "ready": ready, "started": ready}
+
+    async def live(self) -> None:
+        fault, script = self.script.fault, self.script
+        if fault == "unschedulable":
+            self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are "
+                            "available: 4 No preemption victims found for incoming pod."}]}})
+            return
+        await asyncio.sleep(script.pull)
+        if fault in ("image_pull", "config_error"):
+            reason, message = (("ImagePullBackOff", 'Back-off pulling image "example.invalid/candle-vllm:1"')
+                               if fault == "image_pull" else
+                               ("CreateContainerConfigError", 'secret "hf-token" not found'))
+            self._status(state={"waiting": {"reason": reason, "message": message}})
+            return
+        await self._start()
+        if fault == "crash_loop":
+            for _ in range(4):
+                await asyncio.sleep(30)
+                self.restarts += 1
+                self._status(state={"waiting": {"reason": "CrashLoopBackOff",
+                                                "message": "back-off 40s restarting failed container"}},
+                             lastState={"terminated": {"reason": "Error", "exitCode": 1}})
+            return
+        if fault == "oom":
+            await asyncio.sleep(script.load / 2)
+            self.restarts += 1
+            self.started_at = self.world.kube.stamp()
+            self._status(**self._running(ready=False), lastState={"terminated": {"reason": "OOMKilled",
+                                                                                 "exitCode": 137}})
+            return
+        if fault == "never_binds":
+            return
+        await asyncio.sleep(script.load)
+        await self.engine.bind()
+        await asyncio.sleep(self._until_probe_tick())
+        self.become_ready()
+
+    async def _start(self) -> None:
+        self.started_at = self.world.kube.stamp()
+        self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"phase": "Running", "podIP": self.ip,
+                                                                      "podIPs": [{"ip": self.ip}]}})
+        self._status(**self._running(ready=False))
+
+    def _until_probe_tick(self) -> float:
+        period = BACKENDS[self.backend]["probe"]["periodSeconds"]
+        elapsed = self.world.elapsed_since(self.started_at)
+        return (period - elapsed % period) % period
+
+    def become_ready(self) -> None:
+        self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "True"}, {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": "True"}, {"type": "Ready", "status": "True"}]}})
+        self._status(**self._running(ready=True))
+
+
+class World:
+    """The reference scenario, running. Use as `async with World() as world:`."""
+
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.kube = KubeEmulator()
+        self.ssl_context = ssl_context
+        self.server: kmock.Server | None = None
+        self.number = next(_worlds) % 250 + 1
+        self.port = _free_port()
+        self.pods: dict[str, SimPod] = {}
+        self._names = itertools.count(1)
+
+    async def __aenter__(self) -> World:
+        await self.kube.__aenter__()
+        server_cls = _tls_server(self.ssl_context) if self.ssl_context else test_utils.RawTestServer
+        self.server = kmock.Server(self.kube, server_cls=server_cls)
+        await self.server.__aenter__()
+        self._seed()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for pod in self.pods.values():
+            if pod.task is not None:
+                pod.task.cancel()
+            await pod.engine.unbind()
+        await asyncio.gather(*(p.task for p in self.pods.values() if p.task), return_exceptions=True)
+        assert self.server is not None
+        await self.server.__aexit__(None, None, None)
+        await self.kube.__aexit__(None, None, None)
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return str(self.server.url).rstrip("/")
+
+    def elapsed_since(self, stamp: str) -> float:
+        from datetime import datetime  # noqa: PLC0415
+
+        return (self.kube.now() - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
+
+    def _seed(self) -> None:
+        for name in (NAMESPACE, CLIENT_NAMESPACE, JOB_NAMESPACE):
+            self.kube.put("/v1/namespaces", {"metadata": {"name": name,
+                                                          "labels": {"kubernetes.io/metadata.name": name}}})
+        self.kube.put("/v1/services", {
+            "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.96.40.17", "selector": dict(BACKENDS["vllm"]["labels"]),
+                     "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
+                               {"name": "engine", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}})
+        self.kube.put("networking.k8s.io/v1/networkpolicies", {
+            "metadata": {"name": "llm-serving-ingress", "namespace": NAMESPACE},
+            "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
+                         "kubernetes.io/metadata.name": CLIENT_NAMESPACE}}}],
+                                  "ports": [{"protocol": "TCP", "port": 8080}]}]}})
+
+    def admit_jobs(self) -> None:
+        """The ingress rule the reference scenario needs for the cutover Jobs (SPEC §2)."""
+        self.kube.put("networking.k8s.io/v1/networkpolicies", {
+            "metadata": {"name": "llm-serving-ingress-cutover", "namespace": NAMESPACE},
+            "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
+                         "kubernetes.io/metadata.name": JOB_NAMESPACE}}}],
+                                  "ports": [{"protocol": "TCP", "port": 8080}]}]}})
+
+    def add_pod(self, backend: str, script: Script | None = None, *, ready: bool = False) -> SimPod:
+        """A pod of `backend` that starts now on its script; `ready=True` makes one already serving."""
+        number = next(self._names)
+        name = f"{SERVICE}-{backend}-{number:05x}"
+        pod = SimPod(self, backend, name, f"127.77.{self.number}.{number}", script or Script())
+        self.pods[name] = pod
+        self.kube.put(PODS, pod.manifest())
+        if ready:
+            pod.task = asyncio.create_task(self._ready_now(pod), name=f"sim pod {name}")
+        else:
+            pod.task = asyncio.create_task(pod.live(), name=f"sim pod {name}")
+        return pod
+
+    async def _ready_now(self, pod: SimPod) -> None:
+        await pod._start()
+        await pod.engine.bind()
+        pod.become_ready()
+
+    def delete_pod(self, name: str) -> None:
+        pod = self.pods.pop(name)
+        if pod.task is not None:
+            pod.task.cancel()
+        self.kube.remove(PODS, NAMESPACE, name)
+        asyncio.get_running_loop().create_task(pod.engine.unbind())
+        self.sync_endpoints()
+
+    def sync_endpoints(self) -> None:
+        """The EndpointSlice controller: the Service's selected pods with their readiness."""
+        service = self.kube.get("/v1/services", NAMESPACE, SERVICE)
+        if service is None:
+            return
+        selector = service["spec"].get("selector") or {}
+        endpoints = []
+        for obj in self.kube.objects(PODS, NAMESPACE):
+            labels = obj["metadata"].get("labels") or {}
+            ip = (obj.get("status") or {}).get("podIP")
+            if not ip or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in obj["status"].get("conditions") or ())
+            endpoints.append({"addresses": [ip], "conditions": {"ready": ready, "serving": ready},
+                              "targetRef": {"kind": "Pod", "name": obj["metadata"]["name"], "namespace": NAMESPACE}})
+        current = self.kube.get(SLICES, NAMESPACE, f"{SERVICE}-sim")
+        if current is not None and current.get("endpoints") == endpoints:
+            return
+        self.kube.put(SLICES, {
+            "metadata": {"name": f"{SERVICE}-sim", "namespace": NAMESPACE,
+                         "labels": {"kubernetes.io/service-name": SERVICE}},
+            "addressType": "IPv4", "endpoints": endpoints,
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+
+    # --- the files a user has --------------------------------------------------------------------
+
+    def kubeconfig(self, path: Path, *, token: str = "sim-token", ca_file: str | None = None) -> Path:
+        cluster: dict[str, Any] = {"server": self.url}
+        if ca_file:
+            cluster["certificate-authority"] = ca_file
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "sim",
+            "clusters": [{"name": "sim", "cluster": cluster}],
+            "users": [{"name": "sim", "user": {"token": token}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim", "namespace": JOB_NAMESPACE}}],
+        }))
+        return path
+
+    def plan_text(self, *, target: str = "candle", max_wait: str = "30m", proof: str = "auto",
+                  min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES) -> str:
+        def selector(backend: str) -> str:
+            return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items())
+
+        return f"""apiVersion: cutover/v1alpha1
+kind: CutoverPlan
+metadata:
+  name: reasoning-long
+service:
+  namespace: {NAMESPACE}
+  name: {SERVICE}
+  ports: [80, 8080]
+backends:
+  vllm:
+    selector:{selector("vllm")}
+    engine: vllm
+    port: {self.port}
+  candle:
+    selector:{selector("candle")}
+    engine: candle-vllm
+    port: {self.port}
+target: {target}
+verify:
+  servedNames: [{", ".join(names)}]
+  proof: {proof}
+  minReadyPods: {min_ready}
+  maxWait: {max_wait}
+  requestTimeout: 10s
+git:
+  provider: github
+  url: https://github.com/acme/gitops.git
+  branch: main
+  path: k8s/apps/llm-serving/reasoning-long-service.yaml
+  document: {{kind: Service, name: {SERVICE}}}
+argocd:
+  application: llm-serving
+rollback:
+  auto: true
+"""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("0.0.0.0", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tls_server(context: ssl.SSLContext) -> type[test_utils.RawTestServer]:
+    class TLSServer(test_utils.RawTestServer):  # type: ignore[misc]
+        async def start_server(self, **kwargs: Any) -> None:
+            await super().start_server(ssl=context, **kwargs)
+
+    return TLSServer

@@ -1,0 +1,99 @@
+"""Observed state as small frozen dataclasses: what the pure core decides on.
+
+The cluster adapter builds these from API payloads (raw dicts, never SDK models); readiness and the
+decisions read them; tests build them by hand. No I/O here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """A container's startupProbe, with Kubernetes defaults for unset fields."""
+
+    initial_delay: float = 0.0
+    period: float = 10.0
+    failure_threshold: int = 3
+    timeout: float = 1.0
+
+    @property
+    def budget(self) -> float:
+        """Seconds from container start until the kubelet gives up on startup."""
+        return self.initial_delay + self.failure_threshold * self.period
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerView:
+    name: str
+    ready: bool = False
+    started_at: datetime | None = None  # state.running.startedAt
+    restarts: int = 0
+    waiting_reason: str | None = None  # state.waiting.reason, e.g. CrashLoopBackOff
+    waiting_message: str | None = None
+    last_terminated_reason: str | None = None  # lastState.terminated.reason, e.g. OOMKilled
+    startup_probe: Probe | None = None
+    has_readiness_gate: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    phase: str = "Pending"
+    ip: str | None = None
+    ready: bool = False  # condition Ready
+    deleting: bool = False  # metadata.deletionTimestamp set
+    unschedulable_message: str | None = None  # condition PodScheduled=False, reason Unschedulable
+    created_at: datetime | None = None
+    containers: tuple[ContainerView, ...] = ()
+
+    def matches(self, selector: Mapping[str, str]) -> bool:
+        return all(self.labels.get(key) == value for key, value in selector.items())
+
+    @property
+    def restarts(self) -> int:
+        return sum(container.restarts for container in self.containers)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServicePort:
+    name: str | None
+    port: int
+    target_port: int | str
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceView:
+    namespace: str
+    name: str
+    uid: str
+    cluster_ip: str | None
+    selector: Mapping[str, str]
+    ports: tuple[ServicePort, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EndpointView:
+    """One endpoint of an EndpointSlice, as kube-proxy would route to it."""
+
+    ip: str
+    ready: bool
+    pod_name: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyView:
+    """A NetworkPolicy, kept close to its payload: the rules are evaluated by `netpolicy`."""
+
+    namespace: str
+    name: str
+    pod_selector: Mapping[str, Any]
+    policy_types: tuple[str, ...]
+    ingress: tuple[Mapping[str, Any], ...]

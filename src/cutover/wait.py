@@ -1,0 +1,198 @@
+"""Wait for a backend's pods on their startup timeline, then prove the served names on each of them.
+
+The wait is driven by watch events, not by polling: it wakes when a pod changes, when a progress
+event is due (every 30 s), and when the budget ends. A decision that cannot be taken back (fail)
+is made on a fresh list, never on a possibly lagging watch. The rules live in `readiness` and
+`netpolicy`; this module only tells the story with them. Called by the commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from cutover import engines, netpolicy, readiness
+from cutover.cluster import Cluster, PodWatch
+from cutover.errors import NamesNotProven, TargetNotReady
+from cutover.plan import Backend, Plan
+from cutover.views import PodView
+
+log = structlog.get_logger("cutover")
+
+PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pass (refused, 503)
+
+
+class Clock:
+    """Wall-clock instants derived from the event loop's clock, so that fake time moves both."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wall0, self._loop0 = datetime.now(UTC), self._loop.time()
+
+    def now(self) -> datetime:
+        return self._wall0 + timedelta(seconds=self._loop.time() - self._loop0)
+
+    def monotonic(self) -> float:
+        return self._loop.time()
+
+
+@dataclasses.dataclass(frozen=True)
+class Proven:
+    backend: str
+    pods: tuple[PodView, ...]
+    proofs: tuple[engines.PodProof, ...]
+    waited: float  # seconds from the start of the wait to the last proof
+    proven_at: datetime
+
+
+async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool) -> Proven:
+    """Ready and proven, or TargetNotReady / NamesNotProven with a cause and a hint."""
+    clock = Clock()
+    settings = readiness.Settings(max_wait=plan.verify.max_wait, min_ready=plan.verify.min_ready_pods)
+    async with cluster.watch_pods(plan.service.namespace, backend.selector) as watch, \
+            engines.new_client(timeout=plan.verify.request_timeout) as client:
+        await watch.synced.wait()
+        watch.raise_if_failed()
+        return await _Wait(cluster, plan, backend, watch, client, clock, settings, wait=wait).run()
+
+
+class _Wait:
+    def __init__(self, cluster: Cluster, plan: Plan, backend: Backend, watch: PodWatch, client: object,
+                 clock: Clock, settings: readiness.Settings, *, wait: bool) -> None:
+        self.cluster, self.plan, self.backend, self.watch = cluster, plan, backend, watch
+        self.client, self.clock, self.settings, self.keep_waiting = client, clock, settings, wait
+        self.started = clock.now()
+        self.baseline = {pod.name: pod.restarts for pod in watch.pods.values()}
+        self.next_progress = clock.monotonic() + readiness.PROGRESS_EVERY
+        self.next_proof = clock.monotonic()
+        self.announced_ready = False
+
+    def assess(self) -> readiness.Assessment:
+        return readiness.assess(self.watch.pods.values(), now=self.clock.now(), started=self.started,
+                                settings=self.settings, baseline_restarts=self.baseline,
+                                seen_any=self.watch.ever_seen)
+
+    async def run(self) -> Proven:
+        log.info("target.watching", backend=self.backend.name, pods=len(self.watch.pods),
+                 budget=self.settings.max_wait)
+        while True:
+            found = self.assess()
+            if found.failure is not None:
+                await self.watch.relist()  # never fail on a view that might lag behind the API
+                found = self.assess()
+                if found.failure is not None:
+                    raise self._not_ready(found.failure)
+            if found.satisfied and self.clock.monotonic() >= self.next_proof:
+                proven = await self._prove(found)
+                if proven is not None:
+                    return proven
+            elif not found.satisfied and not self.keep_waiting:
+                raise TargetNotReady(
+                    f"backend {self.backend.name}: {len(found.ready)} of {self.settings.min_ready} pods Ready now",
+                    cause="target_not_ready_now", hint="run with --wait to wait on the startup timeline")
+            await self.watch.changed(self._sleep(found))
+            self._maybe_progress()
+
+    def _sleep(self, found: readiness.Assessment) -> float:
+        now = self.clock.monotonic()
+        wakes = [self.next_progress, now + found.budget_left]
+        if found.satisfied:
+            wakes.append(self.next_proof)
+        return max(0.0, min(wakes) - now)
+
+    def _maybe_progress(self) -> None:
+        if self.clock.monotonic() < self.next_progress:
+            return
+        self.next_progress = self.clock.monotonic() + readiness.PROGRESS_EVERY
+        found = self.assess()
+        log.info("target.waiting", backend=self.backend.name, elapsed=round(found.elapsed),
+                 budget_left=round(found.budget_left), ready=len(found.ready),
+                 pods=[_pod_line(pod) for pod in found.pods])
+
+    def _not_ready(self, failure: readiness.Failure) -> TargetNotReady:
+        event = "target.budget_exhausted" if failure.cause in ("startup_budget_exhausted", "no_target_pods") \
+            else "target.failed_fast"
+        log.error(event, backend=self.backend.name, cause=failure.cause, pod=failure.pod,
+                  message=failure.message, hint=failure.hint)
+        return TargetNotReady(failure.message, cause=failure.cause, hint=failure.hint)
+
+    async def _prove(self, found: readiness.Assessment) -> Proven | None:
+        if not self.announced_ready:
+            self.announced_ready = True
+            log.info("target.ready", backend=self.backend.name, pods=[pod.name for pod in found.ready],
+                     elapsed=round(found.elapsed, 1))
+        method = engines.method_for(self.backend.engine, self.plan.verify.proof)
+        proofs = await asyncio.gather(*(
+            engines.prove(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,  # type: ignore[arg-type]
+                          engine=self.backend.engine, names=self.plan.verify.served_names, method=method,
+                          clock=self.clock.monotonic)
+            for pod in found.ready))
+        problems = [(proof, problem) for proof in proofs for problem in proof.problems]
+        if not problems:
+            log.info("names.proven", backend=self.backend.name, method=method,
+                     names=list(self.plan.verify.served_names), pods=[proof.pod for proof in proofs],
+                     seconds=round(max(proof.seconds for proof in proofs), 3))
+            return Proven(self.backend.name, found.ready, tuple(proofs), found.elapsed, self.clock.now())
+        await self._judge(found, problems)
+        self.next_proof = self.clock.monotonic() + PROOF_RETRY
+        return None
+
+    async def _judge(self, found: readiness.Assessment,
+                     problems: Sequence[tuple[engines.PodProof, engines.Problem]]) -> None:
+        """Raise when waiting cannot help; otherwise log and let the caller try again."""
+        proof, problem = next(((p, q) for p, q in problems if not q.retryable), problems[0])
+        if not problem.retryable:
+            raise self._names_failed(proof, problem, cause=problem.kind, hint=_HINTS.get(problem.kind, ""))
+        if problem.kind == "connect_timeout":
+            verdict = await self._diagnose(found)
+            if verdict.admitted is False:
+                raise self._names_failed(proof, problem, cause="network_policy_blocks",
+                                         hint=f"{verdict.explanation}; add an ingress rule for namespace "
+                                              f"{self.cluster.own_namespace} on TCP {self.backend.port}")
+        if found.budget_left <= PROOF_RETRY:
+            raise self._names_failed(proof, problem, cause=problem.kind, hint=_HINTS.get(problem.kind, ""))
+        log.info("names.retry", backend=self.backend.name, pod=proof.pod, problem=problem.kind,
+                 message=problem.message, next_in=PROOF_RETRY)
+
+    async def _diagnose(self, found: readiness.Assessment) -> netpolicy.Verdict:
+        policies = await self.cluster.network_policies(self.plan.service.namespace)
+        verdict = netpolicy.diagnose(policies, pod_labels=found.ready[0].labels,
+                                     source_namespace=self.cluster.own_namespace, port=self.backend.port)
+        log.warning("network.diagnosis", backend=self.backend.name, admitted=verdict.admitted,
+                    policies=list(verdict.selecting), explanation=verdict.explanation)
+        return verdict
+
+    def _names_failed(self, proof: engines.PodProof, problem: engines.Problem, *, cause: str,
+                      hint: str) -> NamesNotProven:
+        message = f"pod {proof.pod} ({proof.address}): {problem.message}"
+        log.error("names.failed", backend=self.backend.name, pod=proof.pod, cause=cause, message=message,
+                  hint=hint, proven=list(proof.proven))
+        return NamesNotProven(message, cause=cause, hint=hint)
+
+
+def _pod_line(pod: readiness.PodProgress) -> str:
+    parts = [f"{pod.name} {pod.state}"]
+    if pod.budget_left is not None:
+        parts.append(f"probe budget {pod.budget_left:.0f}s ({pod.probe_failures_allowed} failures allowed)")
+    if pod.restarts:
+        parts.append(f"{pod.restarts} restarts")
+    return ", ".join(parts)
+
+
+_HINTS = {
+    "name_not_listed": "add the name to the engine's --served-model-name, or remove it from verify.servedNames",
+    "name_rejected": "the engine refuses this model name; check its served names",
+    "too_large": "the engine's answer exceeds 1 MiB; is this port really the engine's API?",
+    "refused": "nothing listens on the backend port; check backends.<name>.port and the container's port",
+    "connect_timeout": "packets to the pod are dropped: check NetworkPolicies and the Job's egress",
+    "read_timeout": "the engine accepts connections but does not answer; raise verify.requestTimeout",
+    "reset": "the engine closed the connection; read its logs",
+    "unhealthy": "the engine reports itself unhealthy; read its logs",
+    "http_status": "the engine answered with an error; read its logs",
+    "bad_json": "the answer is not the engine's API; check the backend port and engine",
+    "no_token": "the engine answered without generating; read its logs",
+}

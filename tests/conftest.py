@@ -1,0 +1,54 @@
+"""Shared fixtures: the simulated world over real HTTP, a Cluster on it through a kubeconfig, and logs.
+
+Tests that wait on startup timelines carry `@pytest.mark.looptime`: the event loop's clock is fake and
+jumps over idle time, so a 30-minute startup takes milliseconds and elapsed times are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from structlog.testing import LogCapture
+
+from cutover import cluster, plan
+from cutover.sim.world import World
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    async with World() as sim:
+        sim.admit_jobs()
+        yield sim
+
+
+@pytest.fixture
+async def kube(world: World, tmp_path: Path) -> AsyncIterator[cluster.Cluster]:
+    connected = cluster.connect(kubeconfig=str(world.kubeconfig(tmp_path / "kubeconfig")), environ={})
+    yield connected
+    await connected.aclose()
+
+
+@pytest.fixture
+def make_plan(world: World) -> Any:
+    def build(**overrides: Any) -> plan.Plan:
+        (one,) = plan.parse(world.plan_text(**overrides))
+        return one
+
+    return build
+
+
+@pytest.fixture
+def events() -> Iterator[list[dict[str, Any]]]:
+    """Structured log events of the test, as dicts (structlog's own capture)."""
+    capture = LogCapture()
+    structlog.configure(processors=[structlog.processors.add_log_level, capture])
+    yield capture.entries
+    structlog.reset_defaults()
+
+
+def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [event for event in events if event["event"] == name]
