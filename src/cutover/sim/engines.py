@@ -31,6 +31,7 @@ class EngineDouble:
         self.fault: str | None = None
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, json body)
         self._runner: web.AppRunner | None = None
+        self._closing = asyncio.Event()  # releases requests held by the "slow" fault
 
     @property
     def bound(self) -> bool:
@@ -39,6 +40,7 @@ class EngineDouble:
     async def bind(self) -> None:
         if self._runner is not None:
             return
+        self._closing.clear()
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._route)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -49,6 +51,7 @@ class EngineDouble:
 
     async def unbind(self) -> None:
         runner, self._runner = self._runner, None
+        self._closing.set()
         if runner is not None:
             await runner.cleanup()
 
@@ -67,8 +70,9 @@ class EngineDouble:
         return handler(body)
 
     async def _fault(self, request: web.Request) -> web.StreamResponse | None:
-        if self.fault == "slow":
-            await asyncio.sleep(3600)
+        if self.fault == "slow":  # answers only when the engine goes away
+            await self._closing.wait()
+            return web.Response(status=503)
         if self.fault == "503":
             return web.Response(status=503)
         if self.fault == "garbage":

@@ -1,0 +1,162 @@
+"""The served-name proof over real HTTP against engine doubles with the exact payloads of
+reference/engines.md, and the classification of every way a check can fail."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+import pytest
+
+from cutover import engines
+from cutover.sim.engines import Blackhole, EngineDouble
+from cutover.sim.world import _free_port
+
+NAMES = ("reasoning-long", "reasoning")
+_ips = itertools.count(1)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with engines.new_client(timeout=2.0) as http:
+        yield http
+
+
+@pytest.fixture
+async def make_engine() -> AsyncIterator[Callable[..., EngineDouble]]:
+    made: list[EngineDouble] = []
+
+    def make(engine: str, served: tuple[str, ...] = NAMES, model_id: str | None = None) -> EngineDouble:
+        double = EngineDouble(engine, ip=f"127.77.200.{next(_ips)}", port=_free_port(), served_names=served,
+                              model_id=model_id)
+        made.append(double)
+        return double
+
+    yield make
+    for double in made:
+        await double.unbind()
+
+
+async def prove(client: httpx.AsyncClient, double: EngineDouble, method: str,
+                names: tuple[str, ...] = NAMES) -> engines.PodProof:
+    return await engines.prove(client, pod="pod-0", ip=double.ip, port=double.port, engine=double.engine,
+                               names=names, method=method)
+
+
+def test_auto_lists_where_the_engine_lists_every_name() -> None:
+    assert engines.method_for("vllm", "auto") == "listed"
+    assert {engines.method_for(e, "auto") for e in ("candle-vllm", "sglang", "llama.cpp", "tgi", "openai")} == {
+        "generate"}
+    assert engines.method_for("candle-vllm", "listed") == "listed"
+
+
+async def test_vllm_lists_both_names(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("vllm")
+    await double.bind()
+    proof = await prove(client, double, "listed")
+    assert proof.ok and proof.proven == NAMES
+    assert [(m, p) for m, p, _ in double.requests] == [("GET", "/health"), ("GET", "/v1/models")]
+
+
+async def test_vllm_missing_a_name_is_final(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("vllm", served=("reasoning",))
+    await double.bind()
+    proof = await prove(client, double, "listed")
+    assert proof.proven == ("reasoning",)
+    (problem,) = proof.problems
+    assert problem.kind == "name_not_listed" and not problem.retryable and problem.name == "reasoning-long"
+    assert "lists: reasoning" in problem.message
+
+
+async def test_vllm_generate_rejects_an_unknown_name_with_404(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("vllm", served=("reasoning",))
+    await double.bind()
+    proof = await prove(client, double, "generate")
+    (problem,) = proof.problems
+    assert (problem.kind, problem.status, problem.retryable) == ("name_rejected", 404, False)
+    assert double.requests[1][2] == {"model": "reasoning-long", "max_tokens": 1, "temperature": 0, "stream": False,
+                                     "prompt": "ping"}
+
+
+async def test_candle_lists_one_id_so_listing_cannot_prove_the_alias(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("candle-vllm", model_id="reasoning-long")
+    await double.bind()
+    proof = await prove(client, double, "listed")
+    assert proof.proven == ("reasoning-long",)
+    assert [p.kind for p in proof.problems] == ["name_not_listed"]
+
+
+async def test_candle_generate_proves_the_alias_without_health(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("candle-vllm", model_id="reasoning-long")
+    await double.bind()
+    proof = await prove(client, double, engines.method_for("candle-vllm", "auto"))
+    assert proof.ok and proof.proven == NAMES
+    # No /health on candle-vllm: the profile does not ask, and a chat completion carries each name.
+    assert [(m, p, (b or {}).get("model")) for m, p, b in double.requests] == [
+        ("POST", "/v1/chat/completions", "reasoning-long"), ("POST", "/v1/chat/completions", "reasoning")]
+
+
+async def test_a_404_health_means_no_endpoint_not_unhealthy(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("candle-vllm", model_id="reasoning-long")
+    await double.bind()
+    proof = await engines.prove(client, pod="p", ip=double.ip, port=double.port, engine="tgi", names=("x",),
+                                method="generate")  # the tgi profile asks /health; this server has none
+    assert proof.ok
+    assert double.requests[0][:2] == ("GET", "/health")
+
+
+async def test_nothing_listening_is_refused_and_retryable(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("vllm")  # never bound: the engine is still loading
+    proof = await prove(client, double, "listed")
+    (problem,) = proof.problems
+    assert (problem.kind, problem.retryable) == ("refused", True)
+
+
+@pytest.mark.parametrize(("fault", "kind", "retryable"), [
+    ("503", "unhealthy", True),
+    ("garbage", "bad_json", True),
+    ("huge", "too_large", False),
+    ("reset", "reset", True),
+])
+async def test_faults_of_a_bound_vllm(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble],
+                                      fault: str, kind: str, retryable: bool) -> None:
+    double = make_engine("vllm")
+    await double.bind()
+    double.fault = fault
+    proof = await prove(client, double, "listed")
+    (problem,) = proof.problems
+    assert (problem.kind, problem.retryable) == (kind, retryable)
+
+
+async def test_a_generation_without_a_token_does_not_prove(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("candle-vllm", model_id="reasoning-long")
+    await double.bind()
+    double.fault = "no-token"
+    proof = await prove(client, double, "generate")
+    assert [p.kind for p in proof.problems] == ["no_token", "no_token"]
+
+
+@pytest.mark.looptime
+async def test_a_slow_engine_times_out_on_read(make_engine: Callable[..., EngineDouble]) -> None:
+    double = make_engine("vllm")
+    await double.bind()
+    double.fault = "slow"
+    async with engines.new_client(timeout=10.0) as slow_client:
+        proof = await prove(slow_client, double, "listed")
+    assert [(p.kind, p.retryable) for p in proof.problems] == [("read_timeout", True)]
+
+
+@pytest.mark.looptime
+async def test_dropped_packets_are_a_connect_timeout(client: httpx.AsyncClient) -> None:
+    port = _free_port()
+    with Blackhole("127.77.201.1", port):
+        proof = await engines.prove(client, pod="p", ip="127.77.201.1", port=port, engine="vllm", names=NAMES,
+                                    method="listed")
+    assert [(p.kind, p.retryable) for p in proof.problems] == [("connect_timeout", True)]

@@ -1,0 +1,120 @@
+"""The startup-probe timeline and the fail-fast rules, as tables over hand-built pod views (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cutover import readiness
+from cutover.views import ContainerView, PodView, Probe
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SETTINGS = readiness.Settings(max_wait=1800.0)
+
+
+def pod(name: str = "p", *, started: float | None = 0.0, probe: Probe | None = Probe(0, 15, 120),
+        ready: bool = False, restarts: int = 0, waiting: str | None = None, last: str | None = None,
+        unschedulable: str | None = None, deleting: bool = False) -> PodView:
+    container = ContainerView("engine", ready=ready,
+                              started_at=T0 + timedelta(seconds=started) if started is not None else None,
+                              restarts=restarts, waiting_reason=waiting, waiting_message="details" if waiting else None,
+                              last_terminated_reason=last, startup_probe=probe)
+    return PodView("ns", name, f"uid-{name}", {"app": "x"}, ip="10.0.0.1" if ready else None, ready=ready,
+                   deleting=deleting, unschedulable_message=unschedulable, containers=(container,))
+
+
+def at(seconds: float, *pods: PodView, settings: readiness.Settings = SETTINGS, **kwargs: object) -> readiness.Assessment:
+    return readiness.assess(pods, now=T0 + timedelta(seconds=seconds), started=T0, settings=settings, **kwargs)
+
+
+@pytest.mark.parametrize(("probe", "budget"), [
+    (Probe(), 30.0),  # Kubernetes defaults: period 10 s, failureThreshold 3, no initial delay
+    (Probe(0, 15, 120), 1800.0),  # the reference vLLM pod: 120 × 15 s
+    (Probe(60, 10, 30), 360.0),  # an initial delay counts too
+    (Probe(0, 1, 1), 1.0),
+])
+def test_a_probe_budget_is_delay_plus_threshold_times_period(probe: Probe, budget: float) -> None:
+    assert probe.budget == budget
+
+
+def test_the_wait_ends_when_the_slowest_pod_budget_ends_counted_from_its_container_start() -> None:
+    late = pod(started=100.0, probe=Probe(0, 10, 30))  # started 100 s into the wait: ends at 400 s
+    assert at(399, late).failure is None
+    found = at(400, late)
+    assert found.failure is not None and found.failure.cause == "startup_budget_exhausted"
+    assert found.budget_left == 0
+
+
+def test_max_wait_caps_a_longer_probe_budget() -> None:
+    capped = readiness.Settings(max_wait=600.0)
+    assert at(599, pod(), settings=capped).failure is None
+    assert at(600, pod(), settings=capped).failure.cause == "startup_budget_exhausted"  # type: ignore[union-attr]
+
+
+def test_a_pod_without_a_startup_probe_waits_for_the_ceiling() -> None:
+    assert at(1799, pod(probe=None)).failure is None
+    assert at(1800, pod(probe=None)).failure is not None
+
+
+def test_a_container_not_started_yet_is_bounded_by_the_ceiling_only() -> None:
+    pulling = pod(started=None)
+    found = at(1000, pulling)
+    assert found.failure is None and found.pods[0].state == "pulling" and found.pods[0].budget_left is None
+
+
+def test_progress_counts_probe_failures_still_allowed() -> None:
+    found = at(150, pod(started=0.0))
+    assert found.pods[0] == readiness.PodProgress("p", "starting", 1650.0, 110, 0)
+    assert found.elapsed == 150 and found.budget_left == 1650
+
+
+def test_ready_pods_satisfy_the_minimum() -> None:
+    two = readiness.Settings(max_wait=1800.0, min_ready=2)
+    assert not at(10, pod("a", ready=True), pod("b"), settings=two).satisfied
+    found = at(10, pod("a", ready=True), pod("b", ready=True), settings=two)
+    assert found.satisfied and [p.name for p in found.ready] == ["a", "b"]
+
+
+def test_a_terminating_pod_counts_for_nothing() -> None:
+    found = at(10, pod("a", ready=True, deleting=True))
+    assert not found.satisfied and found.pods == ()
+
+
+@pytest.mark.parametrize(("state", "cause", "words"), [
+    ({"waiting": "CrashLoopBackOff"}, "crash_loop", "is in CrashLoopBackOff: details"),
+    ({"waiting": "ImagePullBackOff"}, "image_pull", "ImagePullBackOff: details"),
+    ({"waiting": "ErrImagePull"}, "image_pull", "ErrImagePull"),
+    ({"waiting": "CreateContainerConfigError"}, "container_config", "CreateContainerConfigError"),
+    ({"last": "OOMKilled", "restarts": 1}, "oom_killed", "was OOMKilled"),
+    ({"unschedulable": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}, "unschedulable",
+     "cannot be scheduled: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."),
+    ({"restarts": 3}, "restarting", "restarted 3 times during the wait"),
+])
+def test_states_that_waiting_cannot_fix_fail_at_once(state: dict[str, object], cause: str, words: str) -> None:
+    found = at(5, pod(**state))  # type: ignore[arg-type]
+    assert found.failure is not None
+    assert found.failure.cause == cause
+    assert words in found.failure.message
+    assert found.failure.hint and found.failure.pod == "p"
+
+
+def test_restarts_count_from_the_start_of_the_wait() -> None:
+    assert at(5, pod(restarts=5), baseline_restarts={"p": 4}).failure is None
+    assert at(5, pod(restarts=7), baseline_restarts={"p": 4}).failure.cause == "restarting"  # type: ignore[union-attr]
+
+
+def test_no_pod_at_all_gives_up_after_the_grace() -> None:
+    assert at(119).failure is None
+    found = at(120)
+    assert found.failure is not None and found.failure.cause == "no_target_pods"
+
+
+def test_every_pod_deleted_during_the_wait_fails_at_once() -> None:
+    found = at(30, seen_any=True)
+    assert found.failure is not None and found.failure.cause == "pod_deleted"
+
+
+def test_enough_ready_pods_outweigh_a_broken_extra_one() -> None:
+    found = at(30, pod("a", ready=True), pod("b", waiting="CrashLoopBackOff"))
+    assert found.satisfied and found.failure is None
