@@ -58,7 +58,3 @@ def events() -> Iterator[list[dict[str, Any]]]:
     structlog.configure(processors=[structlog.processors.add_log_level, capture])
     yield capture.entries
     structlog.reset_defaults()
-
-
-def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [event for event in events if event["event"] == name]

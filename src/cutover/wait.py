@@ -24,6 +24,9 @@ from cutover.views import PodView
 log = structlog.get_logger("cutover")
 
 PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pass (refused, 503)
+# asyncio fires a timer up to its clock resolution early; comparing instants without this slack made the
+# loop wake "just before" a progress tick, find nothing due and spin without time passing.
+SLACK = 0.001
 
 
 class Clock:
@@ -86,7 +89,7 @@ class _Wait:
                 found = self.assess()
                 if found.failure is not None:
                     raise self._not_ready(found.failure)
-            if found.satisfied and self.clock.monotonic() >= self.next_proof:
+            if found.satisfied and self._due(self.next_proof):
                 proven = await self._prove(found)
                 if proven is not None:
                     return proven
@@ -102,10 +105,13 @@ class _Wait:
         wakes = [self.next_progress, now + found.budget_left]
         if found.satisfied:
             wakes.append(self.next_proof)
-        return max(0.0, min(wakes) - now)
+        return max(SLACK, min(wakes) - now)
+
+    def _due(self, instant: float) -> bool:
+        return self.clock.monotonic() >= instant - SLACK
 
     def _maybe_progress(self) -> None:
-        if self.clock.monotonic() < self.next_progress:
+        if not self._due(self.next_progress):
             return
         self.next_progress = self.clock.monotonic() + readiness.PROGRESS_EVERY
         found = self.assess()

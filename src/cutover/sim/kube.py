@@ -58,6 +58,7 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
         self.version = next(self.versions)
         self.epoch = datetime.now(UTC)
         self.loop0: float | None = None
+        self.last_loop_time = 0.0
         self.fallback["get /version/"] << self._serve_server_version
         self.fallback[kmock.action.WATCH] << self._serve_watch
         self.fallback[kmock.action.LIST] << self._serve_list
@@ -70,9 +71,14 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
     # --- the clock, shared with the simulated pods so that timestamps follow fake time -------------
 
     def now(self) -> datetime:
+        """Wall time that advances with the loop's clock. A loop whose clock turns fake mid-way (looptime
+        enables it for the test body, not the fixtures) restarts from where wall time had got to."""
         loop_time = asyncio.get_running_loop().time()
-        if self.loop0 is None:
+        if self.loop0 is None or loop_time < self.last_loop_time:
+            self.epoch = self.epoch if self.loop0 is None else self.epoch + timedelta(
+                seconds=self.last_loop_time - self.loop0)
             self.loop0 = loop_time
+        self.last_loop_time = loop_time
         return self.epoch + timedelta(seconds=loop_time - self.loop0)
 
     def stamp(self) -> str:

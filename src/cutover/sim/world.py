@@ -1,4 +1,5 @@
-"""The reference scenario (SPEC §2) as a simulated world: an emulated API server, pods with engine
+"""The reference scenario (SPEC §2) as a simulated world (the engines' port is a free one rather than
+8080, since a test machine may have 8080 taken; Service ports stay 80 and 8080): an emulated API server, pods with engine
 doubles that start on a startup-probe timeline, an EndpointSlice controller, and the files a user
 would have (kubeconfig, plan). Shared by `cutover demo` and the tests.
 
@@ -65,10 +66,13 @@ class SimPod:
     def manifest(self) -> dict[str, Any]:
         spec = BACKENDS[self.backend]
         probe = copy.deepcopy(spec["probe"])
+        for handler in ("httpGet", "tcpSocket"):
+            if handler in probe:
+                probe[handler]["port"] = self.world.port
         return {
             "metadata": {"name": self.name, "namespace": NAMESPACE, "labels": dict(spec["labels"])},
             "spec": {"containers": [{"name": "engine", "image": f"example.invalid/{spec['engine']}:1",
-                                     "ports": [{"containerPort": 8080, "name": "http"}],
+                                     "ports": [{"containerPort": self.world.port, "name": "http"}],
                                      "startupProbe": probe}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
                        "containerStatuses": [{"name": "engine", "ready": False, "restartCount": 0,
@@ -186,14 +190,14 @@ class World:
         self.kube.put("/v1/services", {
             "metadata": {"name": SERVICE, "namespace": NAMESPACE},
             "spec": {"type": "ClusterIP", "clusterIP": "10.96.40.17", "selector": dict(BACKENDS["vllm"]["labels"]),
-                     "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
-                               {"name": "engine", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}})
+                     "ports": [{"name": "http", "port": 80, "targetPort": self.port, "protocol": "TCP"},
+                               {"name": "engine", "port": 8080, "targetPort": self.port, "protocol": "TCP"}]}})
         self.kube.put("networking.k8s.io/v1/networkpolicies", {
             "metadata": {"name": "llm-serving-ingress", "namespace": NAMESPACE},
             "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],
                      "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
                          "kubernetes.io/metadata.name": CLIENT_NAMESPACE}}}],
-                                  "ports": [{"protocol": "TCP", "port": 8080}]}]}})
+                                  "ports": [{"protocol": "TCP", "port": self.port}]}]}})
 
     def admit_jobs(self) -> None:
         """The ingress rule the reference scenario needs for the cutover Jobs (SPEC §2)."""
@@ -202,7 +206,7 @@ class World:
             "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],
                      "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
                          "kubernetes.io/metadata.name": JOB_NAMESPACE}}}],
-                                  "ports": [{"protocol": "TCP", "port": 8080}]}]}})
+                                  "ports": [{"protocol": "TCP", "port": self.port}]}]}})
 
     def add_pod(self, backend: str, script: Script | None = None, *, ready: bool = False) -> SimPod:
         """A pod of `backend` that starts now on its script; `ready=True` makes one already serving."""
@@ -253,7 +257,7 @@ class World:
             "metadata": {"name": f"{SERVICE}-sim", "namespace": NAMESPACE,
                          "labels": {"kubernetes.io/service-name": SERVICE}},
             "addressType": "IPv4", "endpoints": endpoints,
-            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]})
+            "ports": [{"name": "http", "port": self.port, "protocol": "TCP"}]})
 
     # --- the files a user has --------------------------------------------------------------------
 

@@ -1,0 +1,37 @@
+"""Small helpers shared by the tests: kmock fault reactions and request and event filters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import kmock
+
+from cutover.sim.world import World
+
+PODS = kmock.resource("", "v1", "pods")
+
+
+def fail_first(count: int, status: int) -> Callable[[Any], Any]:
+    """A kmock reaction: answer `status` to the first `count` matching requests, then step aside."""
+    seen: list[object] = []
+
+    def react(request: Any) -> Any:
+        if len(seen) >= count:
+            raise NotImplementedError  # kmock: not ours to answer, try the next reaction
+        seen.append(request)
+        return kmock.KubernetesError(status=status, reason="Injected", message=f"injected {status}")
+
+    return react
+
+
+def requests(world: World, *, watch: bool | None = None, path: str = "/pods") -> list[Any]:
+    """Requests the emulated API server received for a path, optionally only watches or only the rest."""
+    found = [r for r in world.kube if r.url.path.endswith(path)]
+    if watch is not None:
+        found = [r for r in found if (r.params.get("watch") == "true") is watch]
+    return found
+
+
+def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [event for event in events if event["event"] == name]

@@ -1,0 +1,146 @@
+"""Cluster reads through the official client against the emulated API server over HTTP: through a
+kubeconfig and through the in-cluster path (HTTPS, token), with selectors, watches that resume,
+410 Gone, and API errors retried."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from cutover import cluster
+from cutover.errors import ClusterError
+from cutover.sim.world import BACKENDS, NAMESPACE, SERVICE, Script, World
+from helpers import PODS, fail_first, requests
+
+async def test_pods_by_selector_service_slices_and_policies(world: World, kube: cluster.Cluster) -> None:
+    serving = world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=3600))
+    await _settle()
+    pods, version = await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
+    assert [pod.name for pod in pods] == [serving.name] and int(version) > 0
+    assert pods[0].ready and pods[0].ip == serving.ip
+    assert pods[0].containers[0].startup_probe is not None and pods[0].containers[0].startup_probe.budget == 1800
+    service = await kube.service(NAMESPACE, SERVICE)
+    assert service.cluster_ip == "10.96.40.17" and [p.port for p in service.ports] == [80, 8080]
+    assert service.selector == BACKENDS["vllm"]["labels"]
+    endpoints = await kube.endpoints(NAMESPACE, SERVICE)
+    assert [(e.ip, e.ready, e.pod_name) for e in endpoints] == [(serving.ip, True, serving.name)]
+    policies = await kube.network_policies(NAMESPACE)
+    assert {p.name for p in policies} == {"llm-serving-ingress", "llm-serving-ingress-cutover"}
+    (listing,) = requests(world, watch=False)
+    assert listing.params["labelSelector"] == ("app.kubernetes.io/name=llm-reasoning,component=predictor,"
+                                               "serving.kserve.io/inferenceservice=reasoning")
+
+
+async def test_in_cluster_over_https_with_the_service_account_token(tmp_path: Path) -> None:
+    authority = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    async with World(ssl_context=context) as world:
+        world.add_pod("vllm", ready=True)
+        await _settle()
+        account = tmp_path / "serviceaccount"
+        account.mkdir()
+        (account / "token").write_text("in-cluster-token-0123456789")
+        authority.cert_pem.write_to_path(str(account / "ca.crt"))
+        (account / "namespace").write_text("cutover\n")
+        assert world.server is not None
+        environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(world.server.port)}
+        kube = cluster.connect(incluster_dir=account, environ=environ)
+        try:
+            assert kube.own_namespace == "cutover"
+            pods, _ = await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
+            assert len(pods) == 1
+            async with kube.watch_pods(NAMESPACE, BACKENDS["vllm"]["labels"]) as watch:
+                await watch.synced.wait()
+                world.add_pod("vllm")
+                while len(watch.pods) < 2:
+                    await watch.changed(5)
+        finally:
+            await kube.aclose()
+        seen = {r.headers.get("Authorization", "").lower() for r in world.kube if r.url.path.endswith("/pods")}
+        assert seen == {"bearer in-cluster-token-0123456789"}  # the list and the watch alike
+        assert len(requests(world, watch=True)) == 1
+
+
+async def test_no_configuration_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError) as caught:
+        cluster.connect(kubeconfig=str(tmp_path / "missing"), environ={})
+    assert caught.value.cause == "cluster_config" and "KUBECONFIG" in caught.value.hint
+
+
+@pytest.mark.looptime
+async def test_a_watch_resumes_from_its_last_version_without_relisting(world: World,
+                                                                      kube: cluster.Cluster) -> None:
+    labels = BACKENDS["candle"]["labels"]
+    async with kube.watch_pods(NAMESPACE, labels) as watch:
+        await watch.synced.wait()
+        pod = world.add_pod("candle", Script(pull=10, load=1000))
+        while not any(p.ready for p in watch.pods.values()):
+            await watch.changed(None)
+    watches = requests(world, watch=True)
+    assert len(requests(world, watch=False)) == 1  # one list, then only watches
+    assert len(watches) == 4  # 1015 s of startup over 290 s watches
+    assert all(w.params["timeoutSeconds"] == str(cluster.WATCH_SECONDS) for w in watches)
+    versions = [int(w.params["resourceVersion"]) for w in watches]
+    assert versions == sorted(versions) and len(set(versions)) >= 2
+    assert pod.name in watch.pods
+
+
+@pytest.mark.looptime
+async def test_410_gone_relists_and_the_view_catches_up(world: World, kube: cluster.Cluster) -> None:
+    labels = BACKENDS["candle"]["labels"]
+    async with kube.watch_pods(NAMESPACE, labels) as watch:
+        await watch.synced.wait()
+        first = world.add_pod("candle", Script(pull=5, load=100_000))
+        await watch.changed(None)
+        world.kube.history.clear()  # compaction: the next resume finds its version gone
+        world.kube.put("/v1/configmaps", {"metadata": {"name": "bump", "namespace": "x"}})
+        second = world.add_pod("candle", Script(pull=5, load=100_000))
+        while second.name not in watch.pods:
+            await watch.changed(None)
+        assert set(watch.pods) == {first.name, second.name}
+    assert len(requests(world, watch=False)) == 2  # the initial list and the re-list after 410
+
+
+@pytest.mark.looptime
+async def test_api_errors_are_retried_with_backoff(world: World, kube: cluster.Cluster,
+                                                   events: list[dict[str, Any]]) -> None:
+    world.kube["list", PODS] << fail_first(2, 503)
+    world.add_pod("vllm", ready=True)
+    pods, _ = await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
+    assert len(pods) == 1
+    retries = [e for e in events if e["event"] == "cluster.retry"]
+    assert [e["attempt"] for e in retries] == [1, 2]
+    assert "503" in retries[0]["error"]
+
+
+@pytest.mark.looptime
+async def test_a_permanent_error_is_not_retried(world: World, kube: cluster.Cluster) -> None:
+    world.kube["list", PODS] << fail_first(1, 403)
+    with pytest.raises(ClusterError) as caught:
+        await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
+    assert caught.value.cause == "cluster_forbidden" and "Role" in caught.value.hint
+    assert len(requests(world, watch=False)) == 1
+
+
+@pytest.mark.looptime
+async def test_a_dropped_watch_reconnects(world: World, kube: cluster.Cluster) -> None:
+    world.kube["watch", PODS] << fail_first(1, 500)
+    async with kube.watch_pods(NAMESPACE, BACKENDS["candle"]["labels"]) as watch:
+        await watch.synced.wait()
+        pod = world.add_pod("candle", Script(pull=5, load=100_000))
+        while pod.name not in watch.pods:
+            await watch.changed(None)
+    assert len(requests(world, watch=True)) >= 2
+
+
+async def _settle() -> None:
+    import asyncio
+
+    for _ in range(20):
+        await asyncio.sleep(0)
