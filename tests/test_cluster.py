@@ -4,6 +4,7 @@ kubeconfig and through the in-cluster path (HTTPS, token), with selectors, watch
 
 from __future__ import annotations
 
+import json
 import ssl
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ import pytest
 import trustme
 
 from cutover import cluster
-from cutover.errors import ClusterError
+from cutover.errors import ClusterError, ClusterUnavailable
 from cutover.sim.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from helpers import PODS, fail_first, requests
+
 
 async def test_pods_by_selector_service_slices_and_policies(world: World, kube: cluster.Cluster) -> None:
     serving = world.add_pod("vllm", ready=True)
@@ -99,7 +101,7 @@ async def test_410_gone_relists_and_the_view_catches_up(world: World, kube: clus
         first = world.add_pod("candle", Script(pull=5, load=100_000))
         await watch.changed(None)
         world.kube.history.clear()  # compaction: the next resume finds its version gone
-        world.kube.put("/v1/configmaps", {"metadata": {"name": "bump", "namespace": "x"}})
+        world.kube.apply("/v1/configmaps", {"metadata": {"name": "bump", "namespace": "x"}})
         second = world.add_pod("candle", Script(pull=5, load=100_000))
         while second.name not in watch.pods:
             await watch.changed(None)
@@ -117,6 +119,24 @@ async def test_api_errors_are_retried_with_backoff(world: World, kube: cluster.C
     retries = [e for e in events if e["event"] == "cluster.retry"]
     assert [e["attempt"] for e in retries] == [1, 2]
     assert "503" in retries[0]["error"]
+
+
+@pytest.mark.looptime
+async def test_an_unreachable_api_gives_up_after_six_attempts(tmp_path: Path, events: list[dict[str, Any]]) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:9"}}],  # nothing listens on port 9
+        "users": [{"name": "x", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    kube = cluster.connect(kubeconfig=str(config), environ={})
+    try:
+        with pytest.raises(ClusterUnavailable) as caught:
+            await kube.pods(NAMESPACE, {"a": "b"})
+    finally:
+        await kube.aclose()
+    assert caught.value.cause == "cluster_api_unavailable" and "egress" in caught.value.hint
+    assert [e["attempt"] for e in events if e["event"] == "cluster.retry"] == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.looptime

@@ -59,7 +59,8 @@ async def test_vllm_lists_both_names(client: httpx.AsyncClient, make_engine: Cal
     assert [(m, p) for m, p, _ in double.requests] == [("GET", "/health"), ("GET", "/v1/models")]
 
 
-async def test_vllm_missing_a_name_is_final(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
+async def test_vllm_missing_a_name_is_final(client: httpx.AsyncClient,
+                                            make_engine: Callable[..., EngineDouble]) -> None:
     double = make_engine("vllm", served=("reasoning",))
     await double.bind()
     proof = await prove(client, double, "listed")

@@ -14,8 +14,8 @@ PREDICTOR = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "pre
 
 def policy(name: str, *rules: dict[str, Any], selector: dict[str, Any] | None = None,
            types: tuple[str, ...] = ("Ingress",)) -> PolicyView:
-    return PolicyView("llm-serving", name, selector if selector is not None else {"matchLabels": {"component": "predictor"}},
-                      types, tuple(rules))
+    chosen = selector if selector is not None else {"matchLabels": {"component": "predictor"}}
+    return PolicyView("llm-serving", name, chosen, types, tuple(rules))
 
 
 def from_namespace(name: str, port: int | str | None = 8080) -> dict[str, Any]:

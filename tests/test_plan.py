@@ -194,7 +194,7 @@ def test_not_yaml_at_all() -> None:
 
 
 def test_duplicate_keys_are_refused() -> None:
-    with pytest.raises(InvalidInput, match="not valid YAML: .*duplicate key"):
+    with pytest.raises(InvalidInput, match=r"not valid YAML: .*duplicate key"):
         plan.parse(GOOD + "target: vllm\n", source="plan.yaml")
 
 

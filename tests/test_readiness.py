@@ -13,7 +13,10 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = readiness.Settings(max_wait=1800.0)
 
 
-def pod(name: str = "p", *, started: float | None = 0.0, probe: Probe | None = Probe(0, 15, 120),
+REFERENCE_PROBE = Probe(0, 15, 120)
+
+
+def pod(name: str = "p", *, started: float | None = 0.0, probe: Probe | None = REFERENCE_PROBE,
         ready: bool = False, restarts: int = 0, waiting: str | None = None, last: str | None = None,
         unschedulable: str | None = None, deleting: bool = False) -> PodView:
     container = ContainerView("engine", ready=ready,
@@ -24,7 +27,8 @@ def pod(name: str = "p", *, started: float | None = 0.0, probe: Probe | None = P
                    deleting=deleting, unschedulable_message=unschedulable, containers=(container,))
 
 
-def at(seconds: float, *pods: PodView, settings: readiness.Settings = SETTINGS, **kwargs: object) -> readiness.Assessment:
+def at(seconds: float, *pods: PodView, settings: readiness.Settings = SETTINGS,
+       **kwargs: object) -> readiness.Assessment:
     return readiness.assess(pods, now=T0 + timedelta(seconds=seconds), started=T0, settings=settings, **kwargs)
 
 

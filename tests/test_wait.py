@@ -155,12 +155,11 @@ async def test_a_connect_timeout_is_diagnosed_and_the_policy_named(
     world.kube.remove(POLICIES, NAMESPACE, "llm-serving-ingress-cutover")  # the rule the Jobs need is missing
     pod = world.add_pod("candle", Script(pull=5, load=60))
     plan = make_plan()
-    while pod.task is not None and not pod.task.done():
-        await asyncio.sleep(1)
+    assert pod.task is not None
+    await pod.task  # Running, bound and Ready
     await pod.engine.unbind()  # what the Job sees when a policy drops its packets: nothing answers
-    with Blackhole(pod.ip, world.port):
-        with pytest.raises(NamesNotProven) as caught:
-            await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    with Blackhole(pod.ip, world.port), pytest.raises(NamesNotProven) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
     assert caught.value.cause == "network_policy_blocks"
     assert ("NetworkPolicy llm-serving-ingress selects the target pods and no ingress rule admits namespace "
             "cutover on TCP") in caught.value.hint
@@ -173,8 +172,8 @@ async def test_a_connect_timeout_with_an_admitting_policy_keeps_trying_until_the
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
     pod = world.add_pod("candle", Script(pull=5, load=60))
     plan = make_plan(max_wait="5m")
-    while pod.task is not None and not pod.task.done():
-        await asyncio.sleep(1)
+    assert pod.task is not None
+    await pod.task  # Running, bound and Ready
     await pod.engine.unbind()
     with Blackhole(pod.ip, world.port), pytest.raises(NamesNotProven) as caught:
         await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -146,10 +147,8 @@ def _known_secrets() -> list[str]:
     values = [os.environ.get(name, "") for name in ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK",
                                                     "CUTOVER_SLACK_BOT_TOKEN")]
     for path in ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook"):
-        try:
+        with contextlib.suppress(OSError):  # not mounted: nothing to hide
             values.append(Path(path).read_text().strip())
-        except OSError:
-            pass
     return [value for value in values if value]
 
 
@@ -189,8 +188,5 @@ def _outcome(line: str) -> None:
     print(line, flush=True)
     path = os.environ.get("CUTOVER_TERMINATION_LOG", TERMINATION_LOG)
     if os.path.exists(os.path.dirname(path) or ".") and (os.path.exists(path) or path != TERMINATION_LOG):
-        try:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(line[:4096])  # the kubelet keeps at most 4096 bytes
-        except OSError:
-            pass  # best effort (SPEC §6.7)
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as handle:  # best effort (SPEC §6.7)
+            handle.write(line[:4096])  # the kubelet keeps at most 4096 bytes

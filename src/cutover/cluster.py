@@ -20,10 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import kubernetes.client
 import kubernetes.config
 import structlog
-import httpx
 import tenacity
 import urllib3
 from kubernetes.client.exceptions import ApiException
@@ -41,13 +41,17 @@ CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
 
 # The retry policy for the Kubernetes API, in one place: 5xx, 429 and dropped connections are retried
-# with jittered exponential backoff for up to a minute; everything else is permanent at once.
-RETRY = {
-    "retry": tenacity.retry_if_exception_type(ClusterUnavailable),
-    "wait": tenacity.wait_exponential_jitter(multiplier=0.5, max=10.0),
-    "stop": tenacity.stop_after_delay(60.0),
-    "reraise": True,
-}
+# six times with jittered exponential backoff (0.5, 1, 2, 4, 8 s: about 16 s in all); everything else is
+# permanent at once. Attempts, not a deadline: tenacity measures deadlines on the wall clock, which
+# the event loop's clock (and fake time in tests) cannot move.
+def retrying(*, forever: bool = False) -> tenacity.AsyncRetrying:
+    return tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception_type(ClusterUnavailable),
+        wait=tenacity.wait_exponential_jitter(multiplier=0.5, max=10.0),
+        stop=tenacity.stop_never if forever else tenacity.stop_after_attempt(6),
+        before_sleep=_log_retry,
+        reraise=True,
+    )
 
 
 def _log_retry(state: tenacity.RetryCallState) -> None:
@@ -113,8 +117,8 @@ class Cluster:
         return {"Authorization": settings["value"]} if settings and settings.get("value") else {}
 
     async def read(self, call: Callable[[], Any], *, what: str) -> Any:
-        """Run one API call off the loop, retried per RETRY, and return its JSON body."""
-        async for attempt in tenacity.AsyncRetrying(before_sleep=_log_retry, **RETRY):  # type: ignore[arg-type]
+        """Run one API call off the loop, retried per `retrying`, and return its JSON body."""
+        async for attempt in retrying():
             with attempt:
                 return await asyncio.to_thread(_json_call, call, what)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -176,7 +180,7 @@ def connect(
     except (kubernetes.config.ConfigException, OSError) as exc:
         raise ClusterError(f"no Kubernetes configuration: {exc}", cause="cluster_config",
                            hint="run in a pod with a ServiceAccount, or set KUBECONFIG") from exc
-    config.retries = False  # tenacity owns retries (RETRY above)
+    config.retries = False  # tenacity owns retries (`retrying` above)
     return Cluster(kubernetes.client.ApiClient(config), own_namespace=own)
 
 
@@ -218,7 +222,7 @@ class PodWatch:
     """The live set of pods matching a selector, kept current by list + watch.
 
     Survives dropped streams (resume from the last resourceVersion), expired versions (410 Gone:
-    re-list) and API errors (backoff per RETRY). `changed()` wakes on any change.
+    re-list) and API errors (backoff per `retrying`). `changed()` wakes on any change.
 
     The stream is read on the event loop (httpx, with the official client's host, TLS and
     credentials), not in a thread: a thread delivers events at a moment the loop cannot see, so
@@ -237,10 +241,10 @@ class PodWatch:
         if self.error is not None:
             raise self.error
 
-    async def changed(self, timeout: float | None) -> bool:
-        """Wait until the pod set changes or `timeout` passes (loop clock); True on a change."""
+    async def changed(self, at_most: float | None) -> bool:
+        """Wait until the pod set changes or `at_most` seconds pass (loop clock); True on a change."""
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await asyncio.wait_for(self._changed.wait(), at_most)
         except TimeoutError:
             return False
         self._changed.clear()
@@ -262,8 +266,7 @@ class PodWatch:
 
     async def _run(self) -> None:
         version: str | None = None
-        async for attempt in tenacity.AsyncRetrying(before_sleep=_log_retry,  # type: ignore[arg-type]
-                                                    **{**RETRY, "stop": tenacity.stop_never}):
+        async for attempt in retrying(forever=True):  # a watch outlives outages; its waiter has the deadline
             with attempt:
                 while True:
                     if version is None:

@@ -83,9 +83,9 @@ async def show_plan(cluster: Cluster, plan: Plan) -> Report:
 
 
 async def _observe(cluster: Cluster, plan: Plan) -> dict[str, Any]:
-    service, *pods = await asyncio.gather(
-        cluster.service(plan.service.namespace, plan.service.name),
-        *(cluster.pods(plan.service.namespace, backend.selector) for backend in plan.backends.values()))
+    service = await cluster.service(plan.service.namespace, plan.service.name)
+    pods = await asyncio.gather(*(cluster.pods(plan.service.namespace, backend.selector)
+                                  for backend in plan.backends.values()))
     live = next((name for name, backend in plan.backends.items() if dict(backend.selector) == service.selector),
                 None)
     now = Clock().now()

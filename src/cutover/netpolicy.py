@@ -69,11 +69,11 @@ def diagnose(
             maybe = maybe or outcome is None
     listing = ", ".join(names)
     if maybe:
-        return Verdict(None, names, f"NetworkPolicies {listing} select the target pods; only rules that cannot "
+        return Verdict(None, names, f"NetworkPolicies {listing} apply to the target pods; only rules that cannot "
                                     f"be evaluated from here (ipBlock, named ports) might admit namespace "
                                     f"{source_namespace} on TCP {port}")
-    return Verdict(False, names, f"NetworkPolicy {listing} selects the target pods and no ingress rule admits "
-                                 f"namespace {source_namespace} on TCP {port}")
+    blocked = f"NetworkPolicy {listing} selects the target pods and no ingress rule admits"
+    return Verdict(False, names, f"{blocked} namespace {source_namespace} on TCP {port}")
 
 
 def _rule_admits(rule: Mapping[str, Any], *, policy_namespace: str, source_namespace: str, port: int) -> bool | None:

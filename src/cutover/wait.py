@@ -60,12 +60,13 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
             engines.new_client(timeout=plan.verify.request_timeout) as client:
         await watch.synced.wait()
         watch.raise_if_failed()
-        return await _Wait(cluster, plan, backend, watch, client, clock, settings, wait=wait).run()
+        return await _Wait(cluster, plan, backend, watch=watch, client=client, clock=clock, settings=settings,
+                           wait=wait).run()
 
 
 class _Wait:
-    def __init__(self, cluster: Cluster, plan: Plan, backend: Backend, watch: PodWatch, client: object,
-                 clock: Clock, settings: readiness.Settings, *, wait: bool) -> None:
+    def __init__(self, cluster: Cluster, plan: Plan, backend: Backend, *, watch: PodWatch, client: object,
+                 clock: Clock, settings: readiness.Settings, wait: bool) -> None:
         self.cluster, self.plan, self.backend, self.watch = cluster, plan, backend, watch
         self.client, self.clock, self.settings, self.keep_waiting = client, clock, settings, wait
         self.started = clock.now()

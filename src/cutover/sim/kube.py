@@ -46,7 +46,7 @@ class _Change:
     new: dict[str, Any]
 
 
-class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
+class KubeEmulator(kmock.KubernetesScaffold):
     """The emulated API server. Program faults with kmock reactions; read state with `get`."""
 
     def __attrs_post_init__(self) -> None:
@@ -86,7 +86,7 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
 
     # --- direct access for the simulated world (no HTTP) ------------------------------------------
 
-    def get(self, path: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def stored(self, path: str, namespace: str, name: str) -> dict[str, Any] | None:
         obj = self.store.get((path, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
@@ -94,7 +94,7 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
         return [copy.deepcopy(obj) for (p, ns, _), obj in sorted(self.store.items())
                 if p == path and (namespace is None or ns == namespace)]
 
-    def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an object as the cluster itself would (controllers, kubelet)."""
         meta = obj.setdefault("metadata", {})
         key = (path, meta.get("namespace", ""), meta["name"])
@@ -154,6 +154,7 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
     @staticmethod
     def _path(request: rendering.Request) -> str:
         res = request.resource
+        assert res is not None  # only Kubernetes requests reach these handlers
         return f"{res.group}/{res.version}/{res.plural}"
 
     def _key(self, request: rendering.Request, name: str | None = None) -> Key:
@@ -164,7 +165,7 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
         match = _Selectors(request.params)
         items = [copy.deepcopy(obj) for (p, ns, _), obj in sorted(self.store.items())
                  if p == path and (request.namespace is None or ns == request.namespace) and match(obj)]
-        kind = KINDS.get(request.resource.plural, ("v1", "Object"))
+        kind = KINDS.get(_plural(request), ("v1", "Object"))
         return {"apiVersion": kind[0], "kind": f"{kind[1]}List",
                 "metadata": {"resourceVersion": str(self.version)}, "items": items}
 
@@ -182,7 +183,7 @@ class KubeEmulator(kmock.KubernetesScaffold):  # type: ignore[misc]
         key = self._key(request, meta.get("name"))
         if key in self.store:
             raise kmock.KubernetesError(status=409, reason="AlreadyExists",
-                                        message=f'{request.resource.plural} "{key[2]}" already exists')
+                                        message=f'{_plural(request)} "{key[2]}" already exists')
         return self._write(key[0], key, body, None)
 
     async def _serve_put(self, request: rendering.Request) -> dict[str, Any]:
@@ -271,7 +272,7 @@ def _gone(since: str) -> dict[str, Any]:
 
 def _not_found(request: rendering.Request) -> kmock.KubernetesError:
     return kmock.KubernetesError(status=404, reason="NotFound",
-                                 message=f'{request.resource.plural} "{request.name}" not found')
+                                 message=f'{_plural(request)} "{request.name}" not found')
 
 
 def _check_version(body: Mapping[str, Any], old: Mapping[str, Any], request: rendering.Request) -> None:
@@ -279,7 +280,7 @@ def _check_version(body: Mapping[str, Any], old: Mapping[str, Any], request: ren
     if wanted and wanted != old["metadata"]["resourceVersion"]:
         raise kmock.KubernetesError(
             status=409, reason="Conflict",
-            message=f'Operation cannot be fulfilled on {request.resource.plural} "{request.name}": '
+            message=f'Operation cannot be fulfilled on {_plural(request)} "{request.name}": '
                     "the object has been modified; please apply your changes to the latest version")
 
 
@@ -347,3 +348,9 @@ def _field(obj: Mapping[str, Any], dotted: str) -> Any:
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
     return value
+
+
+def _plural(request: rendering.Request) -> str:
+    assert request.resource is not None
+    assert request.resource.plural is not None
+    return str(request.resource.plural)

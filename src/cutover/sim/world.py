@@ -1,9 +1,10 @@
-"""The reference scenario (SPEC §2) as a simulated world (the engines' port is a free one rather than
-8080, since a test machine may have 8080 taken; Service ports stay 80 and 8080): an emulated API server, pods with engine
+"""The reference scenario (SPEC §2) as a simulated world: an emulated API server, pods with engine
 doubles that start on a startup-probe timeline, an EndpointSlice controller, and the files a user
 would have (kubeconfig, plan). Shared by `cutover demo` and the tests.
 
-Time is the event loop's: under a fake-time loop a 30-minute startup passes in milliseconds.
+The engines listen on a free port rather than 8080 (a test machine may have 8080 taken); the Service
+keeps its ports 80 and 8080 and targets that port. Time is the event loop's: under a fake-time loop
+a 30-minute startup passes in milliseconds.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class SimPod:
         self._status(**self._running(ready=False))
 
     def _until_probe_tick(self) -> float:
-        period = BACKENDS[self.backend]["probe"]["periodSeconds"]
+        period = float(BACKENDS[self.backend]["probe"]["periodSeconds"])
         elapsed = self.world.elapsed_since(self.started_at)
         return (period - elapsed % period) % period
 
@@ -185,14 +186,14 @@ class World:
 
     def _seed(self) -> None:
         for name in (NAMESPACE, CLIENT_NAMESPACE, JOB_NAMESPACE):
-            self.kube.put("/v1/namespaces", {"metadata": {"name": name,
+            self.kube.apply("/v1/namespaces", {"metadata": {"name": name,
                                                           "labels": {"kubernetes.io/metadata.name": name}}})
-        self.kube.put("/v1/services", {
+        self.kube.apply("/v1/services", {
             "metadata": {"name": SERVICE, "namespace": NAMESPACE},
             "spec": {"type": "ClusterIP", "clusterIP": "10.96.40.17", "selector": dict(BACKENDS["vllm"]["labels"]),
                      "ports": [{"name": "http", "port": 80, "targetPort": self.port, "protocol": "TCP"},
                                {"name": "engine", "port": 8080, "targetPort": self.port, "protocol": "TCP"}]}})
-        self.kube.put("networking.k8s.io/v1/networkpolicies", {
+        self.kube.apply("networking.k8s.io/v1/networkpolicies", {
             "metadata": {"name": "llm-serving-ingress", "namespace": NAMESPACE},
             "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],
                      "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
@@ -201,7 +202,7 @@ class World:
 
     def admit_jobs(self) -> None:
         """The ingress rule the reference scenario needs for the cutover Jobs (SPEC §2)."""
-        self.kube.put("networking.k8s.io/v1/networkpolicies", {
+        self.kube.apply("networking.k8s.io/v1/networkpolicies", {
             "metadata": {"name": "llm-serving-ingress-cutover", "namespace": NAMESPACE},
             "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],
                      "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {
@@ -214,7 +215,7 @@ class World:
         name = f"{SERVICE}-{backend}-{number:05x}"
         pod = SimPod(self, backend, name, f"127.77.{self.number}.{number}", script or Script())
         self.pods[name] = pod
-        self.kube.put(PODS, pod.manifest())
+        self.kube.apply(PODS, pod.manifest())
         if ready:
             pod.task = asyncio.create_task(self._ready_now(pod), name=f"sim pod {name}")
         else:
@@ -236,7 +237,7 @@ class World:
 
     def sync_endpoints(self) -> None:
         """The EndpointSlice controller: the Service's selected pods with their readiness."""
-        service = self.kube.get("/v1/services", NAMESPACE, SERVICE)
+        service = self.kube.stored("/v1/services", NAMESPACE, SERVICE)
         if service is None:
             return
         selector = service["spec"].get("selector") or {}
@@ -250,10 +251,10 @@ class World:
                         for c in obj["status"].get("conditions") or ())
             endpoints.append({"addresses": [ip], "conditions": {"ready": ready, "serving": ready},
                               "targetRef": {"kind": "Pod", "name": obj["metadata"]["name"], "namespace": NAMESPACE}})
-        current = self.kube.get(SLICES, NAMESPACE, f"{SERVICE}-sim")
+        current = self.kube.stored(SLICES, NAMESPACE, f"{SERVICE}-sim")
         if current is not None and current.get("endpoints") == endpoints:
             return
-        self.kube.put(SLICES, {
+        self.kube.apply(SLICES, {
             "metadata": {"name": f"{SERVICE}-sim", "namespace": NAMESPACE,
                          "labels": {"kubernetes.io/service-name": SERVICE}},
             "addressType": "IPv4", "endpoints": endpoints,
@@ -261,7 +262,8 @@ class World:
 
     # --- the files a user has --------------------------------------------------------------------
 
-    def kubeconfig(self, path: Path, *, token: str = "sim-token", ca_file: str | None = None) -> Path:
+    def kubeconfig(self, path: Path, *, token: str = "sim-token",  # noqa: S107 -- the simulated API's token
+                   ca_file: str | None = None) -> Path:
         cluster: dict[str, Any] = {"server": self.url}
         if ca_file:
             cluster["certificate-authority"] = ca_file
@@ -322,8 +324,8 @@ def _free_port() -> int:
 
 
 def _tls_server(context: ssl.SSLContext) -> type[test_utils.RawTestServer]:
-    class TLSServer(test_utils.RawTestServer):  # type: ignore[misc]
-        async def start_server(self, **kwargs: Any) -> None:
-            await super().start_server(ssl=context, **kwargs)
+    class TLSServer(test_utils.RawTestServer):
+        async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any) -> None:
+            await super().start_server(loop=loop, ssl=context, **kwargs)
 
     return TLSServer

@@ -1,0 +1,149 @@
+"""The `cutover` command as a user runs it: a subprocess against the simulated world over HTTP, with the
+exit codes of SPEC §5, the one-line outcome last, JSON logs off a TTY, and no secret in any output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cutover.sim.world import World
+
+TOKEN = "ghp_" + "Z" * 36  # token-shaped: must never reach any output
+
+
+class Result:
+    def __init__(self, code: int, stdout: str, stderr: str) -> None:
+        self.code, self.stdout, self.stderr = code, stdout, stderr
+        self.outcome = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+        self.events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+Run = Callable[..., Awaitable[Result]]
+
+
+@pytest.fixture
+def cutover(world: World, tmp_path: Path) -> Run:
+    kubeconfig = world.kubeconfig(tmp_path / "kubeconfig")
+
+    async def run(*args: str, plan: str | None = None, env: dict[str, str] | None = None) -> Result:
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(plan if plan is not None else world.plan_text())
+        environ = {"PATH": os.environ["PATH"], "CUTOVER_PLAN": str(plan_file), "KUBECONFIG": str(kubeconfig),
+                   "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log"), "CUTOVER_GIT_TOKEN": TOKEN,
+                   **(env or {})}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cutover", *args, env=environ, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+        result = Result(process.returncode or 0, out.decode(), err.decode())
+        assert TOKEN not in result.stdout + result.stderr
+        return result
+
+    return run
+
+
+async def test_help_lists_every_command(cutover: Run) -> None:
+    result = await cutover("--help")
+    assert result.code == 0
+    for command in ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo"):
+        assert command in result.stdout
+
+
+async def test_verify_a_ready_backend(cutover: Run, world: World, tmp_path: Path) -> None:
+    world.add_pod("candle", ready=True)
+    await asyncio.sleep(0.05)
+    result = await cutover("verify", "--backend", "candle")
+    assert result.code == 0, result.stderr
+    assert result.outcome.startswith("cutover verify: OK — backend candle proven: 1 pod(s) serve reasoning-long, "
+                                     "reasoning")
+    assert (tmp_path / "termination-log").read_text() == result.outcome
+    assert [e["event"] for e in result.events if e["event"].startswith(("target.", "names."))] == [
+        "target.watching", "target.ready", "names.proven"]
+    assert all(e["service"] == "llm-serving/reasoning-long-predictor" for e in result.events
+               if e["event"] == "names.proven")
+
+
+async def test_verify_not_ready_exits_3_with_cause_and_hint(cutover: Run, world: World) -> None:
+    world.add_pod("candle")  # still pulling its image
+    await asyncio.sleep(0.05)
+    result = await cutover("verify", "--backend", "candle")
+    assert result.code == 3
+    assert "FAILED (exit 3, cause target_not_ready_now)" in result.outcome and "hint: run with --wait" in result.outcome
+    (failed,) = [e for e in result.events if e["event"] == "cutover.failed"]
+    assert failed["cause"] == "target_not_ready_now" and failed["hint"]
+
+
+async def test_a_name_not_served_exits_4(cutover: Run, world: World) -> None:
+    world.add_pod("vllm", ready=True)
+    await asyncio.sleep(0.05)
+    result = await cutover("verify", "--backend", "vllm", plan=world.plan_text(names=("reasoning-xl",)))
+    assert result.code == 4 and "cause name_not_listed" in result.outcome
+
+
+async def test_a_bad_plan_exits_2_and_touches_nothing(cutover: Run, world: World) -> None:
+    bad = world.plan_text().replace("url: https://github.com/acme/gitops.git",
+                                    f"url: https://{TOKEN}@github.com/acme/gitops.git")
+    result = await cutover("verify", "--backend", "candle", plan=bad)
+    assert result.code == 2
+    assert "git.url: expected a URL without credentials" in result.outcome
+    assert "[REDACTED]" in result.outcome  # the token in the URL is shown as redacted, never as itself
+    assert list(world.kube) == []  # not one request reached the cluster
+
+
+async def test_an_unknown_backend_exits_2_before_connecting(cutover: Run, world: World) -> None:
+    result = await cutover("verify", "--backend", "sglang")
+    assert result.code == 2 and "--backend: expected one of candle, vllm, found 'sglang'" in result.outcome
+    assert list(world.kube) == []
+
+
+async def test_bad_arguments_exit_2(cutover: Run) -> None:
+    result = await cutover("verify")
+    assert result.code == 2 and result.outcome.startswith("cutover: invalid arguments:")
+
+
+async def test_status_as_json(cutover: Run, world: World) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle")
+    await asyncio.sleep(0.05)
+    result = await cutover("status", "--output", "json")
+    assert result.code == 0
+    body: dict[str, Any] = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
+    assert body["liveBackend"] == "vllm" and body["target"] == "candle"
+    assert body["service"] == {"uid": body["service"]["uid"], "clusterIP": "10.96.40.17", "ports": [80, 8080]}
+    assert body["backends"]["vllm"]["ready"] == 1 and body["backends"]["candle"]["ready"] == 0
+    assert body["backends"]["candle"]["engineProof"] == "generate"
+    assert result.outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
+
+
+async def test_plan_shows_whether_the_target_is_provable_now(cutover: Run, world: World) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await asyncio.sleep(0.05)
+    result = await cutover("plan")
+    assert result.code == 0
+    assert "target candle: proven now on 1 pod(s)" in result.stdout
+
+
+async def test_commands_not_built_yet_say_so(cutover: Run) -> None:
+    result = await cutover("postsync")
+    assert result.code == 2 and "cause not_implemented" in result.outcome
+
+
+async def test_no_kubeconfig_is_a_clear_failure(cutover: Run, tmp_path: Path) -> None:
+    result = await cutover("status", env={"KUBECONFIG": str(tmp_path / "absent")})
+    assert result.code == 1 and "cause cluster_config" in result.outcome and "hint: run in a pod" in result.outcome
+
+
+def test_the_cli_module_imports_no_heavy_client() -> None:
+    import subprocess
+
+    code = "import sys, cutover.cli; print(sorted(m for m in ('kubernetes', 'httpx', 'structlog') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,81 @@
+"""Logging: JSON lines off a TTY, and secrets redacted from every value, message and traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import structlog
+
+import cutover
+from cutover import logs
+
+SECRET = "s3cr3t-webhook-value-1234"
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> object:
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("text", [
+    "ghp_" + "a" * 36,
+    "github_pat_" + "B" * 40,
+    "glpat-" + "c" * 20,
+    "xoxb-1234567890-abcdefghij",
+    "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX",
+    "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJl",
+    "Authorization: Bearer abcdefghijklmnop",
+    "https://bot:hunter2hunter2@github.com/acme/gitops.git",
+])
+def test_token_shapes_are_redacted_without_being_configured(text: str) -> None:
+    scrubbed = logs.Redactor().scrub_text(f"before {text} after")
+    assert logs.REDACTED in scrubbed and "before" in scrubbed and "after" in scrubbed
+    assert text.rsplit(maxsplit=1)[-1].split("@", maxsplit=1)[0].rsplit(":", maxsplit=1)[-1] not in scrubbed
+
+
+def test_ordinary_text_is_left_alone() -> None:
+    text = "pod reasoning-long-predictor-candle-00001 proven at 10.0.0.1:8080 in 0.2s"
+    assert logs.Redactor([SECRET, "short"]).scrub_text(text) == text
+
+
+def test_json_lines_off_a_tty_with_every_value_scrubbed() -> None:
+    out = io.StringIO()
+    logs.configure(fmt=None, secrets=[SECRET], stream=out)
+    log = structlog.get_logger("cutover")
+    log.info("git.committed", url=f"https://x/{SECRET}", nested={"list": [SECRET, 1]}, count=3)
+    try:
+        raise RuntimeError(f"failed with {SECRET}")
+    except RuntimeError:
+        log.exception("cutover.internal_error")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["git.committed", "cutover.internal_error"]
+    assert lines[0]["nested"] == {"list": [logs.REDACTED, 1]} and lines[0]["count"] == 3
+    assert lines[0]["level"] == "info" and lines[0]["timestamp"].endswith("Z")
+    assert "RuntimeError: failed with [REDACTED]" in lines[1]["exception"]
+    assert SECRET not in out.getvalue()
+
+
+def test_console_tracebacks_are_scrubbed_too() -> None:
+    out = io.StringIO()
+    logs.configure(fmt="console", secrets=[SECRET], stream=out)
+    try:
+        raise RuntimeError(f"failed with {SECRET}")
+    except RuntimeError:
+        structlog.get_logger().exception("boom")
+    assert "failed with [REDACTED]" in out.getvalue() and SECRET not in out.getvalue()
+
+
+def test_levels_below_the_threshold_are_dropped() -> None:
+    out = io.StringIO()
+    logs.configure(fmt="json", level="warning", stream=out)
+    structlog.get_logger().info("quiet")
+    structlog.get_logger().warning("loud")
+    assert [json.loads(line)["event"] for line in out.getvalue().splitlines()] == ["loud"]
+
+
+def test_the_public_surface_is_small_and_pinned() -> None:
+    assert cutover.__all__ == ["CutoverError", "ExitCode", "__version__"]
+    assert [code.value for code in cutover.ExitCode] == list(range(9))
