@@ -30,6 +30,7 @@ class EngineDouble:
         self.model_id = model_id or served_names[0]
         self.fault: str | None = None
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, json body)
+        self.request_times: list[float] = []  # loop time of each request
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()  # releases requests held by the "slow" fault
 
@@ -58,6 +59,7 @@ class EngineDouble:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         body = await request.json() if request.can_read_body else None
         self.requests.append((request.method, request.path, body))
+        self.request_times.append(asyncio.get_running_loop().time())
         fault = await self._fault(request)
         if fault is not None:
             return fault

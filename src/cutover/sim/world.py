@@ -62,6 +62,7 @@ class SimPod:
         self.engine = EngineDouble(spec["engine"], ip=ip, port=world.port, served_names=SERVED_NAMES,
                                    model_id=SERVED_NAMES[0])
         self.restarts = 0
+        self.started_loop_time: float | None = None
         self.task: asyncio.Task[None] | None = None
 
     def manifest(self) -> dict[str, Any]:
@@ -128,6 +129,7 @@ class SimPod:
 
     async def _start(self) -> None:
         self.started_at = self.world.kube.stamp()
+        self.started_loop_time = asyncio.get_running_loop().time()
         self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"phase": "Running", "podIP": self.ip,
                                                                       "podIPs": [{"ip": self.ip}]}})
         self._status(**self._running(ready=False))
