@@ -147,3 +147,19 @@ def test_the_cli_module_imports_no_heavy_client() -> None:
     code = "import sys, cutover.cli; print(sorted(m for m in ('kubernetes', 'httpx', 'structlog') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover: Run, world: World,
+                                                                      tmp_path: Path) -> None:
+    secret = "plan-named-secret-value-42"
+    token_file = tmp_path / "token"
+    token_file.write_text(secret + "\n")
+    world.add_pod("candle", ready=True)
+    await asyncio.sleep(0.05)
+    # Someone pasted the token where the plan's name belongs: it must still never be printed.
+    text = world.plan_text().replace("name: reasoning-long\n", f"name: {secret}\n", 1).replace(
+        "  branch: main\n", f"  branch: main\n  tokenFile: {token_file}\n")
+    result = await cutover("verify", "--backend", "candle", plan=text)
+    assert result.code == 0, result.stderr
+    assert secret not in result.stdout + result.stderr
+    assert any(e.get("cutover") == "[REDACTED]" for e in result.events)

@@ -19,11 +19,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from cutover.commands import Report
+    from cutover.logs import Redactor
     from cutover.plan import Plan
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
 NOT_YET = ("diff", "presync", "postsync", "syncfail", "run", "rollback")
+SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
+SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
+_redactor: Redactor | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from cutover import logs  # noqa: PLC0415 -- after parsing: keep --help fast
     from cutover.errors import CutoverError, ExitCode, InvalidInput  # noqa: PLC0415
 
-    logs.configure(fmt=args.log_format, level=args.log_level, secrets=_known_secrets())
+    global _redactor  # noqa: PLW0603 -- one redactor per process, shared by the log and the outcome line
+    _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES))
     try:
         if args.command in NOT_YET:
             raise InvalidInput(f"`cutover {args.command}` is not available in this version",
@@ -103,6 +108,10 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
     from cutover.errors import InvalidInput  # noqa: PLC0415
 
     plans = plan.load(plan.resolve_path(args.plan))
+    if _redactor is not None:  # the plan may name secret files of its own
+        named = [p.git.token_file for p in plans] + [f for p in plans if p.slack
+                                                     for f in (p.slack.webhook_file, p.slack.bot_token_file)]
+        _redactor.add(_secret_values([path for path in named if path]))
     if args.name:
         plans = [p for p in plans if p.name == args.name]
         if not plans:
@@ -142,11 +151,10 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.main(args)
 
 
-def _known_secrets() -> list[str]:
-    """Secret values this process may hold, so that the redactor can hide them wherever they appear."""
-    values = [os.environ.get(name, "") for name in ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK",
-                                                    "CUTOVER_SLACK_BOT_TOKEN")]
-    for path in ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook"):
+def _secret_values(files: Sequence[str]) -> list[str]:
+    """Secret values this process may hold (environment and files), so the redactor can hide them anywhere."""
+    values = [os.environ.get(name, "") for name in SECRET_ENV]
+    for path in files:
         with contextlib.suppress(OSError):  # not mounted: nothing to hide
             values.append(Path(path).read_text().strip())
     return [value for value in values if value]
@@ -176,13 +184,9 @@ def _fail(command: str, exc: Any) -> None:
 
 def _outcome(line: str) -> None:
     """The last line of output; also the pod's termination message when running in one."""
-    line = " ".join(line.split())
-    try:
-        from cutover.logs import Redactor  # noqa: PLC0415
+    from cutover.logs import Redactor  # noqa: PLC0415
 
-        line = Redactor(_known_secrets()).scrub_text(line)
-    except ImportError:  # pragma: no cover
-        pass
+    line = (_redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
     sys.stdout.flush()
     sys.stderr.flush()
     print(line, flush=True)

@@ -17,7 +17,7 @@ from cutover import engines, readiness
 from cutover.cluster import Cluster
 from cutover.errors import CutoverError, TargetNotReady
 from cutover.plan import Plan
-from cutover.wait import Clock, Proven, prove_backend
+from cutover.wait import Proven, prove_backend
 
 log = structlog.get_logger("cutover")
 
@@ -88,14 +88,12 @@ async def _observe(cluster: Cluster, plan: Plan) -> dict[str, Any]:
                                   for backend in plan.backends.values()))
     live = next((name for name, backend in plan.backends.items() if dict(backend.selector) == service.selector),
                 None)
-    now = Clock().now()
     backends: dict[str, Any] = {}
     for (name, backend), (views, _) in zip(plan.backends.items(), pods, strict=True):
-        found = readiness.assess(views, now=now, started=now, settings=readiness.Settings(max_wait=1.0))
         backends[name] = {
             "engine": backend.engine, "engineProof": engines.method_for(backend.engine, plan.verify.proof),
             "pods": len(views), "ready": sum(1 for pod in views if pod.ready),
-            "states": [f"{pod.name}={pod.state}" for pod in found.pods],
+            "states": [f"{pod.name}={readiness.pod_state(pod)}" for pod in sorted(views, key=lambda p: p.name)],
         }
     return {"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
                         "ports": [port.port for port in service.ports]},

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
+Client = httpx.AsyncClient  # what `prove` talks through; callers get one from `new_client`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,7 @@ class _Refusal(Exception):
 
 
 async def prove(
-    client: httpx.AsyncClient,
+    client: Client,
     *,
     pod: str,
     ip: str,

@@ -41,8 +41,14 @@ class Redactor:
     """Replace configured secrets and token-shaped strings in every value of an event."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets: list[str] = []
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Hide more values from now on (secrets named by the plan are known only once it is read)."""
         # Short strings would redact ordinary words; real secrets are long.
-        self._secrets = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+        known = set(self._secrets) | {s for s in secrets if len(s) >= 8}
+        self._secrets = sorted(known, key=len, reverse=True)
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         for key, value in event.items():

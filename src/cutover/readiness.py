@@ -118,14 +118,15 @@ def _progress(pod: PodView, now: datetime) -> PodProgress:
         allowed.append(max(0, probe.failure_threshold - failures))
     return PodProgress(
         name=pod.name,
-        state=_pod_state(pod),
+        state=pod_state(pod),
         budget_left=max(0.0, min(lefts)) if lefts else None,
         probe_failures_allowed=min(allowed) if allowed else None,
         restarts=pod.restarts,
     )
 
 
-def _pod_state(pod: PodView) -> str:
+def pod_state(pod: PodView) -> str:
+    """One word for where a pod is on its way to serving."""
     if pod.deleting:
         return "terminating"
     if pod.ready:

@@ -65,7 +65,7 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
 
 
 class _Wait:
-    def __init__(self, cluster: Cluster, plan: Plan, backend: Backend, *, watch: PodWatch, client: object,
+    def __init__(self, cluster: Cluster, plan: Plan, backend: Backend, *, watch: PodWatch, client: engines.Client,
                  clock: Clock, settings: readiness.Settings, wait: bool) -> None:
         self.cluster, self.plan, self.backend, self.watch = cluster, plan, backend, watch
         self.client, self.clock, self.settings, self.keep_waiting = client, clock, settings, wait
@@ -134,7 +134,7 @@ class _Wait:
                      elapsed=round(found.elapsed, 1))
         method = engines.method_for(self.backend.engine, self.plan.verify.proof)
         proofs = await asyncio.gather(*(
-            engines.prove(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,  # type: ignore[arg-type]
+            engines.prove(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,
                           engine=self.backend.engine, names=self.plan.verify.served_names, method=method,
                           clock=self.clock.monotonic)
             for pod in found.ready))
