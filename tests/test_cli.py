@@ -163,3 +163,47 @@ async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover:
     assert result.code == 0, result.stderr
     assert secret not in result.stdout + result.stderr
     assert any(e.get("cutover") == "[REDACTED]" for e in result.events)
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml"
+
+
+async def test_diff_prints_a_patch_that_git_applies(cutover: Run, world: World, tmp_path: Path) -> None:
+    copy = tmp_path / "svc.yaml"
+    copy.write_bytes(FIXTURE.read_bytes())
+    result = await cutover("diff", "--file", str(copy), "--to", "candle")
+    assert result.code == 0, result.stderr
+    patch = result.stdout[: result.stdout.rindex(result.outcome)]
+    assert patch.startswith("--- a/k8s/apps/llm-serving/reasoning-long-service.yaml\n")
+    assert result.outcome == ("cutover diff: OK — 3 line(s) change in " + str(copy) + ", all inside spec.selector")
+    assert list(world.kube) == []  # offline: the cluster is never asked
+    repo = tmp_path / "repo"
+    target = repo / "k8s/apps/llm-serving/reasoning-long-service.yaml"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(FIXTURE.read_bytes())
+    applied = await asyncio.create_subprocess_exec("git", "apply", "-", cwd=repo, stdin=asyncio.subprocess.PIPE)
+    await applied.communicate(patch.encode())
+    assert applied.returncode == 0
+    assert "llm-reasoning-candle" in target.read_text()
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--selector", "app=x,component"), "--selector: expected K=V pairs separated by commas"),
+    (("--selector", "app=x", "--to", "candle"), "expected exactly one of --to BACKEND or --selector"),
+    ((), "expected exactly one of --to BACKEND or --selector"),
+    (("--selector", "app=not ok"), "label value 'not ok' must be"),
+])
+async def test_diff_bad_arguments_exit_2(cutover: Run, tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    copy = tmp_path / "svc.yaml"
+    copy.write_bytes(FIXTURE.read_bytes())
+    result = await cutover("diff", "--file", str(copy), *args)
+    assert result.code == 2 and words in result.outcome
+
+
+async def test_diff_of_a_missing_or_broken_file_exits_2(cutover: Run, tmp_path: Path) -> None:
+    missing = await cutover("diff", "--file", str(tmp_path / "absent.yaml"), "--to", "candle")
+    assert missing.code == 2 and "cannot read: No such file or directory" in missing.outcome
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [unclosed\n")
+    result = await cutover("diff", "--file", str(broken), "--to", "candle")
+    assert result.code == 2 and "not valid YAML" in result.outcome

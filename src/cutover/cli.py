@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
-NOT_YET = ("diff", "presync", "postsync", "syncfail", "run", "rollback")
+NOT_YET = ("presync", "postsync", "syncfail", "run", "rollback")
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
 _redactor: Redactor | None = None
@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--output", choices=("text", "json"), default="text")
         command.add_argument("--dry-run", action="store_true", help="no commit, no refresh, no Slack")
         command.add_argument("--to", metavar="BACKEND", help="target backend (default: the plan's target)")
+        if name == "diff":
+            command.add_argument("--file", required=True, help="the YAML file holding the Service (a local copy)")
+            command.add_argument("--selector", metavar="K=V,K=V", help="the selector to write, instead of --to")
         if name == "verify":
             command.add_argument("--backend", required=True, help="the backend to prove")
             command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
@@ -81,10 +84,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command in NOT_YET:
             raise InvalidInput(f"`cutover {args.command}` is not available in this version",
-                               cause="not_implemented", hint="use verify, status or plan")
+                               cause="not_implemented", hint="use verify, status, plan or diff")
         if args.command == "demo":
             return _demo(args)
         plans = _plans(args)
+        if args.command == "diff":  # offline: no cluster, no Git host
+            from cutover import commands  # noqa: PLC0415
+
+            _print(args, [commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector)])
+            return 0
         reports = asyncio.run(_execute(args, plans))
     except CutoverError as exc:
         _fail(args.command, exc)
@@ -166,7 +174,8 @@ def _print(args: argparse.Namespace, reports: list[Report]) -> None:
         print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
     else:
         for report in reports:
-            print(f"{report.summary}")
+            if report.headline:
+                print(report.summary)
             for line in report.lines:
                 print(line)
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"

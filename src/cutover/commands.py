@@ -1,4 +1,4 @@
-"""The commands that read and prove: verify, status, plan. Each returns a `Report` for the CLI to print.
+"""The commands that read and prove: verify, status, plan, diff. Each returns a `Report` for the CLI to print.
 
 The phases that write (presync, postsync, run, rollback, syncfail) arrive with the orchestration;
 they will live beside these and reuse `wait.prove_backend`. Called by `cli`.
@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from cutover import engines, readiness
+from cutover import engines, manifest, readiness
 from cutover.cluster import Cluster
-from cutover.errors import CutoverError, TargetNotReady
+from cutover.errors import CutoverError, InvalidInput, TargetNotReady
 from cutover.plan import Plan
 from cutover.wait import Proven, prove_backend
 
@@ -29,6 +30,7 @@ class Report:
     summary: str
     lines: list[str] = dataclasses.field(default_factory=list)
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    headline: bool = True  # print the summary above the lines (not above a patch meant for `git apply`)
 
 
 async def verify(cluster: Cluster, plan: Plan, *, backend: str, wait: bool) -> Report:
@@ -103,3 +105,36 @@ async def _observe(cluster: Cluster, plan: Plan) -> dict[str, Any]:
 
 def _selector_text(selector: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in selector.items()) or "(empty)"
+
+
+def diff(plan: Plan, *, file: str, to: str | None, selector: str | None) -> Report:
+    """Offline: the unified diff of the selector edit on a local copy of the file."""
+    wanted = _wanted_selector(plan, to=to, selector=selector)
+    try:
+        text = Path(file).read_bytes().decode("utf-8")  # bytes, so CRLF line ends survive
+    except OSError as exc:
+        raise InvalidInput(f"--file {file}: cannot read: {exc.strerror}", hint="pass a local copy of the file") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"--file {file}: not UTF-8 text", hint="pass the YAML file itself") from exc
+    edit = manifest.edit_selector(text, document=plan.git.document, selector_path=plan.git.selector_path,
+                                  selector=wanted, source=file)
+    if not edit.changed:
+        return Report(summary=f"nothing to change: {file} already selects {_selector_text(wanted)}",
+                      data={"changed": False})
+    patch = edit.diff(plan.git.path)
+    changed = sum(1 for line in patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+    return Report(summary=f"{changed} line(s) change in {file}, all inside {plan.git.selector_path}",
+                  lines=patch.splitlines(), data={"changed": True, "diff": patch}, headline=False)
+
+
+def _wanted_selector(plan: Plan, *, to: str | None, selector: str | None) -> dict[str, str]:
+    if (to is None) == (selector is None):
+        raise InvalidInput("diff: expected exactly one of --to BACKEND or --selector K=V,K=V",
+                           hint="name a backend of the plan, or spell the selector out")
+    if to is not None:
+        return dict(plan.backend(to).selector)
+    pairs = [part.partition("=") for part in (selector or "").split(",") if part.strip()]
+    if not pairs or any(not key.strip() or sep != "=" for key, sep, _ in pairs):
+        raise InvalidInput(f"--selector: expected K=V pairs separated by commas, found {selector!r}",
+                           hint="e.g. --selector app.kubernetes.io/name=llm-reasoning-candle,component=predictor")
+    return {key.strip(): value.strip() for key, _, value in pairs}

@@ -1,0 +1,271 @@
+"""The selector edit in a YAML file from Git, and the guard that must pass before any commit.
+
+The edit is made on the text, line by line, with ruamel.yaml (round-trip mode) only telling where each
+selector entry stands: a label that stays keeps its line byte for byte (inline comment included), a
+changed value is replaced in place, a dropped label loses its line and a new one is added after the
+last entry at the same indentation. So the comment header, quoting, key order, document separators,
+the final newline and CRLF line ends all survive, and a reviewer sees only the labels that change.
+
+`guard()` then proves it: both texts parse, every document is equal except at the selector path,
+which holds the new selector, and every changed line lies inside the selector block. Pure functions,
+no I/O; called by the Git providers before a write and by `cutover diff`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import io
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
+
+from cutover.errors import CutoverError, InvalidInput
+from cutover.plan import GitDocument, label_problem
+
+# Words YAML 1.1 (which Kubernetes tooling still speaks) or 1.2 reads as something other than a string.
+_NOT_A_STRING = re.compile(
+    r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"
+    r"|~|null|Null|NULL"
+    r"|[-+]?(?:\d[\d_]*)?\.?\d[\d_]*(?:[eE][-+]?\d+)?"  # ints and floats, 1_000, .5, 1e3
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    r"|0[xX][0-9a-fA-F_]+|0o?[0-7_]+|0b[01_]+"
+    r"|\d{4}-\d\d?-\d\d?)$"  # dates
+)
+_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
+
+
+class GuardFailed(CutoverError):
+    """The edit would change more than the selector: a bug, and nothing is committed."""
+
+    default_cause = "diff_guard"
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectorEdit:
+    before: str
+    after: str
+    old: Mapping[str, str]
+    new: Mapping[str, str]
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self, path: str) -> str:
+        return "".join(difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+                                            fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Located:
+    """Where the selector mapping stands in the text (0-based lines)."""
+
+    mapping: CommentedMap
+    key_line: int  # the line of `selector:`
+    flow: bool
+    indent: int  # column of the entries (block style)
+    entries: dict[str, tuple[int, int]]  # label key -> (line, column of its value)
+
+
+def read_selector(text: str, *, document: GitDocument, selector_path: str, source: str = "file") -> dict[str, str]:
+    """The selector mapping as the file holds it now."""
+    located = _locate(text, document=document, selector_path=selector_path, source=source)
+    return {str(key): str(value) for key, value in located.mapping.items()}
+
+
+def edit_selector(text: str, *, document: GitDocument, selector_path: str, selector: Mapping[str, str],
+                  source: str = "file") -> SelectorEdit:
+    """Replace the selector of the named document; every byte outside the selector block stays."""
+    for key, value in selector.items():
+        problem = label_problem(key, value)
+        if problem:
+            raise InvalidInput(f"selector: {problem}", cause="invalid_label", hint="fix the label in the plan")
+    located = _locate(text, document=document, selector_path=selector_path, source=source)
+    old = {str(key): str(value) for key, value in located.mapping.items()}
+    if old == dict(selector):
+        return SelectorEdit(text, text, old, dict(selector))
+    lines = text.splitlines(keepends=True)
+    ending = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    if located.flow:
+        _rewrite_flow(lines, located, selector)
+    else:
+        _rewrite_block(lines, located, old, selector, ending)
+    after = "".join(lines)
+    edit = SelectorEdit(text, after, old, dict(selector))
+    guard(edit, document=document, selector_path=selector_path)
+    return edit
+
+
+def _load_all(text: str, *, source: str, typ: str) -> list[Any]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line[: len(line) - len(line.lstrip())].count("\t"):
+            raise InvalidInput(f"{source}: line {number}: a tab in the indentation (YAML allows spaces only)",
+                               cause="invalid_file", hint="indent with spaces")
+    try:
+        return list(YAML(typ=typ, pure=True).load_all(io.StringIO(text)))
+    except YAMLError as exc:
+        words = " ".join(str(exc).split())[:300]
+        kind = "a duplicate key" if "duplicate key" in words else "not valid YAML"
+        raise InvalidInput(f"{source}: {kind}: {words}", cause="invalid_file", hint="fix the file in Git") from exc
+
+
+def _matching(docs: list[Any], document: GitDocument, source: str) -> int:
+    found = [index for index, doc in enumerate(docs)
+             if isinstance(doc, Mapping) and doc.get("kind") == document.kind
+             and isinstance(doc.get("metadata"), Mapping) and doc["metadata"].get("name") == document.name]
+    if not found:
+        raise InvalidInput(f"{source}: no document with kind {document.kind} and metadata.name {document.name}",
+                           cause="document_not_found", hint="check git.path and git.document in the plan")
+    if len(found) > 1:
+        raise InvalidInput(f"{source}: {len(found)} documents match kind {document.kind} and metadata.name "
+                           f"{document.name} (documents {', '.join(str(i + 1) for i in found)})",
+                           cause="document_ambiguous", hint="keep one such document in the file")
+    return found[0]
+
+
+def _walk(doc: Any, selector_path: str, source: str) -> tuple[Any, str]:
+    *parents, last = selector_path.split(".")
+    node = doc
+    for depth, part in enumerate(parents):
+        if not isinstance(node, Mapping) or part not in node:
+            where = ".".join(parents[: depth + 1])
+            raise InvalidInput(f"{source}: {where}: missing on the way to {selector_path}",
+                               cause="selector_path_missing", hint="check git.selectorPath in the plan")
+        node = node[part]
+    if not isinstance(node, Mapping) or last not in node:
+        raise InvalidInput(f"{source}: {selector_path}: missing", cause="selector_path_missing",
+                           hint="check git.selectorPath in the plan")
+    return node, last
+
+
+def _locate(text: str, *, document: GitDocument, selector_path: str, source: str) -> _Located:
+    docs = _load_all(text, source=source, typ="rt")
+    parent, key = _walk(docs[_matching(docs, document, source)], selector_path, source)
+    mapping = parent[key]
+    if not isinstance(mapping, CommentedMap):
+        raise InvalidInput(f"{source}: {selector_path}: expected a mapping of labels, found {type(mapping).__name__}",
+                           cause="selector_not_mapping", hint="point git.selectorPath at the selector mapping")
+    lines = text.splitlines()
+    key_line, _ = parent.lc.key(key)
+    value_line, value_col = parent.lc.value(key)
+    if (mapping.anchor.value if mapping.anchor else None) or mapping.merge or \
+            lines[value_line][value_col:].lstrip().startswith(("&", "*")):
+        raise InvalidInput(f"{source}: line {key_line + 1}: {selector_path} uses YAML anchors or aliases",
+                           cause="selector_alias", hint="write the selector out in full in the file")
+    entries: dict[str, tuple[int, int]] = {}
+    for label in mapping:
+        line, column = mapping.lc.value(label)
+        value = mapping[label]
+        if not isinstance(value, str) or isinstance(label, CommentedMap):
+            raise InvalidInput(f"{source}: line {line + 1}: label {label!r} has a value that is not a string",
+                               cause="selector_not_mapping", hint="quote label values in the file")
+        if line != mapping.lc.key(label)[0] or lines[line][column:].lstrip().startswith(("&", "*", "|", ">")):
+            raise InvalidInput(f"{source}: line {line + 1}: label {label!r} is not a one-line `key: value`",
+                               cause="selector_alias", hint="write each label on one line")
+        entries[str(label)] = (line, column)
+    flow = bool(mapping.fa.flow_style())
+    indent = mapping.lc.key(next(iter(mapping)))[1] if mapping and not flow else 0
+    return _Located(mapping, key_line, flow, indent, entries)
+
+
+def render_scalar(value: str) -> str:
+    """A label value as YAML that every reader takes for this string (label values hold no quotes)."""
+    if _PLAIN_SAFE.match(value) and not _NOT_A_STRING.match(value):
+        return value
+    return f'"{value}"'
+
+
+def _value_span(line: str, column: int) -> tuple[int, int, str]:
+    """Start, end and quote character of the scalar that starts at `column`."""
+    first = line[column] if column < len(line) else ""
+    if first in "'\"":
+        end = line.index(first, column + 1) + 1
+        return column, end, first
+    rest = line[column:].rstrip("\r\n")
+    comment = re.search(r"\s#", rest)
+    token = rest[: comment.start()] if comment else rest
+    return column, column + len(token.rstrip()), ""
+
+
+def _rewrite_block(lines: list[str], located: _Located, old: Mapping[str, str], new: Mapping[str, str],
+                   ending: str) -> None:
+    dropped: list[int] = []
+    for label, (number, column) in located.entries.items():
+        if label not in new:
+            dropped.append(number)
+        elif new[label] != old[label]:
+            start, end, quote = _value_span(lines[number], column)
+            value = f"{quote}{new[label]}{quote}" if quote else render_scalar(new[label])  # keep the file's quoting
+            lines[number] = lines[number][:start] + value + lines[number][end:]
+    last = max(number for number, _ in located.entries.values()) if located.entries else located.key_line
+    added = [f"{' ' * located.indent}{render_scalar(label)}: {render_scalar(value)}{ending}"
+             for label, value in new.items() if label not in old]
+    if not lines[last].endswith(("\n", "\r\n")):
+        lines[last] += ending  # the selector was the file's last line, without a final newline
+        if added:
+            added[-1] = added[-1].rstrip("\r\n")
+    lines[last + 1:last + 1] = added
+    for number in sorted(dropped, reverse=True):
+        del lines[number]
+
+
+def _rewrite_flow(lines: list[str], located: _Located, new: Mapping[str, str]) -> None:
+    number = located.key_line
+    line = lines[number]
+    start = line.index("{", line.index(":"))
+    depth, end = 0, -1
+    for index in range(start, len(line)):
+        depth += {"{": 1, "}": -1}.get(line[index], 0)
+        if depth == 0:
+            end = index + 1
+            break
+    if end < 0:
+        raise InvalidInput(f"line {number + 1}: a flow-style selector spread over several lines",
+                           cause="selector_not_mapping", hint="write the selector on one line or in block style")
+    body = ", ".join(f"{render_scalar(k)}: {render_scalar(v)}" for k, v in new.items())
+    lines[number] = line[:start] + "{" + body + "}" + line[end:]
+
+
+def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:
+    """Refuse any edit that changes more than the selector mapping of the named document."""
+    before = _load_all(edit.before, source="before the edit", typ="safe")
+    try:
+        after = _load_all(edit.after, source="after the edit", typ="safe")
+    except InvalidInput as exc:
+        raise GuardFailed(f"the edited file does not parse: {exc.message}") from exc
+    if len(before) != len(after):
+        raise GuardFailed("the edit changed the number of documents")
+    target = _matching(before, document, "before the edit")
+    for index, (old_doc, new_doc) in enumerate(zip(before, after, strict=True)):
+        if index != target:
+            if old_doc != new_doc:
+                raise GuardFailed(f"the edit changed document {index + 1}, which is not the target")
+            continue
+        parent, key = _walk(new_doc, selector_path, "after the edit")
+        if dict(parent[key]) != dict(edit.new):
+            raise GuardFailed(f"after the edit {selector_path} is {dict(parent[key])}, not {dict(edit.new)}")
+        parent[key] = dict(edit.old)
+        if old_doc != new_doc:
+            raise GuardFailed("the edit changed the target document outside the selector")
+    _only_selector_lines_changed(edit, document=document, selector_path=selector_path)
+
+
+def _only_selector_lines_changed(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:
+    located = _locate(edit.before, document=document, selector_path=selector_path, source="before the edit")
+    first = located.key_line
+    last = max([number for number, _ in located.entries.values()] + [first])
+    grown = len(edit.after.splitlines()) - len(edit.before.splitlines())
+    old_lines, new_lines = edit.before.splitlines(keepends=True), edit.after.splitlines(keepends=True)
+    for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        inside_old = a0 >= first and a1 <= last + 1
+        inside_new = b0 >= first and b1 <= last + 1 + max(grown, 0)
+        if not (inside_old and inside_new):
+            raise GuardFailed(f"the edit changed lines {a0 + 1}-{a1} outside the selector block "
+                              f"(lines {first + 1}-{last + 1})")
