@@ -1,0 +1,154 @@
+"""One protocol for every Git host: read a file with its version, write it with compare-and-swap, read the
+file's recent history. Providers implement `GitHost` in a module each; `writeback` tells the story.
+
+Errors here are the Git branch of the tree in `cutover.errors`:
+
+    GitError (exit 5)
+    ├── StaleVersion        the file moved since we read it: re-read, re-decide, retry (not an error to the user)
+    ├── HostUnavailable     5xx, 429, rate limits, dropped connections: retried per `retrying`
+    └── (GitError itself)   auth, not found, a true content conflict: permanent
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from datetime import datetime
+
+import httpx
+import structlog
+import tenacity
+
+from cutover.errors import GitError
+
+log = structlog.get_logger("cutover.git")
+
+TRAILER = re.compile(r"^(Cutover-[A-Za-z-]+):\s*(.+?)\s*$", re.MULTILINE)
+RETRY_AFTER_CAP = 120.0  # seconds we are willing to wait on one rate-limit answer
+
+
+class StaleVersion(GitError):
+    default_cause = "git_stale_version"
+
+
+class HostUnavailable(GitError):
+    default_cause = "git_host_unavailable"
+
+    def __init__(self, message: str, *, retry_after: float | None = None, hint: str = "") -> None:
+        super().__init__(message, hint=hint or "the Git host is overloaded or rate limiting; retried")
+        self.retry_after = retry_after
+
+
+@dataclasses.dataclass(frozen=True)
+class FileVersion:
+    content: str
+    version: str  # what the host compares on write: a blob sha, or a commit id
+    head: str | None = None  # the branch's commit when read, where the host tells it
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    sha: str
+    url: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    sha: str
+    title: str
+    author: str
+    date: datetime | None
+    trailers: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+
+class GitHost(abc.ABC):
+    """A branch of a repository on some host."""
+
+    name: str = "git"
+
+    @abc.abstractmethod
+    async def read(self, path: str) -> FileVersion: ...
+
+    @abc.abstractmethod
+    async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
+                    author: Author) -> Written:
+        """Commit `content`, only if the file is still at `expected` (StaleVersion otherwise)."""
+
+    @abc.abstractmethod
+    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
+        """The newest commits that touched `path`, newest first."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+def trailers(message: str) -> dict[str, str]:
+    """The Cutover-* trailers of a commit message (the last paragraph)."""
+    last = message.strip().split("\n\n")[-1]
+    return dict(TRAILER.findall(last))
+
+
+def retry_after(response: httpx.Response, *, now: float | None = None) -> float | None:
+    """Seconds to wait as the host asks: Retry-After (seconds or a date), else a rate-limit reset time."""
+    header = response.headers.get("retry-after")
+    if header:
+        if header.strip().isdigit():
+            return min(float(header), RETRY_AFTER_CAP)
+        when = email.utils.parsedate_to_datetime(header)
+        return min(max(0.0, when.timestamp() - (now or time.time())), RETRY_AFTER_CAP)
+    reset = response.headers.get("x-ratelimit-reset") or response.headers.get("ratelimit-reset")
+    if reset and reset.strip().isdigit() and response.headers.get("x-ratelimit-remaining", "1") == "0":
+        return min(max(0.0, float(reset) - (now or time.time())), RETRY_AFTER_CAP)
+    return None
+
+
+def _wait(state: tenacity.RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    asked = getattr(exc, "retry_after", None)
+    if asked is not None:
+        return float(asked)
+    return min(20.0, 2.0 ** (state.attempt_number - 1))
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    log.warning("git.retry", attempt=state.attempt_number, error=str(exc),
+                next_in=round(state.upcoming_sleep, 2), then="retry")
+
+
+def retrying() -> tenacity.AsyncRetrying:
+    """The retry policy for Git hosts, in one place: 5xx, 429, rate limits and dropped connections, six
+    attempts, waiting as long as the host asks (Retry-After, rate-limit reset) or 1, 2, 4, 8, 16 s."""
+    return tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(HostUnavailable), wait=_wait,
+                                  stop=tenacity.stop_after_attempt(6), before_sleep=_log_retry, reraise=True)
+
+
+def classify(response: httpx.Response, *, what: str, provider: str) -> GitError | None:
+    """The own error for a host's answer, or None for success."""
+    status = response.status_code
+    if status < 400:
+        return None
+    wait = retry_after(response)
+    if status == 429 or (status == 403 and (wait is not None or "rate limit" in response.text.lower())):
+        return HostUnavailable(f"{provider} rate limit on {what} ({status})", retry_after=wait,
+                               hint="the token's rate limit is exhausted; retried after the reset")
+    if status >= 500:
+        return HostUnavailable(f"{provider} answered {status} to {what}", retry_after=wait)
+    if status in (401, 403):
+        return GitError(f"{provider} refused {what} ({status})", cause="git_auth",
+                        hint="check the token and its scopes: it needs read and write on the repository contents")
+    if status == 404:
+        return GitError(f"{provider}: {what}: not found (404)", cause="git_not_found",
+                        hint="check git.url, git.branch and git.path; a token without access also reads as 404")
+    return GitError(f"{provider} answered {status} to {what}: {response.text[:200]}", cause="git_rejected",
+                    hint="the host refused the request; see the message")

@@ -1,0 +1,85 @@
+"""A real bare Git repository driven with git plumbing: the store behind the Git host fakes.
+
+Writes build a commit from a temporary index and move the branch with `git update-ref NEW OLD`, which
+fails if the branch moved meanwhile: the same compare-and-swap a hosting service performs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+@dataclasses.dataclass(frozen=True)
+class LogEntry:
+    sha: str
+    message: str
+    name: str
+    email: str
+    date: str
+
+
+class BareRepo:
+    def __init__(self, path: Path, *, branch: str = "main") -> None:
+        self.path, self.branch = path, branch
+        self.git("init", "--quiet", "--bare", f"--initial-branch={branch}", str(path), cwd=path.parent)
+
+    def git(self, *args: str, cwd: Path | None = None, stdin: bytes | None = None,
+            env: dict[str, str] | None = None) -> str:
+        result = subprocess.run(["git", *args], cwd=cwd or self.path, input=stdin, capture_output=True, check=True,
+                                env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(self.path),
+                                     **(env or {})})
+        return result.stdout.decode()
+
+    def head(self, branch: str | None = None) -> str | None:
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch or self.branch}").strip()
+        except subprocess.CalledProcessError:
+            return None
+
+    def read(self, path: str, branch: str | None = None) -> tuple[str, str] | None:
+        """(content, blob sha) of a file at the branch head, or None."""
+        head = self.head(branch)
+        if head is None:
+            return None
+        try:
+            blob = self.git("rev-parse", "--verify", "--quiet", f"{head}:{path}").strip()
+        except subprocess.CalledProcessError:
+            return None
+        return self.git("cat-file", "blob", blob), blob
+
+    def commit(self, files: dict[str, str], message: str, *, name: str = "Platform Team",
+               email: str = "platform@example.invalid", branch: str | None = None,
+               expected_head: str | None = None) -> str:
+        """Commit `files` on top of the branch; fails if the branch is no longer at `expected_head`."""
+        branch = branch or self.branch
+        parent = self.head(branch)
+        old = expected_head if expected_head is not None else parent
+        with tempfile.TemporaryDirectory() as scratch:
+            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_AUTHOR_NAME": name,
+                   "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+            if parent:
+                self.git("read-tree", parent, env=env)
+            for path, content in files.items():
+                blob = self.git("hash-object", "-w", "--stdin", stdin=content.encode()).strip()
+                self.git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            tree = self.git("write-tree", env=env).strip()
+            parents = ["-p", parent] if parent else []
+            sha = self.git("commit-tree", tree, *parents, stdin=message.encode(), env=env).strip()
+        self.git("update-ref", f"refs/heads/{branch}", sha, *([old] if old else []))
+        return sha
+
+    def log(self, path: str | None = None, *, branch: str | None = None, limit: int = 20) -> list[LogEntry]:
+        if self.head(branch) is None:
+            return []
+        out = self.git("log", f"-{limit}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e",
+                       f"refs/heads/{branch or self.branch}", *(["--", path] if path else []))
+        entries = []
+        for record in out.split("\x1e"):
+            if record.strip():
+                sha, name, email, date, message = record.strip("\n").split("\x00", 4)
+                entries.append(LogEntry(sha, message, name, email, date))
+        return entries

@@ -1,0 +1,232 @@
+"""The GitHub provider and the write-back story over HTTP against a GitHub double that stores into a real
+bare repository; every request it receives is checked against GitHub's official OpenAPI description."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import Recorder, github
+from cutover import plan, writeback
+from cutover.errors import GitError
+from cutover.githost.base import Author
+from cutover.githost.github import GitHub
+from cutover.sim.github import FakeGitHub, Fault
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.world import World
+from helpers import named
+
+TOKEN = "ghp_" + "T" * 36
+FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+AUTHOR = Author("cutover", "cutover@example.invalid")
+
+
+@pytest.fixture
+def the_plan() -> plan.Plan:
+    world = World.__new__(World)  # only for its plan text
+    world.port = 8080
+    (one,) = plan.parse(world.plan_text())
+    return one
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> BareRepo:
+    bare = BareRepo(tmp_path / "gitops.git")
+    bare.commit({PATH: FIXTURE, "README.md": "gitops\n"}, "Add the reasoning-long Service\n")
+    return bare
+
+
+@pytest.fixture
+async def fake(repo: BareRepo) -> AsyncIterator[FakeGitHub]:
+    async with FakeGitHub(repo, token=TOKEN) as server:
+        recorder = Recorder(github(), "https://api.github.com")
+        server.validator = recorder
+        yield server
+        recorder.assert_clean()
+
+
+@pytest.fixture
+async def host(fake: FakeGitHub) -> AsyncIterator[GitHub]:
+    client = GitHub(url="https://github.com/acme/gitops.git", branch="main", token=TOKEN, api_url=fake.url)
+    yield client
+    await client.aclose()
+
+
+def text(the_plan: plan.Plan, to: str = "candle") -> str:
+    return writeback.message(the_plan, from_backend="vllm", to_backend=to, cutover_id="c0ffee", proof=None,
+                             service_uid="uid-1", cluster_ip="10.96.40.17")
+
+
+def cutover_commits(repo: BareRepo) -> list[str]:
+    return [entry.message.split("\n", 1)[0] for entry in repo.log(PATH) if entry.message.startswith("cutover(")]
+
+
+async def test_read_gives_content_and_blob_sha(host: GitHub, repo: BareRepo) -> None:
+    version = await host.read(PATH)
+    assert version.content == FIXTURE
+    assert version.version == repo.read(PATH)[1]  # type: ignore[index]
+
+
+async def test_commit_changes_only_the_selector_with_message_and_trailers(
+        host: GitHub, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert result.committed and result.attempts == 1
+    (newest, *_) = repo.log(PATH)
+    assert newest.sha == result.sha and (newest.name, newest.email) == ("cutover", "cutover@example.invalid")
+    assert newest.message.startswith("cutover(reasoning-long-predictor): vllm -> candle\n\n")
+    assert "Cutover-Id: c0ffee\nCutover-From: vllm\nCutover-To: candle\nCutover-Plan: reasoning-long\n" \
+           "Cutover-Service-Uid: uid-1\nCutover-Cluster-Ip: 10.96.40.17" in newest.message
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    assert content == FIXTURE.replace(
+        "    app.kubernetes.io/name: llm-reasoning             # the vLLM deployment\n",
+        "    app.kubernetes.io/name: llm-reasoning-candle             # the vLLM deployment\n").replace(
+        "    serving.kserve.io/inferenceservice: reasoning     # KServe's own label on the vLLM pods\n", "")
+    assert named(events, "git.committed")[0]["commit"] == result.sha
+    assert TOKEN not in newest.message
+
+
+async def test_a_second_run_commits_nothing_and_names_the_commit(host: GitHub, repo: BareRepo,
+                                                                the_plan: plan.Plan) -> None:
+    first = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    again = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert not again.committed and again.sha == first.sha
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+
+
+@pytest.mark.looptime
+async def test_someone_commits_elsewhere_in_the_file_between_read_and_write(
+        host: GitHub, fake: FakeGitHub, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+    def other_writer() -> None:
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        repo.commit({PATH: content.replace("port: 80 ", "port: 80 ")
+                     .replace("# Ports:", "# Ports (reviewed):")}, "docs: clarify ports\n")
+
+    fake.before_put = other_writer
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert result.committed and result.attempts == 2
+    assert [e["attempt"] for e in named(events, "git.conflict_retry")] == [1]
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    assert "# Ports (reviewed):" in content and "llm-reasoning-candle" in content  # both changes kept
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+
+
+@pytest.mark.looptime
+async def test_someone_else_sets_the_same_selector_first(host: GitHub, fake: FakeGitHub, repo: BareRepo,
+                                                        the_plan: plan.Plan) -> None:
+    def other_cutover() -> None:
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        from cutover import manifest
+
+        edit = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+                                      selector=the_plan.backends["candle"].selector)
+        repo.commit({PATH: edit.after}, text(the_plan), name="cutover", email="cutover@example.invalid")
+
+    fake.before_put = other_cutover
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert not result.committed
+    assert len(cutover_commits(repo)) == 1  # never two for one cutover
+
+
+@pytest.mark.looptime
+async def test_someone_sets_a_different_selector_stops_with_who_and_where(
+        host: GitHub, fake: FakeGitHub, repo: BareRepo, the_plan: plan.Plan) -> None:
+    def hand_edit() -> None:
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        repo.commit({PATH: content.replace("component: predictor", "component: canary")},
+                    "Try the canary pods\n", name="Jo Operator", email="jo@example.invalid")
+
+    fake.before_put = hand_edit
+    with pytest.raises(GitError) as caught:
+        await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert caught.value.cause == "git_conflict" and caught.value.exit_code == 5
+    assert "component=canary" in caught.value.message
+    assert "by Jo Operator <jo@example.invalid> ('Try the canary pods')" in caught.value.message
+    assert cutover_commits(repo) == []
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("fault", [
+    Fault("PUT", 502),
+    Fault("GET", 503),
+    Fault("GET", 429, {"Retry-After": "7"}),
+    Fault("PUT", 403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "0"},
+          {"message": "API rate limit exceeded", "documentation_url": "https://docs.github.com/rest"}),
+    Fault("PUT", 0, reset_connection=True),
+], ids=["put-502", "get-503", "get-429-retry-after", "put-403-rate-limit", "put-connection-reset"])
+async def test_transient_failures_are_retried_and_commit_once(host: GitHub, fake: FakeGitHub, repo: BareRepo,
+                                                              the_plan: plan.Plan, fault: Fault,
+                                                              events: list[dict[str, Any]]) -> None:
+    fake.faults.append(fault)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert result.committed
+    assert len(cutover_commits(repo)) == 1
+    (retry,) = named(events, "git.retry")
+    if fault.headers.get("Retry-After"):
+        assert loop.time() - start == pytest.approx(7, abs=0.5)  # waited as asked
+        assert retry["next_in"] == 7
+
+
+@pytest.mark.parametrize(("status", "cause", "hint"), [
+    (401, "git_auth", "scopes"),
+    (404, "git_not_found", "git.url, git.branch and git.path"),
+])
+async def test_permanent_failures_exit_5_with_a_hint(host: GitHub, fake: FakeGitHub, the_plan: plan.Plan,
+                                                     status: int, cause: str, hint: str) -> None:
+    fake.faults.append(Fault("GET", status))
+    with pytest.raises(GitError) as caught:
+        await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert (caught.value.cause, caught.value.exit_code) == (cause, 5) and hint in caught.value.hint
+    assert TOKEN not in str(caught.value) + caught.value.hint
+
+
+async def test_an_expired_token_is_an_auth_error(fake: FakeGitHub, the_plan: plan.Plan) -> None:
+    stale = GitHub(url="https://github.com/acme/gitops.git", branch="main", token="ghp_" + "0" * 36,
+                   api_url=fake.url)
+    try:
+        with pytest.raises(GitError) as caught:
+            await writeback.commit_selector(stale, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    finally:
+        await stale.aclose()
+    assert caught.value.cause == "git_auth"
+
+
+@pytest.mark.looptime
+async def test_a_file_that_never_stops_changing_gives_up_after_ten_tries(
+        host: GitHub, fake: FakeGitHub, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+    counter = iter(range(1000))
+
+    def busy_writer() -> None:
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        repo.commit({PATH: content + f"# touch {next(counter)}\n"}, "bot: touch\n")
+        fake.before_put = busy_writer
+
+    fake.before_put = busy_writer
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(GitError) as caught:
+        await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert caught.value.cause == "git_conflict" and "10 compare-and-swap attempts" in caught.value.message
+    assert len(named(events, "git.conflict_retry")) == 9
+    assert 1 + 1.5 + 2.25 < loop.time() - start < 9 * 30 + 5  # backoff 1 s × 1.5, capped at 30 s
+    assert cutover_commits(repo) == []
+
+
+async def test_the_contract_check_catches_a_request_github_would_refuse(repo: BareRepo) -> None:
+    import httpx
+
+    async with FakeGitHub(repo, token=TOKEN) as server:
+        recorder = Recorder(github(), "https://api.github.com")
+        server.validator = recorder
+        async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            await client.put(f"/repos/acme/gitops/contents/{PATH}", json={"message": "no content", "sha": 5})
+            await client.get(f"/repos/acme/gitops/contents/{PATH}", params={"ref": "main"})
+    assert recorder.checked == 2
+    (violation,) = recorder.violations
+    assert violation.startswith("PUT /repos/acme/gitops/contents/")
