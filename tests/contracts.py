@@ -17,9 +17,11 @@ SPECS = Path(__file__).resolve().parent / "openapi"
 
 
 @functools.cache
-def github() -> OpenAPI:
-    spec = json.loads(gzip.decompress((SPECS / "github-api.github.com.json.gz").read_bytes()))
-    return OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))
+def spec(name: str) -> OpenAPI:
+    """`github` (api.github.com) or `forgejo` (16.0.1, OpenAPI 3), parsed once per test session."""
+    files = {"github": "github-api.github.com.json.gz", "forgejo": "forgejo-16.0.1-oas3.json.gz"}
+    loaded = json.loads(gzip.decompress((SPECS / files[name]).read_bytes()))
+    return OpenAPI.from_dict(loaded, config=Config(spec_validator_cls=None))
 
 
 class _Request:

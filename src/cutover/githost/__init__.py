@@ -28,5 +28,9 @@ def connect(settings: GitSettings) -> GitHost:
         from cutover.githost.github import GitHub  # noqa: PLC0415 -- one provider's code per process
 
         return GitHub(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
+    if settings.provider in ("gitea", "forgejo"):
+        from cutover.githost.gitea import Gitea  # noqa: PLC0415
+
+        return Gitea(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
     raise InvalidInput(f"git.provider {settings.provider!r} is not supported in this version",
-                       cause="not_implemented", hint="use provider: github")
+                       cause="not_implemented", hint="use provider: github, gitea or forgejo")

@@ -1,10 +1,11 @@
-"""A GitHub REST API double over HTTP, storing into a real bare repository.
+"""GitHub and Gitea/Forgejo REST API doubles over HTTP, storing into a real bare repository.
 
-Serves the three calls cutover makes (contents GET and PUT, commits list) with GitHub's payload
-shapes and its answers: 401 for a bad token, 404 for a missing file, 409 when the `sha` in a PUT is
-not the file's current blob, 422 for a body without `message`/`content` or without `sha` on an
-existing file. Faults can be queued per method (status, headers), a hook can commit "someone else's"
-change just before a PUT lands, and a validator (the tests give an OpenAPI one) sees every request.
+Serves the three calls cutover makes (contents GET and PUT, commits list) with each host's payload
+shapes and answers: 401 for a bad token, 404 for a missing file, a stale `sha` in a PUT refused as
+the host refuses it (GitHub 409; Gitea 422 "sha does not match"), 422 for a body without `content`
+or without `sha` on an existing file. Faults can be queued per method (status, headers), a hook can
+commit "someone else's" change just before a PUT lands, and a validator (the tests give an OpenAPI one)
+sees every request.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ class Fault:
     reset_connection: bool = False
 
 
-class FakeGitHub:
-    def __init__(self, repo: BareRepo, *, owner: str = "acme", name: str = "gitops", token: str = "") -> None:
-        self.repo, self.owner, self.name, self.token = repo, owner, name, token
+class FakeContentsHost:
+    def __init__(self, repo: BareRepo, *, flavor: str = "github", owner: str = "acme", name: str = "gitops",
+                 token: str = "") -> None:
+        self.repo, self.owner, self.name, self.token, self.flavor = repo, owner, name, token, flavor
+        self.prefix = "/api/v1" if flavor == "gitea" else ""
+        self.auth = f"token {token}" if flavor == "gitea" else f"Bearer {token}"
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, Any]] = []  # (method, path with query, json body)
         self.before_put: Callable[[], None] | None = None
@@ -42,9 +46,9 @@ class FakeGitHub:
         self._runner: web.AppRunner | None = None
         self.url = ""
 
-    async def __aenter__(self) -> FakeGitHub:
+    async def __aenter__(self) -> FakeContentsHost:
         app = web.Application()
-        prefix = f"/repos/{self.owner}/{self.name}"
+        prefix = f"{self.prefix}/repos/{self.owner}/{self.name}"
         app.router.add_route("GET", prefix + "/contents/{path:.+}", self._get)
         app.router.add_route("PUT", prefix + "/contents/{path:.+}", self._put)
         app.router.add_route("GET", prefix + "/commits", self._commits)
@@ -54,7 +58,7 @@ class FakeGitHub:
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://127.0.0.1:{port}{self.prefix}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -76,7 +80,7 @@ class FakeGitHub:
                 return web.Response(status=500)
             return web.json_response(fault.body or {"message": "injected", "documentation_url": DOCS},
                                      status=fault.status, headers=fault.headers)
-        if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
+        if self.token and request.headers.get("Authorization") != self.auth:
             return web.json_response({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"},
                                      status=401)
         response: web.StreamResponse = await handler(request)
@@ -101,7 +105,8 @@ class FakeGitHub:
     async def _put(self, request: web.Request) -> web.Response:
         path = unquote(request.match_info["path"])
         body = await request.json()
-        if not isinstance(body, dict) or not body.get("message") or "content" not in body:
+        message_missing = self.flavor == "github" and not body.get("message")  # optional on Gitea
+        if not isinstance(body, dict) or message_missing or "content" not in body:
             return web.json_response({"message": "Invalid request.\n\n\"message\" and \"content\" are required.",
                                       "documentation_url": DOCS, "status": "422"}, status=422)
         if self.before_put is not None:
@@ -113,6 +118,9 @@ class FakeGitHub:
             return web.json_response({"message": "Invalid request.\n\n\"sha\" wasn't supplied.",
                                       "documentation_url": DOCS, "status": "422"}, status=422)
         if current is not None and body["sha"] != current[1]:
+            if self.flavor == "gitea":  # routers/api/v1/repo/file.go: ErrSHADoesNotMatch is 422 "Invalid"
+                return web.json_response({"message": f"sha does not match [given: {body['sha']}, expected: "
+                                                     f"{current[1]}]", "url": DOCS}, status=422)
             return web.json_response({"message": f"{path} does not match {body['sha']}",
                                       "documentation_url": DOCS, "status": "409"}, status=409)
         author = body.get("author") or body.get("committer") or {"name": "octocat", "email": "octocat@github.com"}
@@ -126,7 +134,7 @@ class FakeGitHub:
                                   "commit": {"sha": sha, "html_url": html, "message": body["message"]}})
 
     async def _commits(self, request: web.Request) -> web.Response:
-        limit = int(request.query.get("per_page", "30"))
+        limit = int(request.query.get("limit" if self.flavor == "gitea" else "per_page", "30"))
         entries = self.repo.log(request.query.get("path"), branch=request.query.get("sha"), limit=limit)
         return web.json_response([
             {"sha": entry.sha, "html_url": f"https://github.com/{self.owner}/{self.name}/commit/{entry.sha}",

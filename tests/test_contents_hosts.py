@@ -1,5 +1,6 @@
-"""The GitHub provider and the write-back story over HTTP against a GitHub double that stores into a real
-bare repository; every request it receives is checked against GitHub's official OpenAPI description."""
+"""The contents-API providers (GitHub; Gitea and Forgejo) and the write-back story, over HTTP against
+doubles that store into a real bare repository; every request a double receives is checked against
+the host's official OpenAPI description."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from contracts import Recorder, github
+from contracts import Recorder, spec
 from cutover import plan, writeback
 from cutover.errors import GitError
 from cutover.githost.base import Author
+from cutover.githost.contents import ContentsApi
+from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
-from cutover.sim.github import FakeGitHub, Fault
+from cutover.sim.contents import FakeContentsHost, Fault
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import World
 from helpers import named
@@ -41,18 +44,30 @@ def repo(tmp_path: Path) -> BareRepo:
     return bare
 
 
+@pytest.fixture(params=["github", "gitea"])
+def flavor(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-async def fake(repo: BareRepo) -> AsyncIterator[FakeGitHub]:
-    async with FakeGitHub(repo, token=TOKEN) as server:
-        recorder = Recorder(github(), "https://api.github.com")
+async def fake(repo: BareRepo, flavor: str) -> AsyncIterator[FakeContentsHost]:
+    async with FakeContentsHost(repo, flavor=flavor, token=TOKEN) as server:
+        recorder = Recorder(spec("github"), "https://api.github.com") if flavor == "github" else \
+            Recorder(spec("forgejo"), "http://127.0.0.1")
         server.validator = recorder
         yield server
         recorder.assert_clean()
 
 
+def provider(flavor: str, fake: FakeContentsHost, token: str = TOKEN) -> ContentsApi:
+    if flavor == "github":
+        return GitHub(url="https://github.com/acme/gitops.git", branch="main", token=token, api_url=fake.url)
+    return Gitea(url="https://codeberg.example/acme/gitops.git", branch="main", token=token, api_url=fake.url)
+
+
 @pytest.fixture
-async def host(fake: FakeGitHub) -> AsyncIterator[GitHub]:
-    client = GitHub(url="https://github.com/acme/gitops.git", branch="main", token=TOKEN, api_url=fake.url)
+async def host(fake: FakeContentsHost, flavor: str) -> AsyncIterator[ContentsApi]:
+    client = provider(flavor, fake)
     yield client
     await client.aclose()
 
@@ -66,14 +81,14 @@ def cutover_commits(repo: BareRepo) -> list[str]:
     return [entry.message.split("\n", 1)[0] for entry in repo.log(PATH) if entry.message.startswith("cutover(")]
 
 
-async def test_read_gives_content_and_blob_sha(host: GitHub, repo: BareRepo) -> None:
+async def test_read_gives_content_and_blob_sha(host: ContentsApi, repo: BareRepo) -> None:
     version = await host.read(PATH)
     assert version.content == FIXTURE
     assert version.version == repo.read(PATH)[1]  # type: ignore[index]
 
 
 async def test_commit_changes_only_the_selector_with_message_and_trailers(
-        host: GitHub, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+        host: ContentsApi, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
     result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
     assert result.committed and result.attempts == 1
     (newest, *_) = repo.log(PATH)
@@ -90,7 +105,7 @@ async def test_commit_changes_only_the_selector_with_message_and_trailers(
     assert TOKEN not in newest.message
 
 
-async def test_a_second_run_commits_nothing_and_names_the_commit(host: GitHub, repo: BareRepo,
+async def test_a_second_run_commits_nothing_and_names_the_commit(host: ContentsApi, repo: BareRepo,
                                                                 the_plan: plan.Plan) -> None:
     first = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
     again = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
@@ -100,7 +115,8 @@ async def test_a_second_run_commits_nothing_and_names_the_commit(host: GitHub, r
 
 @pytest.mark.looptime
 async def test_someone_commits_elsewhere_in_the_file_between_read_and_write(
-        host: GitHub, fake: FakeGitHub, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+        host: ContentsApi, fake: FakeContentsHost, repo: BareRepo, the_plan: plan.Plan,
+        events: list[dict[str, Any]]) -> None:
     def other_writer() -> None:
         content, _ = repo.read(PATH)  # type: ignore[misc]
         repo.commit({PATH: content.replace("port: 80 ", "port: 80 ")
@@ -116,7 +132,7 @@ async def test_someone_commits_elsewhere_in_the_file_between_read_and_write(
 
 
 @pytest.mark.looptime
-async def test_someone_else_sets_the_same_selector_first(host: GitHub, fake: FakeGitHub, repo: BareRepo,
+async def test_someone_else_sets_the_same_selector_first(host: ContentsApi, fake: FakeContentsHost, repo: BareRepo,
                                                         the_plan: plan.Plan) -> None:
     def other_cutover() -> None:
         content, _ = repo.read(PATH)  # type: ignore[misc]
@@ -134,7 +150,7 @@ async def test_someone_else_sets_the_same_selector_first(host: GitHub, fake: Fak
 
 @pytest.mark.looptime
 async def test_someone_sets_a_different_selector_stops_with_who_and_where(
-        host: GitHub, fake: FakeGitHub, repo: BareRepo, the_plan: plan.Plan) -> None:
+        host: ContentsApi, fake: FakeContentsHost, repo: BareRepo, the_plan: plan.Plan) -> None:
     def hand_edit() -> None:
         content, _ = repo.read(PATH)  # type: ignore[misc]
         repo.commit({PATH: content.replace("component: predictor", "component: canary")},
@@ -158,7 +174,7 @@ async def test_someone_sets_a_different_selector_stops_with_who_and_where(
           {"message": "API rate limit exceeded", "documentation_url": "https://docs.github.com/rest"}),
     Fault("PUT", 0, reset_connection=True),
 ], ids=["put-502", "get-503", "get-429-retry-after", "put-403-rate-limit", "put-connection-reset"])
-async def test_transient_failures_are_retried_and_commit_once(host: GitHub, fake: FakeGitHub, repo: BareRepo,
+async def test_transient_failures_are_retried_and_commit_once(host: ContentsApi, fake: FakeContentsHost, repo: BareRepo,
                                                               the_plan: plan.Plan, fault: Fault,
                                                               events: list[dict[str, Any]]) -> None:
     fake.faults.append(fault)
@@ -177,7 +193,7 @@ async def test_transient_failures_are_retried_and_commit_once(host: GitHub, fake
     (401, "git_auth", "scopes"),
     (404, "git_not_found", "git.url, git.branch and git.path"),
 ])
-async def test_permanent_failures_exit_5_with_a_hint(host: GitHub, fake: FakeGitHub, the_plan: plan.Plan,
+async def test_permanent_failures_exit_5_with_a_hint(host: ContentsApi, fake: FakeContentsHost, the_plan: plan.Plan,
                                                      status: int, cause: str, hint: str) -> None:
     fake.faults.append(Fault("GET", status))
     with pytest.raises(GitError) as caught:
@@ -186,9 +202,8 @@ async def test_permanent_failures_exit_5_with_a_hint(host: GitHub, fake: FakeGit
     assert TOKEN not in str(caught.value) + caught.value.hint
 
 
-async def test_an_expired_token_is_an_auth_error(fake: FakeGitHub, the_plan: plan.Plan) -> None:
-    stale = GitHub(url="https://github.com/acme/gitops.git", branch="main", token="ghp_" + "0" * 36,
-                   api_url=fake.url)
+async def test_an_expired_token_is_an_auth_error(fake: FakeContentsHost, flavor: str, the_plan: plan.Plan) -> None:
+    stale = provider(flavor, fake, token="ghp_" + "0" * 36)
     try:
         with pytest.raises(GitError) as caught:
             await writeback.commit_selector(stale, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
@@ -199,7 +214,8 @@ async def test_an_expired_token_is_an_auth_error(fake: FakeGitHub, the_plan: pla
 
 @pytest.mark.looptime
 async def test_a_file_that_never_stops_changing_gives_up_after_ten_tries(
-        host: GitHub, fake: FakeGitHub, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+        host: ContentsApi, fake: FakeContentsHost, repo: BareRepo, the_plan: plan.Plan,
+        events: list[dict[str, Any]]) -> None:
     counter = iter(range(1000))
 
     def busy_writer() -> None:
@@ -221,8 +237,8 @@ async def test_a_file_that_never_stops_changing_gives_up_after_ten_tries(
 async def test_the_contract_check_catches_a_request_github_would_refuse(repo: BareRepo) -> None:
     import httpx
 
-    async with FakeGitHub(repo, token=TOKEN) as server:
-        recorder = Recorder(github(), "https://api.github.com")
+    async with FakeContentsHost(repo, token=TOKEN) as server:
+        recorder = Recorder(spec("github"), "https://api.github.com")
         server.validator = recorder
         async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             await client.put(f"/repos/acme/gitops/contents/{PATH}", json={"message": "no content", "sha": 5})

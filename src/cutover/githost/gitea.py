@@ -1,0 +1,37 @@
+"""Gitea and Forgejo through their contents API (`/api/v1`).
+
+Same shape as GitHub's: `GET /repos/{owner}/{repo}/contents/{filepath}?ref=` gives the blob `sha`, a
+`PUT` with it writes. A stale `sha` is answered 422 "sha does not match" by Gitea's
+`handleCreateOrUpdateFileError`, and 409 by newer Forgejo releases (16.x lists 409 for this PUT); both
+mean "re-read". The token goes in `Authorization: token …`; commit lists take `limit`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+
+from cutover.githost.contents import ContentsApi
+
+
+def default_api(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/api/v1"
+
+
+class Gitea(ContentsApi):
+    name = "gitea"
+    history_limit_param = "limit"
+
+    def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(url=url, branch=branch, token=token, api_url=api_url or default_api(url),
+                         transport=transport)
+
+    def headers(self, token: str | None) -> dict[str, str]:
+        return {"Accept": "application/json", **({"Authorization": f"token {token}"} if token else {})}
+
+    def stale(self, response: httpx.Response) -> bool:
+        return response.status_code == 409 or (response.status_code == 422 and "sha does not match" in
+                                                response.text.lower())
