@@ -32,5 +32,9 @@ def connect(settings: GitSettings) -> GitHost:
         from cutover.githost.gitea import Gitea  # noqa: PLC0415
 
         return Gitea(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
+    if settings.provider == "gitlab":
+        from cutover.githost.gitlab import GitLab  # noqa: PLC0415
+
+        return GitLab(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
     raise InvalidInput(f"git.provider {settings.provider!r} is not supported in this version",
-                       cause="not_implemented", hint="use provider: github, gitea or forgejo")
+                       cause="not_implemented", hint="use provider: github, gitlab, gitea or forgejo")

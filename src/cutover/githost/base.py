@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import httpx
 import structlog
@@ -90,6 +91,38 @@ class GitHost(abc.ABC):
 
     async def aclose(self) -> None:
         return None
+
+
+class HttpHost(GitHost):
+    """A host spoken to over a REST API: one client, one place for retries and error mapping."""
+
+    def __init__(self, *, api_url: str, headers: dict[str, str], transport: httpx.AsyncBaseTransport | None = None,
+                 timeout: float = 30.0) -> None:
+        self.client = httpx.AsyncClient(base_url=api_url.rstrip("/"), headers={"User-Agent": "cutover", **headers},
+                                        timeout=timeout, transport=transport, trust_env=False)
+
+    def stale(self, response: httpx.Response) -> bool:
+        """Whether the host refused a write because the file moved since it was read."""
+        return response.status_code == 409
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def call(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
+        async for attempt in retrying():
+            with attempt:
+                try:
+                    response = await self.client.request(method, url, **kwargs)
+                except httpx.TransportError as exc:
+                    raise HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}") from exc
+                if method in ("PUT", "POST") and self.stale(response):
+                    raise StaleVersion(f"{self.name}: {what}: the file changed since it was read "
+                                       f"({response.status_code})")
+                error = classify(response, what=what, provider=self.name)
+                if error is not None:
+                    raise error
+                return response
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def trailers(message: str) -> dict[str, str]:

@@ -13,18 +13,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import (
-    Author,
-    Commit,
-    FileVersion,
-    GitHost,
-    HostUnavailable,
-    StaleVersion,
-    Written,
-    classify,
-    retrying,
-    trailers,
-)
+from cutover.githost.base import Author, Commit, FileVersion, HttpHost, Written, trailers
 
 
 def repository(url: str) -> tuple[str, str]:
@@ -36,47 +25,23 @@ def repository(url: str) -> tuple[str, str]:
     return parts[0], parts[1].removesuffix(".git")
 
 
-class ContentsApi(GitHost):
+class ContentsApi(HttpHost):
     history_limit_param = "per_page"
 
     def __init__(self, *, url: str, branch: str, token: str | None, api_url: str,
-                 transport: httpx.AsyncBaseTransport | None = None, timeout: float = 30.0) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.owner, self.repo = repository(url)
         self.branch = branch
-        headers = {"User-Agent": "cutover", **self.headers(token)}
-        self.client = httpx.AsyncClient(base_url=api_url.rstrip("/"), headers=headers, timeout=timeout,
-                                        transport=transport, trust_env=False)
+        super().__init__(api_url=api_url, headers=self.headers(token), transport=transport)
 
     def headers(self, token: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"} if token else {}
 
-    def stale(self, response: httpx.Response) -> bool:
-        return response.status_code == 409
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
     def _contents(self, path: str) -> str:
         return f"/repos/{self.owner}/{self.repo}/contents/{quote(path)}"
 
-    async def _call(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
-        async for attempt in retrying():
-            with attempt:
-                try:
-                    response = await self.client.request(method, url, **kwargs)
-                except httpx.TransportError as exc:
-                    raise HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}") from exc
-                if method == "PUT" and self.stale(response):
-                    raise StaleVersion(f"{self.name}: {what}: the file changed since it was read "
-                                       f"({response.status_code})")
-                error = classify(response, what=what, provider=self.name)
-                if error is not None:
-                    raise error
-                return response
-        raise AssertionError("unreachable")  # pragma: no cover
-
     async def read(self, path: str) -> FileVersion:
-        response = await self._call("GET", self._contents(path), params={"ref": self.branch},
+        response = await self.call("GET", self._contents(path), params={"ref": self.branch},
                                     what=f"read {path}@{self.branch}")
         body = response.json()
         if not isinstance(body, dict) or body.get("type") != "file":
@@ -91,12 +56,12 @@ class ContentsApi(GitHost):
         person = {"name": author.name, "email": author.email}
         body = {"message": message, "content": base64.b64encode(content.encode()).decode(), "sha": expected.version,
                 "branch": self.branch, "committer": person, "author": person}
-        response = await self._call("PUT", self._contents(path), json=body, what=f"write {path}@{self.branch}")
+        response = await self.call("PUT", self._contents(path), json=body, what=f"write {path}@{self.branch}")
         commit = response.json().get("commit") or {}
         return Written(sha=commit.get("sha", ""), url=commit.get("html_url"))
 
     async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
-        response = await self._call("GET", f"/repos/{self.owner}/{self.repo}/commits",
+        response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/commits",
                                     params={"path": path, "sha": self.branch, self.history_limit_param: str(limit)},
                                     what=f"history of {path}")
         return [_commit(item) for item in response.json()]

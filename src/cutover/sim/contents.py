@@ -3,88 +3,45 @@
 Serves the three calls cutover makes (contents GET and PUT, commits list) with each host's payload
 shapes and answers: 401 for a bad token, 404 for a missing file, a stale `sha` in a PUT refused as
 the host refuses it (GitHub 409; Gitea 422 "sha does not match"), 422 for a body without `content`
-or without `sha` on an existing file. Faults can be queued per method (status, headers), a hook can
-commit "someone else's" change just before a PUT lands, and a validator (the tests give an OpenAPI one)
-sees every request.
+or without `sha` on an existing file.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
-import json
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
 
 from cutover.sim.gitrepo import BareRepo
+from cutover.sim.hosts import FakeHost, Fault
+
+__all__ = ["FakeContentsHost", "Fault"]
 
 DOCS = "https://docs.github.com/rest"
 
 
-@dataclasses.dataclass
-class Fault:
-    method: str
-    status: int
-    headers: dict[str, str] = dataclasses.field(default_factory=dict)
-    body: Any = None
-    reset_connection: bool = False
-
-
-class FakeContentsHost:
+class FakeContentsHost(FakeHost):
     def __init__(self, repo: BareRepo, *, flavor: str = "github", owner: str = "acme", name: str = "gitops",
                  token: str = "") -> None:
-        self.repo, self.owner, self.name, self.token, self.flavor = repo, owner, name, token, flavor
+        super().__init__(repo, token=token)
+        self.owner, self.name, self.flavor = owner, name, flavor
         self.prefix = "/api/v1" if flavor == "gitea" else ""
-        self.auth = f"token {token}" if flavor == "gitea" else f"Bearer {token}"
-        self.faults: list[Fault] = []
-        self.requests: list[tuple[str, str, Any]] = []  # (method, path with query, json body)
-        self.before_put: Callable[[], None] | None = None
-        self.validator: Callable[[web.Request, bytes], None] | None = None
-        self._runner: web.AppRunner | None = None
-        self.url = ""
 
-    async def __aenter__(self) -> FakeContentsHost:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         prefix = f"{self.prefix}/repos/{self.owner}/{self.name}"
         app.router.add_route("GET", prefix + "/contents/{path:.+}", self._get)
         app.router.add_route("PUT", prefix + "/contents/{path:.+}", self._put)
         app.router.add_route("GET", prefix + "/commits", self._commits)
-        app.middlewares.append(self._middleware)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}{self.prefix}"
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    def authorized(self, request: web.Request) -> bool:
+        scheme = "token" if self.flavor == "gitea" else "Bearer"
+        return request.headers.get("Authorization") == f"{scheme} {self.token}"
 
-    @web.middleware
-    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        raw = await request.read()
-        self.requests.append((request.method, request.path_qs, json.loads(raw) if raw else None))
-        if self.validator is not None:
-            self.validator(request, raw)
-        fault = next((f for f in self.faults if f.method == request.method), None)
-        if fault is not None:
-            self.faults.remove(fault)
-            if fault.reset_connection:
-                assert request.transport is not None
-                request.transport.abort()
-                return web.Response(status=500)
-            return web.json_response(fault.body or {"message": "injected", "documentation_url": DOCS},
-                                     status=fault.status, headers=fault.headers)
-        if self.token and request.headers.get("Authorization") != self.auth:
-            return web.json_response({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"},
-                                     status=401)
-        response: web.StreamResponse = await handler(request)
-        return response
+    def unauthorized(self) -> web.Response:
+        return web.json_response({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"},
+                                 status=401)
 
     def _file(self, path: str, content: str, sha: str) -> dict[str, Any]:
         encoded = base64.b64encode(content.encode()).decode()
@@ -109,9 +66,7 @@ class FakeContentsHost:
         if not isinstance(body, dict) or message_missing or "content" not in body:
             return web.json_response({"message": "Invalid request.\n\n\"message\" and \"content\" are required.",
                                       "documentation_url": DOCS, "status": "422"}, status=422)
-        if self.before_put is not None:
-            hook, self.before_put = self.before_put, None
-            hook()
+        self.land_other_writes()
         branch = body.get("branch") or self.repo.branch
         current = self.repo.read(path, branch)
         if current is not None and not body.get("sha"):

@@ -1,0 +1,82 @@
+"""GitLab (gitlab.com and self-managed) through the repository files and commits APIs (`/api/v4`).
+
+Read: `GET /projects/:id/repository/files/:path?ref=` gives the content and `last_commit_id`, the last
+commit that touched the file. Write: `POST /projects/:id/repository/commits` with one `update` action
+carrying that `last_commit_id`; GitLab refuses it with 400 "You are attempting to update a file that
+has changed since you started editing it." when another commit touched the file since (a commit to
+another file does not). Project paths (with subgroups) and file paths are URL-encoded, `/` as `%2F`.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from cutover.errors import InvalidInput
+from cutover.githost.base import Author, Commit, FileVersion, HttpHost, Written, trailers
+
+STALE = "has changed since you started editing it"
+
+
+def project(url: str) -> str:
+    path = urlsplit(url).path.strip("/").removesuffix(".git")
+    if path.count("/") < 1:
+        raise InvalidInput(f"git.url: expected https://HOST/GROUP/PROJECT, found {url!r}", cause="invalid_plan",
+                           hint="point git.url at the project")
+    return path
+
+
+def default_api(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/api/v4"
+
+
+class GitLab(HttpHost):
+    name = "gitlab"
+
+    def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.project = quote(project(url), safe="")
+        self.branch = branch
+        super().__init__(api_url=api_url or default_api(url), headers={"PRIVATE-TOKEN": token} if token else {},
+                         transport=transport)
+
+    def stale(self, response: httpx.Response) -> bool:
+        return response.status_code in (400, 409) and STALE in response.text
+
+    def _file(self, path: str) -> str:
+        return f"/projects/{self.project}/repository/files/{quote(path, safe='')}"
+
+    async def read(self, path: str) -> FileVersion:
+        response = await self.call("GET", self._file(path), params={"ref": self.branch},
+                                   what=f"read {path}@{self.branch}")
+        body = response.json()
+        return FileVersion(content=base64.b64decode(body["content"]).decode("utf-8"), version=body["last_commit_id"],
+                           head=body.get("commit_id"))
+
+    async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
+                    author: Author) -> Written:
+        body: dict[str, Any] = {
+            "branch": self.branch, "commit_message": message, "author_name": author.name,
+            "author_email": author.email,
+            "actions": [{"action": "update", "file_path": path, "content": content, "encoding": "text",
+                         "last_commit_id": expected.version}],
+        }
+        response = await self.call("POST", f"/projects/{self.project}/repository/commits", json=body,
+                                   what=f"commit {path}@{self.branch}")
+        commit = response.json()
+        return Written(sha=commit.get("id", ""), url=commit.get("web_url"))
+
+    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
+        response = await self.call("GET", f"/projects/{self.project}/repository/commits",
+                                   params={"ref_name": self.branch, "path": path, "per_page": str(limit)},
+                                   what=f"history of {path}")
+        return [Commit(sha=item.get("id", ""), title=item.get("title", ""),
+                       author=f"{item.get('author_name', '?')} <{item.get('author_email', '?')}>",
+                       date=datetime.fromisoformat(item["authored_date"]) if item.get("authored_date") else None,
+                       trailers=trailers(item.get("message", "")))
+                for item in response.json()]

@@ -1,0 +1,87 @@
+"""A GitLab REST API (v4) double over HTTP, storing into a real bare repository.
+
+Repository files GET (content, `last_commit_id` = the last commit that touched the file), commits POST
+with `update` actions (400 "You are attempting to update a file that has changed since you started
+editing it." when `last_commit_id` is stale; 400 for a malformed body), commits list, and
+`PRIVATE-TOKEN` auth (401 otherwise).
+"""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.hosts import FakeHost
+
+STALE = "You are attempting to update a file that has changed since you started editing it."
+
+
+class FakeGitLab(FakeHost):
+    prefix = "/api/v4"
+
+    def __init__(self, repo: BareRepo, *, project: str = "acme/gitops", token: str = "") -> None:
+        super().__init__(repo, token=token)
+        self.project = project
+
+    def routes(self, app: web.Application) -> None:
+        # aiohttp decodes %2F in the path before matching, so the routes see the plain project path.
+        base = f"{self.prefix}/projects/{{project:.+?}}/repository"
+        app.router.add_route("GET", base + "/files/{path:.+}", self._get)
+        app.router.add_route("POST", base + "/commits", self._commit)
+        app.router.add_route("GET", base + "/commits", self._commits)
+
+    def authorized(self, request: web.Request) -> bool:
+        return request.headers.get("PRIVATE-TOKEN") == self.token
+
+    def _known(self, request: web.Request) -> bool:
+        return unquote(request.match_info["project"]) == self.project
+
+    def _last_commit(self, path: str, branch: str) -> str:
+        entries = self.repo.log(path, branch=branch, limit=1)
+        return entries[0].sha if entries else ""
+
+    async def _get(self, request: web.Request) -> web.Response:
+        path, ref = unquote(request.match_info["path"]), request.query.get("ref", self.repo.branch)
+        found = self.repo.read(path, ref) if self._known(request) else None
+        if found is None:
+            return web.json_response({"message": "404 File Not Found"}, status=404)
+        content, blob = found
+        return web.json_response({
+            "file_name": path.rsplit("/", 1)[-1], "file_path": path, "size": len(content.encode()),
+            "encoding": "base64", "content": base64.b64encode(content.encode()).decode(), "ref": ref,
+            "blob_id": blob, "commit_id": self.repo.head(ref), "last_commit_id": self._last_commit(path, ref)})
+
+    async def _commit(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if not self._known(request):
+            return web.json_response({"message": "404 Project Not Found"}, status=404)
+        if not isinstance(body, dict) or not body.get("branch") or not body.get("commit_message") or \
+                not isinstance(body.get("actions"), list):
+            return web.json_response({"error": "branch, commit_message, actions are missing"}, status=400)
+        self.land_other_writes()
+        branch, files = body["branch"], {}
+        for action in body["actions"]:
+            path = action.get("file_path", "")
+            if action.get("action") != "update" or self.repo.read(path, branch) is None:
+                return web.json_response({"message": "A file with this name doesn't exist"}, status=400)
+            if action.get("last_commit_id") and action["last_commit_id"] != self._last_commit(path, branch):
+                return web.json_response({"message": STALE}, status=400)
+            content = action.get("content", "")
+            files[path] = base64.b64decode(content).decode() if action.get("encoding") == "base64" else content
+        sha = self.repo.commit(files, body["commit_message"], name=body.get("author_name", "Administrator"),
+                               email=body.get("author_email", "admin@example.com"), branch=branch)
+        return web.json_response({"id": sha, "short_id": sha[:8], "title": body["commit_message"].split("\n")[0],
+                                  "message": body["commit_message"],
+                                  "web_url": f"https://gitlab.example/{self.project}/-/commit/{sha}"}, status=201)
+
+    async def _commits(self, request: web.Request) -> web.Response:
+        entries = self.repo.log(request.query.get("path"), branch=request.query.get("ref_name"),
+                                limit=int(request.query.get("per_page", "20")))
+        return web.json_response([
+            {"id": entry.sha, "short_id": entry.sha[:8], "title": entry.message.split("\n", 1)[0],
+             "message": entry.message, "author_name": entry.name, "author_email": entry.email,
+             "authored_date": entry.date, "web_url": f"https://gitlab.example/{self.project}/-/commit/{entry.sha}"}
+            for entry in entries])

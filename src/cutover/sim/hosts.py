@@ -1,0 +1,84 @@
+"""What the Git host doubles share: an aiohttp server, a request log, queued faults, an auth check, a hook
+that lets "someone else" commit just before a write lands, and a validator that sees every request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from cutover.sim.gitrepo import BareRepo
+
+
+@dataclasses.dataclass
+class Fault:
+    method: str
+    status: int
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    body: Any = None
+    reset_connection: bool = False
+
+
+class FakeHost:
+    prefix = ""  # where the API lives under the server root
+
+    def __init__(self, repo: BareRepo, *, token: str = "") -> None:
+        self.repo, self.token = repo, token
+        self.faults: list[Fault] = []
+        self.requests: list[tuple[str, str, Any]] = []  # (method, path with query, json body)
+        self.before_write: Callable[[], None] | None = None
+        self.validator: Callable[[web.Request, bytes], None] | None = None
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    def authorized(self, request: web.Request) -> bool:
+        raise NotImplementedError
+
+    def unauthorized(self) -> web.Response:
+        return web.json_response({"message": "401 Unauthorized"}, status=401)
+
+    async def __aenter__(self) -> FakeHost:
+        app = web.Application(middlewares=[self._middleware])
+        self.routes(app)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}{self.prefix}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def land_other_writes(self) -> None:
+        """Run the hook once, as another writer racing the write that is arriving."""
+        if self.before_write is not None:
+            hook, self.before_write = self.before_write, None
+            hook()
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        raw = await request.read()
+        self.requests.append((request.method, request.path_qs, json.loads(raw) if raw else None))
+        if self.validator is not None:
+            self.validator(request, raw)
+        fault = next((f for f in self.faults if f.method == request.method), None)
+        if fault is not None:
+            self.faults.remove(fault)
+            if fault.reset_connection:
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response(status=500)
+            return web.json_response(fault.body or {"message": "injected"}, status=fault.status, headers=fault.headers)
+        if self.token and not self.authorized(request):
+            return self.unauthorized()
+        response: web.StreamResponse = await handler(request)
+        return response
