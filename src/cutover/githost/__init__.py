@@ -36,5 +36,12 @@ def connect(settings: GitSettings) -> GitHost:
         from cutover.githost.gitlab import GitLab  # noqa: PLC0415
 
         return GitLab(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
+    if settings.provider == "git":
+        if not settings.url.startswith(("https://", "http://")):
+            raise InvalidInput(f"git.url: SSH addresses are not supported in this version, found {settings.url!r}",
+                               cause="not_implemented", hint="use an https:// URL with a token")
+        from cutover.githost.gitpush import GitPush  # noqa: PLC0415
+
+        return GitPush(url=settings.url, branch=settings.branch, token=token(settings))
     raise InvalidInput(f"git.provider {settings.provider!r} is not supported in this version",
-                       cause="not_implemented", hint="use provider: github, gitlab, gitea or forgejo")
+                       cause="not_implemented", hint="use provider: github, gitlab, gitea, forgejo or git")

@@ -1,0 +1,147 @@
+"""Plain Git over HTTPS: shallow fetch, edit, commit, push; a rejected push is the compare-and-swap.
+
+For hosts without a usable API (or when the plan says `provider: git`). Works in a private temporary
+directory (a pod needs only a writable /tmp). The token reaches git through an askpass program that
+reads it from the child's environment: never in argv, a URL, a config file or a log line. A push that
+the remote rejects because the branch moved means another writer won: `writeback` fetches again,
+re-decides and re-applies the edit on the new head (as Kargo's git-push step does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import stat
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from cutover.errors import GitError
+from cutover.githost.base import (
+    Author,
+    Commit,
+    FileVersion,
+    GitHost,
+    HostUnavailable,
+    StaleVersion,
+    Written,
+    retrying,
+    trailers,
+)
+
+HISTORY_DEPTH = 50  # commits fetched: enough to find the last cutover commit of the file
+_ASKPASS = """#!/bin/sh
+case "$1" in
+  Username*) printf '%s\\n' "${CUTOVER_GIT_USERNAME:-x-access-token}" ;;
+  *) printf '%s\\n' "$CUTOVER_GIT_SECRET" ;;
+esac
+"""
+_REJECTED = ("[rejected]", "non-fast-forward", "fetch first", "stale info", "incorrect old value",
+             "failed to update ref", "cannot lock ref")
+_AUTH = ("authentication failed", "could not read username", "invalid username or password", "access denied",
+         "permission denied", "terminal prompts disabled")
+_UNREACHABLE = ("could not resolve host", "connection refused", "connection timed out", "failed to connect",
+                "operation timed out", "the remote end hung up", "rpc failed", "early eof", "connection reset")
+_STATUS = re.compile(r"returned error: (\d{3})")
+
+
+class GitPush(GitHost):
+    name = "git"
+
+    def __init__(self, *, url: str, branch: str, token: str | None, username: str | None = None) -> None:
+        self.url, self.branch = url, branch
+        self.work = Path(tempfile.mkdtemp(prefix="cutover-git-"))
+        askpass = self.work / "askpass"
+        askpass.write_text(_ASKPASS)
+        askpass.chmod(stat.S_IRWXU)
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.work), "GIT_TERMINAL_PROMPT": "0",
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": str(askpass), "CUTOVER_GIT_SECRET": token or "",
+            "CUTOVER_GIT_USERNAME": username or "x-access-token", "LC_ALL": "C",
+        }
+        self.repo = self.work / "repo"
+        self._head: str | None = None
+
+    async def aclose(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    async def git(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> str:
+        process = await asyncio.create_subprocess_exec(
+            "git", "-c", "credential.helper=", "-c", "core.askPass=" + self.env["GIT_ASKPASS"], *args,
+            cwd=self.repo if self.repo.exists() else self.work, env={**self.env, **(env or {})},
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await process.communicate(stdin)
+        if process.returncode != 0:
+            raise _failure(args[0], err.decode(errors="replace"), self.env["CUTOVER_GIT_SECRET"])
+        return out.decode()
+
+    async def _fetch(self) -> str:
+        if not self.repo.exists():
+            self.repo.mkdir()
+            await self.git("init", "--quiet", "--initial-branch=cutover")
+            await self.git("remote", "add", "origin", self.url)
+        async for attempt in retrying():
+            with attempt:
+                await self.git("fetch", "--quiet", "--no-tags", f"--depth={HISTORY_DEPTH}", "origin",
+                               f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}")
+        self._head = (await self.git("rev-parse", f"refs/remotes/origin/{self.branch}")).strip()
+        return self._head
+
+    async def read(self, path: str) -> FileVersion:
+        head = await self._fetch()
+        try:
+            content = await self.git("show", f"{head}:{path}")
+        except GitError as exc:
+            raise GitError(f"git: {path} not found on {self.branch}", cause="git_not_found",
+                           hint="check git.path and git.branch") from exc
+        return FileVersion(content=content, version=head, head=head)
+
+    async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
+                    author: Author) -> Written:
+        identity = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
+                    "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email,
+                    "GIT_INDEX_FILE": str(self.work / "index")}
+        await self.git("read-tree", expected.version, env=identity)
+        blob = (await self.git("hash-object", "-w", "--stdin", stdin=content.encode())).strip()
+        await self.git("update-index", "--cacheinfo", f"100644,{blob},{path}", env=identity)
+        tree = (await self.git("write-tree", env=identity)).strip()
+        sha = (await self.git("commit-tree", tree, "-p", expected.version, stdin=message.encode(),
+                              env=identity)).strip()
+        # The lease makes the push a compare-and-swap even against a host that would accept a force push.
+        async for attempt in retrying():
+            with attempt:
+                await self.git("push", "--quiet", "--porcelain",
+                               f"--force-with-lease=refs/heads/{self.branch}:{expected.version}",
+                               "origin", f"{sha}:refs/heads/{self.branch}")
+        return Written(sha=sha)
+
+    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
+        head = self._head or await self._fetch()
+        out = await self.git("log", f"-{limit}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", head, "--", path)
+        commits = []
+        for record in out.split("\x1e"):
+            if record.strip():
+                sha, name, email, date, body = record.strip("\n").split("\x00", 4)
+                commits.append(Commit(sha=sha, title=body.split("\n", 1)[0], author=f"{name} <{email}>",
+                                      date=datetime.fromisoformat(date), trailers=trailers(body)))
+        return commits
+
+
+def _failure(command: str, stderr: str, secret: str) -> GitError:
+    text = stderr.replace(secret, "[REDACTED]") if len(secret) >= 8 else stderr  # a real token is long
+    lowered = text.lower()
+    summary = " ".join(text.split())[:300]
+    status = int(found.group(1)) if (found := _STATUS.search(lowered)) else 0
+    if command == "push" and any(word in lowered for word in _REJECTED):
+        return StaleVersion(f"git push rejected: the branch moved ({summary})")
+    if status == 404 or "not found" in lowered:
+        return GitError(f"git {command}: repository not found ({summary})", cause="git_not_found",
+                        hint="check git.url; a token without access also reads as not found")
+    if status in (401, 403) or any(word in lowered for word in _AUTH):
+        return GitError(f"git {command}: authentication failed ({summary})", cause="git_auth",
+                        hint="check the token and that it may read and push to the repository")
+    if status >= 500 or status == 429 or any(word in lowered for word in _UNREACHABLE):
+        return HostUnavailable(f"git {command}: the remote is unreachable or failing ({summary})")
+    return GitError(f"git {command} failed: {summary}", cause="git_error", hint="see the message from git")

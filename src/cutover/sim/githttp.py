@@ -1,0 +1,81 @@
+"""Git's smart HTTP protocol for a directory of bare repositories, served by Git's own
+`git http-backend` (as CGI) behind Basic auth: what a Git server looks like to `git fetch` and
+`git push`. A hook can land "someone else's" commit just before a push is taken in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+
+def http_backend() -> str:
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip()
+    return str(Path(exec_path) / "git-http-backend")
+
+
+class GitHttpServer:
+    def __init__(self, root: Path, *, username: str, password: str) -> None:
+        self.root, self.username, self.password = root, username, password
+        self.before_push: Callable[[], None] | None = None
+        self.fail_next: list[int] = []  # HTTP statuses to answer instead of serving, in order
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization header)
+        self._runner: web.AppRunner | None = None
+        self._backend = http_backend()
+        self.url = ""
+
+    async def __aenter__(self) -> GitHttpServer:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_route("*", "/{tail:.*}", self._serve)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _authorized(self, header: str | None) -> bool:
+        expected = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        return header == f"Basic {expected}"
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        header = request.headers.get("Authorization")
+        self.requests.append((request.method, request.path_qs, header))
+        if not self._authorized(header):
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
+        if self.fail_next:
+            return web.Response(status=self.fail_next.pop(0))
+        body = await request.read()
+        if request.path.endswith("/git-receive-pack") and self.before_push is not None:
+            hook, self.before_push = self.before_push, None
+            hook()
+        env = {"GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": request.path,
+               "QUERY_STRING": request.query_string, "REQUEST_METHOD": request.method,
+               "CONTENT_TYPE": request.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
+               "REMOTE_USER": self.username, "REMOTE_ADDR": "127.0.0.1",
+               "HTTP_CONTENT_ENCODING": request.headers.get("Content-Encoding", ""),
+               "GIT_PROTOCOL": request.headers.get("Git-Protocol", ""), "GIT_CONFIG_NOSYSTEM": "1",
+               "HOME": str(self.root)}
+        process = await asyncio.create_subprocess_exec(self._backend, env=env, stdin=asyncio.subprocess.PIPE,
+                                                       stdout=asyncio.subprocess.PIPE,
+                                                       stderr=asyncio.subprocess.PIPE)
+        out, _ = await process.communicate(body)
+        head, _, payload = out.partition(b"\r\n\r\n")
+        if not _:
+            head, _, payload = out.partition(b"\n\n")
+        status, headers = 200, {}
+        for line in head.decode(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif key:
+                headers[key.strip()] = value.strip()
+        return web.Response(status=status, body=payload, headers=headers)

@@ -1,0 +1,140 @@
+"""Plain Git over smart HTTP against Git's own `git http-backend` with Basic auth: fetch, edit, commit,
+push; a rejected push re-applies the edit on the new head; the token never leaves the environment."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cutover import manifest, plan, writeback
+from cutover.errors import GitError
+from cutover.githost.base import Author
+from cutover.githost.gitpush import GitPush
+from cutover.sim.githttp import GitHttpServer
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.world import World
+from helpers import named
+
+TOKEN = "glpat-" + "S" * 24
+FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+AUTHOR = Author("cutover", "cutover@example.invalid")
+
+
+@pytest.fixture
+def the_plan() -> plan.Plan:
+    world = World.__new__(World)
+    world.port = 8080
+    (one,) = plan.parse(world.plan_text())
+    return one
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> BareRepo:
+    bare = BareRepo(tmp_path / "gitops.git")
+    bare.commit({PATH: FIXTURE, "README.md": "gitops\n"}, "Add the reasoning-long Service\n")
+    return bare
+
+
+@pytest.fixture
+async def server(tmp_path: Path, repo: BareRepo) -> AsyncIterator[GitHttpServer]:
+    async with GitHttpServer(tmp_path, username="x-access-token", password=TOKEN) as git_server:
+        yield git_server
+
+
+@pytest.fixture
+async def host(server: GitHttpServer) -> AsyncIterator[GitPush]:
+    client = GitPush(url=f"{server.url}/gitops.git", branch="main", token=TOKEN)
+    yield client
+    await client.aclose()
+
+
+def text(the_plan: plan.Plan) -> str:
+    return writeback.message(the_plan, from_backend="vllm", to_backend="candle", cutover_id="c0ffee", proof=None)
+
+
+def cutover_commits(repo: BareRepo) -> list[str]:
+    return [e.message.split("\n", 1)[0] for e in repo.log(PATH) if e.message.startswith("cutover(")]
+
+
+async def test_fetch_edit_commit_push(host: GitPush, server: GitHttpServer, repo: BareRepo,
+                                      the_plan: plan.Plan) -> None:
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert result.committed and repo.head() == result.sha
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    assert manifest.read_selector(content, document=the_plan.git.document,
+                                  selector_path="spec.selector") == the_plan.backends["candle"].selector
+    assert content.splitlines()[:30] == FIXTURE.splitlines()[:30]
+    (newest, *_) = repo.log(PATH)
+    assert (newest.name, newest.email) == ("cutover", "cutover@example.invalid")
+    assert "Cutover-To: candle" in newest.message
+    assert any(auth for _, _, auth in server.requests)  # the token went over the wire, as Basic auth
+
+
+async def test_a_second_run_pushes_nothing(host: GitPush, repo: BareRepo, the_plan: plan.Plan) -> None:
+    first = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    again = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert not again.committed and again.sha == first.sha
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+
+
+@pytest.mark.looptime
+async def test_a_rejected_push_reapplies_the_edit_on_the_new_head(
+        host: GitPush, server: GitHttpServer, repo: BareRepo, the_plan: plan.Plan,
+        events: list[dict[str, Any]]) -> None:
+    def other_writer() -> None:
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        repo.commit({PATH: content.replace("# Ports:", "# Ports (reviewed):")}, "docs: clarify ports\n")
+
+    server.before_push = other_writer
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert result.committed and result.attempts == 2
+    assert len(named(events, "git.conflict_retry")) == 1
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    assert "# Ports (reviewed):" in content and "llm-reasoning-candle" in content
+    assert [e.message.split("\n")[0] for e in repo.log()][:2] == [
+        "cutover(reasoning-long-predictor): vllm -> candle", "docs: clarify ports"]
+
+
+@pytest.mark.looptime
+async def test_a_failing_server_is_retried(host: GitPush, server: GitHttpServer, repo: BareRepo,
+                                           the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+    server.fail_next = [503]
+    result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    assert result.committed and len(named(events, "git.retry")) == 1
+
+
+async def test_a_wrong_token_is_an_auth_error_that_never_shows_the_token(server: GitHttpServer,
+                                                                         the_plan: plan.Plan) -> None:
+    wrong = "glpat-" + "W" * 24
+    client = GitPush(url=f"{server.url}/gitops.git", branch="main", token=wrong)
+    try:
+        with pytest.raises(GitError) as caught:
+            await writeback.commit_selector(client, the_plan, to_backend="candle", text=text(the_plan),
+                                            author=AUTHOR)
+    finally:
+        await client.aclose()
+    assert caught.value.cause == "git_auth" and caught.value.exit_code == 5
+    assert wrong not in caught.value.message
+
+
+async def test_the_token_is_in_no_file_url_or_config(host: GitPush, the_plan: plan.Plan) -> None:
+    await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
+    for path in host.work.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+    assert TOKEN not in await host.git("remote", "get-url", "origin")
+
+
+async def test_a_missing_repository_is_not_found(server: GitHttpServer, the_plan: plan.Plan) -> None:
+    client = GitPush(url=f"{server.url}/nothing-here.git", branch="main", token=TOKEN)
+    try:
+        with pytest.raises(GitError) as caught:
+            await writeback.commit_selector(client, the_plan, to_backend="candle", text=text(the_plan),
+                                            author=AUTHOR)
+    finally:
+        await client.aclose()
+    assert caught.value.cause == "git_not_found" and "check git.url" in caught.value.hint
