@@ -122,15 +122,6 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     assert result.outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
 
 
-async def test_plan_shows_whether_the_target_is_provable_now(cutover: Run, world: World) -> None:
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
-    await asyncio.sleep(0.05)
-    result = await cutover("plan")
-    assert result.code == 0
-    assert "target candle: proven now on 1 pod(s)" in result.stdout
-
-
 async def test_commands_not_built_yet_say_so(cutover: Run) -> None:
     result = await cutover("postsync")
     assert result.code == 2 and "cause not_implemented" in result.outcome
@@ -207,3 +198,35 @@ async def test_diff_of_a_missing_or_broken_file_exits_2(cutover: Run, tmp_path: 
     broken.write_text("kind: [unclosed\n")
     result = await cutover("diff", "--file", str(broken), "--to", "candle")
     assert result.code == 2 and "not valid YAML" in result.outcome
+
+
+async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: World, tmp_path: Path) -> None:
+    from cutover.sim.contents import FakeContentsHost
+    from cutover.sim.gitrepo import BareRepo
+
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await asyncio.sleep(0.05)
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        result = await cutover("plan", plan=world.plan_text(git_api_url=host.url))
+    assert result.code == 0, result.stderr
+    assert "  target candle: proven now on 1 pod(s)" in result.stdout
+    assert "    -    app.kubernetes.io/name: llm-reasoning             # the vLLM deployment" in result.stdout
+    assert "    +    app.kubernetes.io/name: llm-reasoning-candle             # the vLLM deployment" in result.stdout
+    assert [m for m, _, _ in host.requests] == ["GET"]  # read only: a plan never writes
+    assert len(repo.log()) == 1
+
+
+async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Run, world: World,
+                                                                     tmp_path: Path) -> None:
+    from cutover.sim.contents import FakeContentsHost
+    from cutover.sim.gitrepo import BareRepo
+
+    repo = BareRepo(tmp_path / "gitops.git")
+    async with FakeContentsHost(repo, token="ghp_" + "9" * 36) as host:
+        result = await cutover("--log-level", "error", "plan", plan=world.plan_text(git_api_url=host.url))
+    assert result.code == 0
+    assert "  diff: not available: github refused read k8s/apps/llm-serving/reasoning-long-service.yaml@main " \
+           "(401) [git_auth]" in result.stdout

@@ -129,7 +129,7 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
 
 
 async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
-    from cutover import cluster, commands  # noqa: PLC0415
+    from cutover import cluster, commands, githost  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
         if args.command == "verify":
@@ -141,7 +141,11 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
                 return await commands.verify(kube, plan, backend=args.backend, wait=args.wait)
             if args.command == "status":
                 return await commands.status(kube, plan)
-            return await commands.show_plan(kube, plan)
+            host = githost.connect(plan.git)
+            try:
+                return await commands.show_plan(kube, plan, host=host)
+            finally:
+                await host.aclose()
 
         return list(await asyncio.gather(*(one(plan) for plan in plans)))
     finally:

@@ -17,6 +17,7 @@ import structlog
 from cutover import engines, manifest, readiness
 from cutover.cluster import Cluster
 from cutover.errors import CutoverError, InvalidInput, TargetNotReady
+from cutover.githost.base import GitHost
 from cutover.plan import Plan
 from cutover.wait import Proven, prove_backend
 
@@ -69,8 +70,8 @@ async def status(cluster: Cluster, plan: Plan) -> Report:
     return Report(summary=summary, lines=lines, data=state)
 
 
-async def show_plan(cluster: Cluster, plan: Plan) -> Report:
-    """State, and whether the target is provable right now; the Git diff part arrives with the Git work."""
+async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Report:
+    """State, whether the target is provable right now, and the exact diff that would be committed."""
     report = await status(cluster, plan)
     target = plan.backend(plan.target)
     try:
@@ -80,8 +81,26 @@ async def show_plan(cluster: Cluster, plan: Plan) -> Report:
     except (TargetNotReady, CutoverError) as exc:
         report.lines.append(f"  target {plan.target}: not provable now: {exc.message} [{exc.cause}]")
         report.data["targetProof"] = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
-    report.lines.append("  diff: the selector edit preview needs the Git provider support (not built yet)")
+    report.lines += await _planned_diff(plan, host, report.data)
     return report
+
+
+async def _planned_diff(plan: Plan, host: GitHost | None, data: dict[str, Any]) -> list[str]:
+    if host is None:
+        return ["  diff: no Git host configured"]
+    try:
+        current = await host.read(plan.git.path)
+        edit = manifest.edit_selector(current.content, document=plan.git.document,
+                                      selector_path=plan.git.selector_path,
+                                      selector=plan.backend(plan.target).selector, source=plan.git.path)
+    except CutoverError as exc:
+        data["diff"] = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+        return [f"  diff: not available: {exc.message} [{exc.cause}]"]
+    data["diff"] = {"changed": edit.changed, "patch": edit.diff(plan.git.path), "version": current.version}
+    if not edit.changed:
+        return [f"  diff: none, {plan.git.path} already selects {plan.target} (at {current.version[:12]})"]
+    return [f"  diff against {plan.git.path} at {current.version[:12]}:",
+            *(f"    {line}" for line in edit.diff(plan.git.path).splitlines())]
 
 
 async def _observe(cluster: Cluster, plan: Plan) -> dict[str, Any]:

@@ -278,10 +278,11 @@ class World:
         return path
 
     def plan_text(self, *, target: str = "candle", max_wait: str = "30m", proof: str = "auto",
-                  min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES) -> str:
+                  min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None) -> str:
         def selector(backend: str) -> str:
             return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items())
 
+        api_line = f"\n  apiUrl: {git_api_url}\n  allowInsecure: true" if git_api_url else ""
         return f"""apiVersion: cutover/v1alpha1
 kind: CutoverPlan
 metadata:
@@ -308,7 +309,7 @@ verify:
   requestTimeout: 10s
 git:
   provider: github
-  url: https://github.com/acme/gitops.git
+  url: https://github.com/acme/gitops.git{api_line}
   branch: main
   path: k8s/apps/llm-serving/reasoning-long-service.yaml
   document: {{kind: Service, name: {SERVICE}}}
