@@ -7,6 +7,8 @@ Ratios are taken inside one run because these machines are noisy. Measured:
   4. whole-process wall time of `cutover --help` and of a `cutover verify` on a proven target,
      each as a ratio to `python -c "import kubernetes.client"`
   5. peak RSS of `cutover verify --wait`
+  6. a compare-and-swap commit round trip (read, edit, guard, write) per Git provider on the local doubles
+  7. the selector edit with its guard on a 2,000-line multi-document file
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from typing import Any
 import looptime
 import structlog
 
-from cutover import cluster, plan, wait
+from cutover import cluster, manifest, plan, wait, writeback
+from cutover.githost.base import Author, GitHost
+from cutover.githost.gitea import Gitea
+from cutover.githost.github import GitHub
+from cutover.githost.gitlab import GitLab
+from cutover.githost.gitpush import GitPush
+from cutover.sim.contents import FakeContentsHost
+from cutover.sim.githttp import GitHttpServer
+from cutover.sim.gitlab import FakeGitLab
+from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import Script, World
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +155,66 @@ async def _serve_and_run(runs: int) -> dict[str, float]:
             return {"import": base, "help": helptime, "verify": verify, "rss_mb": int(out.stdout) / 1024}
 
 
+SERVICE_FILE = ROOT / "tests" / "fixtures" / "reasoning-long-service.yaml"
+GIT_PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+
+
+async def _commit_rounds(host: GitHost, the_plan: plan.Plan, runs: int) -> float:
+    samples = []
+    for index in range(runs):
+        target = "candle" if index % 2 == 0 else "vllm"  # flip, so that every round commits
+        text = writeback.message(the_plan, from_backend=None, to_backend=target, cutover_id=str(index), proof=None)
+        start = time.perf_counter()
+        result = await writeback.commit_selector(host, the_plan, to_backend=target, text=text,
+                                                 author=Author("cutover", "cutover@example.invalid"))
+        samples.append(time.perf_counter() - start)
+        assert result.committed
+    await host.aclose()
+    return statistics.median(samples)
+
+
+async def bench_git(runs: int) -> dict[str, float]:
+    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    world = World.__new__(World)
+    world.port = 8080
+    (the_plan,) = plan.parse(world.plan_text())
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for flavor in ("github", "gitea", "gitlab", "git"):
+            repo = BareRepo(Path(tmp) / f"{flavor}.git")
+            repo.commit({GIT_PATH: SERVICE_FILE.read_text()}, "seed\n")
+            if flavor == "gitlab":
+                async with FakeGitLab(repo, token="t") as lab:
+                    host: GitHost = GitLab(url="https://gitlab.example/acme/gitops", branch="main", token="t",
+                                           api_url=lab.url)
+                    results[flavor] = await _commit_rounds(host, the_plan, runs)
+            elif flavor == "git":
+                async with GitHttpServer(Path(tmp), username="x-access-token", password="t") as server:
+                    host = GitPush(url=f"{server.url}/git.git", branch="main", token="t")
+                    results[flavor] = await _commit_rounds(host, the_plan, runs)
+            else:
+                async with FakeContentsHost(repo, flavor=flavor, token="t") as fake:
+                    kind = GitHub if flavor == "github" else Gitea
+                    host = kind(url="https://example.invalid/acme/gitops", branch="main", token="t", api_url=fake.url)
+                    results[flavor] = await _commit_rounds(host, the_plan, runs)
+    return results
+
+
+def bench_edit(runs: int) -> tuple[float, int]:
+    service = SERVICE_FILE.read_text()
+    filler = "".join(f"---\n# config map {i}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n"
+                     + "".join(f"  key{j}: value-{j}  # note {j}\n" for j in range(42)) for i in range(20))
+    text = filler + "---\n" + service + filler.replace("cm-", "other-")
+    document = plan.GitDocument("Service", "reasoning-long-predictor")
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        manifest.edit_selector(text, document=document, selector_path="spec.selector",
+                               selector={"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"})
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), len(text.splitlines())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -152,6 +223,8 @@ def main() -> int:
     latency = asyncio.run(bench_latency(runs))
     requests = bench_requests()
     cli = asyncio.run(_serve_and_run(2 if args.smoke else 7))
+    git = asyncio.run(bench_git(2 if args.smoke else 20))
+    edit, lines = bench_edit(2 if args.smoke else 10)
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -161,6 +234,8 @@ def main() -> int:
         ("4. `cutover --help` / import kubernetes.client", f"{cli['help'] / cli['import']:.2f}×", "≤ 3×"),
         ("4. `cutover verify` (proven) / import kubernetes.client", f"{cli['verify'] / cli['import']:.2f}×", "≤ 3×"),
         ("5. peak RSS of `cutover verify --wait` (MB)", f"{cli['rss_mb']:.0f}", "≤ 80"),
+        *((f"6. CAS commit round trip p50, {name} (s)", f"{value:.3f}", "") for name, value in git.items()),
+        (f"7. edit + guard, {lines}-line multi-document file (s)", f"{edit:.3f}", ""),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -170,7 +245,8 @@ def main() -> int:
     print(f"|{'-' * (width + 2)}|-------|------|")
     for name, value, goal in rows:
         print(f"| {name.ljust(width)} | {value} | {goal} |")
-    print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli}))
+    print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
+                      "git": git, "edit": edit}))
     return 0
 
 

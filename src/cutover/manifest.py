@@ -51,6 +51,7 @@ class SelectorEdit:
     after: str
     old: Mapping[str, str]
     new: Mapping[str, str]
+    block: tuple[int, int] | None = None  # first and last line (0-based) of the selector block in `before`
 
     @property
     def changed(self) -> bool:
@@ -96,7 +97,7 @@ def edit_selector(text: str, *, document: GitDocument, selector_path: str, selec
     else:
         _rewrite_block(lines, located, old, selector, ending)
     after = "".join(lines)
-    edit = SelectorEdit(text, after, old, dict(selector))
+    edit = SelectorEdit(text, after, old, dict(selector), block=_block(located))
     guard(edit, document=document, selector_path=selector_path)
     return edit
 
@@ -107,7 +108,7 @@ def _load_all(text: str, *, source: str, typ: str) -> list[Any]:
             raise InvalidInput(f"{source}: line {number}: a tab in the indentation (YAML allows spaces only)",
                                cause="invalid_file", hint="indent with spaces")
     try:
-        return list(YAML(typ=typ, pure=True).load_all(io.StringIO(text)))
+        return list(YAML(typ=typ).load_all(io.StringIO(text)))  # the C parser where ruamel.yaml.clib is there
     except YAMLError as exc:
         words = " ".join(str(exc).split())[:300]
         kind = "a duplicate key" if "duplicate key" in words else "not valid YAML"
@@ -255,10 +256,13 @@ def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> N
     _only_selector_lines_changed(edit, document=document, selector_path=selector_path)
 
 
+def _block(located: _Located) -> tuple[int, int]:
+    return located.key_line, max([number for number, _ in located.entries.values()] + [located.key_line])
+
+
 def _only_selector_lines_changed(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:
-    located = _locate(edit.before, document=document, selector_path=selector_path, source="before the edit")
-    first = located.key_line
-    last = max([number for number, _ in located.entries.values()] + [first])
+    first, last = edit.block or _block(_locate(edit.before, document=document, selector_path=selector_path,
+                                               source="before the edit"))
     grown = len(edit.after.splitlines()) - len(edit.before.splitlines())
     old_lines, new_lines = edit.before.splitlines(keepends=True), edit.after.splitlines(keepends=True)
     for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False).get_opcodes():

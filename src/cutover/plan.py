@@ -163,7 +163,7 @@ def load(path: str) -> list[Plan]:
 
 
 def parse(text: str, *, source: str = "plan") -> list[Plan]:
-    yaml = YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe")
     try:
         data = yaml.load(io.StringIO(text))
     except YAMLError as exc:
