@@ -32,7 +32,9 @@ class GitHttpServer:
     async def __aenter__(self) -> GitHttpServer:
         app = web.Application(client_max_size=64 << 20)
         app.router.add_route("*", "/{tail:.*}", self._serve)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # No keep-alive: git runs outside the event loop, so under fake time the loop may jump past a
+        # keep-alive timeout while git works and close a connection git is about to reuse.
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=0)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
