@@ -24,6 +24,10 @@ def spec(name: str) -> OpenAPI:
     return OpenAPI.from_dict(loaded, config=Config(spec_validator_cls=None))
 
 
+# Path templates whose last parameter holds slashes (a file path, a ref such as heads/main, a branch).
+SLASHED = ("/contents/", "/git/ref/", "/git/refs/", "/branches/")
+
+
 class _Request:
     """openapi-core's request protocol over an aiohttp request, with a `/`-holding path parameter
     %2F-encoded so that it matches `{path}` in the templates."""
@@ -31,9 +35,11 @@ class _Request:
     def __init__(self, request: web.Request, body: bytes, host_url: str) -> None:
         self.host_url = host_url
         path = request.path
-        if "/contents/" in path:
-            head, _, rest = path.partition("/contents/")
-            path = f"{head}/contents/{quote(unquote(rest), safe='')}"
+        for marker in SLASHED:
+            head, found, rest = path.partition(marker)
+            if found and rest:
+                path = f"{head}{marker}{quote(unquote(rest), safe='')}"
+                break
         self.path = path
         self.method = request.method.lower()
         self.body = body or None
@@ -58,4 +64,4 @@ class Recorder:
 
     def assert_clean(self) -> Any:
         assert self.checked > 0
-        assert self.violations == []
+        assert self.violations == [], "\n".join(self.violations)

@@ -268,3 +268,84 @@ async def test_a_commit_to_another_file_between_read_and_write_is_no_conflict(
     assert result.committed and result.attempts == 1 and named(events, "git.conflict_retry") == []
     assert repo.read("README.md")[0] == "gitops, reviewed\n"  # type: ignore[index]
     assert "llm-reasoning-candle" in repo.read(PATH)[0]  # type: ignore[index]
+
+
+# --- pull-request mode ----------------------------------------------------------------------------------
+
+def pr_plan(the_plan: plan.Plan) -> plan.Plan:
+    return dataclasses.replace(the_plan, git=dataclasses.replace(the_plan.git, mode="pull-request"))
+
+
+@pytest.mark.looptime
+async def test_pull_request_mode_opens_one_request_and_waits_for_the_merge(
+        host: GitHost, fake: FakeHost, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
+    reviewed = pr_plan(the_plan)
+
+    async def reviewer() -> None:
+        await asyncio.sleep(95)
+        fake.merge(1)
+
+    review = asyncio.create_task(reviewer())
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    result = await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR)
+    await review
+    assert result.committed and result.change is not None and result.url == result.change.url
+    assert result.change.branch == "cutover/reasoning-long-to-candle"
+    assert result.sha == repo.head() == fake.pulls[1].merge_sha
+    assert loop.time() - start == pytest.approx(120, abs=1)  # looked every 30 s: 0, 30, 60, 90, 120
+    assert len(named(events, "git.change_waiting")) == 4
+    assert list(fake.pulls) == [1] and fake.pulls[1].title == "cutover(reasoning-long-predictor): vllm -> candle"
+    assert "Cutover-To: candle" in fake.pulls[1].body
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    assert "llm-reasoning-candle" in content
+    again = await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR)
+    assert not again.committed and list(fake.pulls) == [1]  # merged: nothing more to open
+
+
+@pytest.mark.looptime
+async def test_a_rerun_finds_its_open_pull_request(host: GitHost, fake: FakeHost, repo: BareRepo,
+                                                   the_plan: plan.Plan) -> None:
+    reviewed = pr_plan(the_plan)
+    with pytest.raises(GitError) as caught:
+        await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR,
+                                        merge_wait=60)
+    assert caught.value.cause == "git_change_pending" and "merge it, then re-run" in caught.value.hint
+    fake.merge(1)
+    result = await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed),
+                                             author=AUTHOR)
+    assert not result.committed  # the merge already put the selector on the base branch
+    assert list(fake.pulls) == [1]
+
+
+@pytest.mark.looptime
+async def test_a_rerun_while_the_request_is_open_waits_on_the_same_one(host: GitHost, fake: FakeHost,
+                                                                       the_plan: plan.Plan) -> None:
+    reviewed = pr_plan(the_plan)
+    with pytest.raises(GitError):
+        await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR,
+                                        merge_wait=30)
+
+    async def reviewer() -> None:
+        await asyncio.sleep(40)
+        fake.merge(1)
+
+    review = asyncio.create_task(reviewer())
+    result = await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR)
+    await review
+    assert result.committed and list(fake.pulls) == [1]
+
+
+@pytest.mark.looptime
+async def test_a_closed_pull_request_stops_with_exit_5(host: GitHost, fake: FakeHost, the_plan: plan.Plan) -> None:
+    reviewed = pr_plan(the_plan)
+
+    async def reviewer() -> None:
+        await asyncio.sleep(31)
+        fake.close(1)
+
+    review = asyncio.create_task(reviewer())
+    with pytest.raises(GitError) as caught:
+        await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR)
+    await review
+    assert (caught.value.cause, caught.value.exit_code) == ("git_change_closed", 5)

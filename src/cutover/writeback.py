@@ -10,6 +10,7 @@ Kargo uses for its own pushes). Called by the phases; pure decisions are `decide
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 from collections.abc import Mapping
@@ -19,12 +20,14 @@ import tenacity
 
 from cutover import manifest
 from cutover.errors import GitError
-from cutover.githost.base import Author, Commit, GitHost, StaleVersion
+from cutover.githost.base import Author, ChangeRequest, Commit, GitHost, StaleVersion
 from cutover.plan import Plan
 
 log = structlog.get_logger("cutover")
 
 CONFLICT_TRIES = 10
+MERGE_POLL = 30.0  # seconds between looks at an open pull request (Kargo's git-wait-for-pr polls every 30 s)
+MERGE_WAIT = 3600.0  # how long a pull-request-mode cutover waits for someone to merge
 
 
 class Step(enum.Enum):
@@ -79,6 +82,7 @@ class Result:
     url: str | None
     attempts: int
     diff: str = ""
+    change: ChangeRequest | None = None  # the pull request, in pull-request mode
 
 
 def _backoff() -> tenacity.AsyncRetrying:
@@ -92,8 +96,10 @@ def _backoff() -> tenacity.AsyncRetrying:
     )
 
 
-async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: str, author: Author) -> Result:
-    """Make Git hold `to_backend`'s selector; `text` is the commit message. At most one commit."""
+async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: str, author: Author,
+                          merge_wait: float = MERGE_WAIT) -> Result:
+    """Make Git hold `to_backend`'s selector; `text` is the commit message. At most one commit (or, in
+    pull-request mode, one pull request, waited on until merged)."""
     git = plan.git
     target = plan.backend(to_backend).selector
     known = [backend.selector for name, backend in plan.backends.items() if name != to_backend]
@@ -112,6 +118,9 @@ async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: s
                     raise await _foreign(host, plan, now)
                 edit = manifest.edit_selector(current.content, document=git.document,
                                               selector_path=git.selector_path, selector=target, source=git.path)
+                if git.mode == "pull-request":
+                    return await _through_pull_request(host, plan, to_backend, edit, text=text, author=author,
+                                                       merge_wait=merge_wait)
                 written = await host.write(git.path, edit.after, expected=current, message=text, author=author)
                 log.info("git.committed", path=git.path, commit=written.sha, url=written.url, to=to_backend,
                          attempts=attempt.retry_state.attempt_number)
@@ -139,3 +148,36 @@ async def _foreign(host: GitHost, plan: Plan, now: Mapping[str, str]) -> GitErro
                     f"changed{culprit}", cause="git_conflict",
                     hint="someone changed the selector by hand: agree on the target, then update the plan or "
                          "revert that commit")
+
+
+def change_branch(plan: Plan, to_backend: str) -> str:
+    """One branch per cutover target, so that a re-run finds its own open pull request."""
+    return f"cutover/{plan.name}-to-{to_backend}"
+
+
+async def _through_pull_request(host: GitHost, plan: Plan, to_backend: str, edit: manifest.SelectorEdit, *,
+                                text: str, author: Author, merge_wait: float) -> Result:
+    title, _, body = text.partition("\n\n")
+    def rewrite(content: str) -> str:  # the edit, made again on the file as the new branch holds it
+        return manifest.edit_selector(content, document=plan.git.document, selector_path=plan.git.selector_path,
+                                      selector=edit.new, source=plan.git.path).after
+
+    change = await host.open_change(plan.git.path, rewrite, message=text, author=author,
+                                    branch=change_branch(plan, to_backend), title=title, body=body)
+    log.info("git.change_opened", url=change.url, number=change.number, branch=change.branch, to=to_backend)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + merge_wait
+    while True:
+        state = await host.change_state(change)
+        if state.state == "merged":
+            log.info("git.committed", path=plan.git.path, commit=state.merge_sha, url=change.url, to=to_backend,
+                     via="pull-request")
+            return Result(True, state.merge_sha or "", change.url, 1, edit.diff(plan.git.path), change)
+        if state.state == "closed":
+            raise GitError(f"pull request {change.url} was closed without merging", cause="git_change_closed",
+                           hint="reopen and merge it, or re-run to open a new one")
+        if loop.time() + MERGE_POLL > deadline:
+            raise GitError(f"pull request {change.url} is not merged after {merge_wait:.0f}s",
+                           cause="git_change_pending", hint="merge it, then re-run: the cutover continues from there")
+        log.info("git.change_waiting", url=change.url, waited=round(merge_wait - (deadline - loop.time())))
+        await asyncio.sleep(MERGE_POLL)

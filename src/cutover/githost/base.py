@@ -16,7 +16,7 @@ import dataclasses
 import email.utils
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ import httpx
 import structlog
 import tenacity
 
-from cutover.errors import GitError
+from cutover.errors import GitError, InvalidInput
 
 log = structlog.get_logger("cutover.git")
 
@@ -67,6 +67,21 @@ class Commit:
 
 
 @dataclasses.dataclass(frozen=True)
+class ChangeRequest:
+    """A pull or merge request that carries the selector change."""
+
+    number: str
+    url: str
+    branch: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeState:
+    state: str  # open | merged | closed
+    merge_sha: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Author:
     name: str
     email: str
@@ -88,6 +103,16 @@ class GitHost(abc.ABC):
     @abc.abstractmethod
     async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
         """The newest commits that touched `path`, newest first."""
+
+    async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
+                          branch: str, title: str, body: str) -> ChangeRequest:
+        """Make `branch` from the base branch's head, commit `rewrite(file as it is there)` on it and open a
+        request to merge it. An open request from that branch is returned as it is: a re-run opens no second."""
+        raise InvalidInput(f"git.mode pull-request: {self.name} has no pull requests", cause="not_implemented",
+                           hint="use mode: direct with this provider")
+
+    async def change_state(self, change: ChangeRequest) -> ChangeState:
+        raise NotImplementedError
 
     async def aclose(self) -> None:
         return None

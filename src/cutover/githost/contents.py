@@ -6,6 +6,7 @@ lives, how the token is sent, and how the host says "stale".
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -13,7 +14,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import Author, Commit, FileVersion, HttpHost, Written, trailers
+from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, trailers
 
 
 def repository(url: str) -> tuple[str, str]:
@@ -40,9 +41,9 @@ class ContentsApi(HttpHost):
     def _contents(self, path: str) -> str:
         return f"/repos/{self.owner}/{self.repo}/contents/{quote(path)}"
 
-    async def read(self, path: str) -> FileVersion:
-        response = await self.call("GET", self._contents(path), params={"ref": self.branch},
-                                    what=f"read {path}@{self.branch}")
+    async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
+        response = await self.call("GET", self._contents(path), params={"ref": ref or self.branch},
+                                   what=f"read {path}@{ref or self.branch}")
         body = response.json()
         if not isinstance(body, dict) or body.get("type") != "file":
             raise GitError(f"{self.name}: {path} is not a file", cause="git_not_found", hint="check git.path")
@@ -51,14 +52,54 @@ class ContentsApi(HttpHost):
                            cause="git_rejected", hint="keep the Service in a smaller file")
         return FileVersion(content=base64.b64decode(body["content"]).decode("utf-8"), version=body["sha"])
 
-    async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
-                    author: Author) -> Written:
+    async def write(self, path: str, content: str, *, expected: FileVersion, message: str, author: Author,
+                    branch: str | None = None) -> Written:
         person = {"name": author.name, "email": author.email}
+        target = branch or self.branch
         body = {"message": message, "content": base64.b64encode(content.encode()).decode(), "sha": expected.version,
-                "branch": self.branch, "committer": person, "author": person}
-        response = await self.call("PUT", self._contents(path), json=body, what=f"write {path}@{self.branch}")
+                "branch": target, "committer": person, "author": person}
+        response = await self.call("PUT", self._contents(path), json=body, what=f"write {path}@{target}")
         commit = response.json().get("commit") or {}
         return Written(sha=commit.get("sha", ""), url=commit.get("html_url"))
+
+    # --- pull requests ------------------------------------------------------------------------------
+
+    async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
+                          branch: str, title: str, body: str) -> ChangeRequest:
+        existing = await self._open_request(branch)
+        if existing is not None:
+            return existing
+        await self._branch_from_base(branch)
+        current = await self.read(path, ref=branch)
+        await self.write(path, rewrite(current.content), expected=current, message=message, author=author,
+                         branch=branch)
+        response = await self.call("POST", f"/repos/{self.owner}/{self.repo}/pulls",
+                                   json={"title": title, "head": branch, "base": self.branch, "body": body},
+                                   what=f"open a pull request from {branch}")
+        created = response.json()
+        return ChangeRequest(number=str(created["number"]), url=created.get("html_url", ""), branch=branch)
+
+    async def change_state(self, change: ChangeRequest) -> ChangeState:
+        response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/pulls/{change.number}",
+                                   what=f"read pull request {change.number}")
+        pull = response.json()
+        if pull.get("merged"):
+            return ChangeState("merged", pull.get("merge_commit_sha"))
+        return ChangeState("open" if pull.get("state") == "open" else "closed")
+
+    async def _open_request(self, branch: str) -> ChangeRequest | None:
+        response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/pulls", params=self._pulls_query(branch),
+                                   what=f"find an open pull request from {branch}")
+        for pull in response.json():
+            if (pull.get("head") or {}).get("ref") == branch and pull.get("state") == "open":
+                return ChangeRequest(number=str(pull["number"]), url=pull.get("html_url", ""), branch=branch)
+        return None
+
+    def _pulls_query(self, branch: str) -> dict[str, str]:
+        return {"state": "open"}
+
+    async def _branch_from_base(self, branch: str) -> None:
+        raise NotImplementedError
 
     async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
         response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/commits",

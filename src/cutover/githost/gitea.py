@@ -32,6 +32,15 @@ class Gitea(ContentsApi):
     def headers(self, token: str | None) -> dict[str, str]:
         return {"Accept": "application/json", **({"Authorization": f"token {token}"} if token else {})}
 
+    async def _branch_from_base(self, branch: str) -> None:
+        """Create `branch` from the base head; a leftover one (no open request uses it) is made anew."""
+        branches = f"/repos/{self.owner}/{self.repo}/branches"
+        existing = await self.client.get(f"{branches}/{branch}")
+        if existing.status_code == 200:
+            await self.call("DELETE", f"{branches}/{branch}", what=f"delete leftover branch {branch}")
+        await self.call("POST", branches, json={"new_branch_name": branch, "old_branch_name": self.branch},
+                        what=f"create branch {branch}")
+
     def stale(self, response: httpx.Response) -> bool:
         return response.status_code == 409 or (response.status_code == 422 and "sha does not match" in
                                                 response.text.lower())

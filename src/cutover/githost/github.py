@@ -30,3 +30,20 @@ class GitHub(ContentsApi):
     def headers(self, token: str | None) -> dict[str, str]:
         return {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
                 **super().headers(token)}
+
+    def _pulls_query(self, branch: str) -> dict[str, str]:
+        return {"state": "open", "head": f"{self.owner}:{branch}"}
+
+    async def _branch_from_base(self, branch: str) -> None:
+        """Point `branch` at the base head: create it, or move a leftover one there (no open request uses it)."""
+        refs = f"/repos/{self.owner}/{self.repo}/git/refs"
+        base = await self.call("GET", f"/repos/{self.owner}/{self.repo}/git/ref/heads/{self.branch}",
+                               what=f"read the head of {self.branch}")
+        sha = base.json()["object"]["sha"]
+        existing = await self.client.get(f"/repos/{self.owner}/{self.repo}/git/ref/heads/{branch}")
+        if existing.status_code == 200:
+            await self.call("PATCH", f"{refs}/heads/{branch}", json={"sha": sha, "force": True},
+                            what=f"reset branch {branch}")
+        else:
+            await self.call("POST", refs, json={"ref": f"refs/heads/{branch}", "sha": sha},
+                            what=f"create branch {branch}")

@@ -10,6 +10,7 @@ another file does not). Project paths (with subgroups) and file paths are URL-en
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -17,7 +18,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from cutover.errors import InvalidInput
-from cutover.githost.base import Author, Commit, FileVersion, HttpHost, Written, trailers
+from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, trailers
 
 STALE = "has changed since you started editing it"
 
@@ -80,3 +81,36 @@ class GitLab(HttpHost):
                        date=datetime.fromisoformat(item["authored_date"]) if item.get("authored_date") else None,
                        trailers=trailers(item.get("message", "")))
                 for item in response.json()]
+
+    # --- merge requests ------------------------------------------------------------------------------
+
+    async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
+                          branch: str, title: str, body: str) -> ChangeRequest:
+        requests = f"/projects/{self.project}/merge_requests"
+        found = await self.call("GET", requests, params={"source_branch": branch, "state": "opened"},
+                                what=f"find an open merge request from {branch}")
+        for request in found.json():
+            return ChangeRequest(number=str(request["iid"]), url=request.get("web_url", ""), branch=branch)
+        # `start_branch` makes the branch from the base head; `force` replaces a leftover branch of that name;
+        # `last_commit_id` refuses the commit if the file moved on the base since it was read.
+        current = await self.read(path)
+        commit = {"branch": branch, "start_branch": self.branch, "force": True, "commit_message": message,
+                  "author_name": author.name, "author_email": author.email,
+                  "actions": [{"action": "update", "file_path": path, "content": rewrite(current.content),
+                               "encoding": "text", "last_commit_id": current.version}]}
+        await self.call("POST", f"/projects/{self.project}/repository/commits", json=commit,
+                        what=f"commit {path}@{branch}")
+        created = await self.call("POST", requests, json={"source_branch": branch, "target_branch": self.branch,
+                                                           "title": title, "description": body,
+                                                           "remove_source_branch": True},
+                                  what=f"open a merge request from {branch}")
+        request = created.json()
+        return ChangeRequest(number=str(request["iid"]), url=request.get("web_url", ""), branch=branch)
+
+    async def change_state(self, change: ChangeRequest) -> ChangeState:
+        response = await self.call("GET", f"/projects/{self.project}/merge_requests/{change.number}",
+                                   what=f"read merge request !{change.number}")
+        request = response.json()
+        if request.get("state") == "merged":
+            return ChangeState("merged", request.get("merge_commit_sha") or request.get("squash_commit_sha"))
+        return ChangeState("open" if request.get("state") in ("opened", "locked") else "closed")

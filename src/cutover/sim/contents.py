@@ -34,6 +34,17 @@ class FakeContentsHost(FakeHost):
         app.router.add_route("GET", prefix + "/contents/{path:.+}", self._get)
         app.router.add_route("PUT", prefix + "/contents/{path:.+}", self._put)
         app.router.add_route("GET", prefix + "/commits", self._commits)
+        app.router.add_route("GET", prefix + "/pulls", self._pull_list)
+        app.router.add_route("POST", prefix + "/pulls", self._pull_create)
+        app.router.add_route("GET", prefix + "/pulls/{number:\\d+}", self._pull_get)
+        if self.flavor == "github":
+            app.router.add_route("GET", prefix + "/git/ref/heads/{branch:.+}", self._ref_get)
+            app.router.add_route("POST", prefix + "/git/refs", self._ref_create)
+            app.router.add_route("PATCH", prefix + "/git/refs/heads/{branch:.+}", self._ref_update)
+        else:
+            app.router.add_route("GET", prefix + "/branches/{branch:.+}", self._branch_get)
+            app.router.add_route("DELETE", prefix + "/branches/{branch:.+}", self._branch_delete)
+            app.router.add_route("POST", prefix + "/branches", self._branch_create)
 
     def authorized(self, request: web.Request) -> bool:
         scheme = "token" if self.flavor == "gitea" else "Bearer"
@@ -97,3 +108,74 @@ class FakeContentsHost(FakeHost):
                         "author": {"name": entry.name, "email": entry.email, "date": entry.date},
                         "committer": {"name": entry.name, "email": entry.email, "date": entry.date}}}
             for entry in entries])
+
+    # --- branches and pull requests ----------------------------------------------------------------------
+
+    def _pull_json(self, pull: Any) -> dict[str, Any]:
+        html = f"https://github.com/{self.owner}/{self.name}/pull/{pull.number}"
+        return {"number": pull.number, "html_url": html, "title": pull.title, "body": pull.body,
+                "state": "open" if pull.state == "open" else "closed", "merged": pull.state == "merged",
+                "merge_commit_sha": pull.merge_sha, "head": {"ref": pull.head}, "base": {"ref": pull.base}}
+
+    async def _pull_list(self, request: web.Request) -> web.Response:
+        head = request.query.get("head", "")
+        pulls = [p for p in self.pulls.values() if request.query.get("state", "open") in ("all", p.state)
+                 and (not head or head == f"{self.owner}:{p.head}")]
+        return web.json_response([self._pull_json(p) for p in pulls])
+
+    async def _pull_create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if self.repo.head(body.get("head")) is None:
+            return web.json_response({"message": "Validation Failed", "documentation_url": DOCS}, status=422)
+        if any(p.head == body["head"] and p.state == "open" for p in self.pulls.values()):
+            return web.json_response({"message": "A pull request already exists", "documentation_url": DOCS},
+                                     status=422)
+        pull = self.open_pull(head=body["head"], base=body["base"], title=body.get("title", ""),
+                              body=body.get("body", ""))
+        return web.json_response(self._pull_json(pull), status=201)
+
+    async def _pull_get(self, request: web.Request) -> web.Response:
+        pull = self.pulls.get(int(request.match_info["number"]))
+        if pull is None:
+            return web.json_response({"message": "Not Found", "documentation_url": DOCS}, status=404)
+        return web.json_response(self._pull_json(pull))
+
+    async def _ref_get(self, request: web.Request) -> web.Response:
+        branch = request.match_info["branch"]
+        sha = self.repo.head(branch)
+        if sha is None:
+            return web.json_response({"message": "Not Found", "documentation_url": DOCS}, status=404)
+        return web.json_response({"ref": f"refs/heads/{branch}", "object": {"sha": sha, "type": "commit"}})
+
+    async def _ref_create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        branch = body["ref"].removeprefix("refs/heads/")
+        if self.repo.head(branch) is not None:
+            return web.json_response({"message": "Reference already exists", "documentation_url": DOCS}, status=422)
+        self.repo.set_branch(branch, body["sha"])
+        return web.json_response({"ref": body["ref"], "object": {"sha": body["sha"], "type": "commit"}}, status=201)
+
+    async def _ref_update(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.repo.set_branch(request.match_info["branch"], body["sha"])
+        return web.json_response({"ref": f"refs/heads/{request.match_info['branch']}",
+                                  "object": {"sha": body["sha"], "type": "commit"}})
+
+    async def _branch_get(self, request: web.Request) -> web.Response:
+        sha = self.repo.head(request.match_info["branch"])
+        if sha is None:
+            return web.json_response({"message": "branch does not exist"}, status=404)
+        return web.json_response({"name": request.match_info["branch"], "commit": {"id": sha}})
+
+    async def _branch_delete(self, request: web.Request) -> web.Response:
+        self.repo.delete_branch(request.match_info["branch"])
+        return web.Response(status=204)
+
+    async def _branch_create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if self.repo.head(body["new_branch_name"]) is not None:
+            return web.json_response({"message": "The branch already exists."}, status=409)
+        sha = self.repo.head(body.get("old_branch_name"))
+        assert sha is not None
+        self.repo.set_branch(body["new_branch_name"], sha)
+        return web.json_response({"name": body["new_branch_name"], "commit": {"id": sha}}, status=201)

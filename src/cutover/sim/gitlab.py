@@ -9,6 +9,7 @@ editing it." when `last_commit_id` is stale; 400 for a malformed body), commits 
 from __future__ import annotations
 
 import base64
+from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -32,6 +33,10 @@ class FakeGitLab(FakeHost):
         app.router.add_route("GET", base + "/files/{path:.+}", self._get)
         app.router.add_route("POST", base + "/commits", self._commit)
         app.router.add_route("GET", base + "/commits", self._commits)
+        requests = f"{self.prefix}/projects/{{project:.+?}}/merge_requests"
+        app.router.add_route("GET", requests, self._mr_list)
+        app.router.add_route("POST", requests, self._mr_create)
+        app.router.add_route("GET", requests + "/{iid:\\d+}", self._mr_get)
 
     def authorized(self, request: web.Request) -> bool:
         return request.headers.get("PRIVATE-TOKEN") == self.token
@@ -63,11 +68,16 @@ class FakeGitLab(FakeHost):
             return web.json_response({"error": "branch, commit_message, actions are missing"}, status=400)
         self.land_other_writes()
         branch, files = body["branch"], {}
+        start = body.get("start_branch") or branch
+        if start != branch:  # a new branch from start_branch; `force` replaces an existing one
+            if self.repo.head(branch) is not None and not body.get("force"):
+                return web.json_response({"message": f"A branch called '{branch}' already exists"}, status=400)
+            self.repo.set_branch(branch, self.repo.head(start) or "")
         for action in body["actions"]:
             path = action.get("file_path", "")
             if action.get("action") != "update" or self.repo.read(path, branch) is None:
                 return web.json_response({"message": "A file with this name doesn't exist"}, status=400)
-            if action.get("last_commit_id") and action["last_commit_id"] != self._last_commit(path, branch):
+            if action.get("last_commit_id") and action["last_commit_id"] != self._last_commit(path, start):
                 return web.json_response({"message": STALE}, status=400)
             content = action.get("content", "")
             files[path] = base64.b64decode(content).decode() if action.get("encoding") == "base64" else content
@@ -85,3 +95,30 @@ class FakeGitLab(FakeHost):
              "message": entry.message, "author_name": entry.name, "author_email": entry.email,
              "authored_date": entry.date, "web_url": f"https://gitlab.example/{self.project}/-/commit/{entry.sha}"}
             for entry in entries])
+
+    def _mr_json(self, pull: Any) -> dict[str, Any]:
+        state = {"open": "opened", "closed": "closed", "merged": "merged"}[pull.state]
+        return {"iid": pull.number, "web_url": f"https://gitlab.example/{self.project}/-/merge_requests/{pull.number}",
+                "state": state, "source_branch": pull.head, "target_branch": pull.base, "title": pull.title,
+                "merge_commit_sha": pull.merge_sha}
+
+    async def _mr_list(self, request: web.Request) -> web.Response:
+        state = {"opened": "open", "merged": "merged", "closed": "closed"}.get(request.query.get("state", ""), "")
+        source = request.query.get("source_branch", "")
+        return web.json_response([self._mr_json(p) for p in self.pulls.values()
+                                  if (not state or p.state == state) and (not source or p.head == source)])
+
+    async def _mr_create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if any(p.head == body["source_branch"] and p.state == "open" for p in self.pulls.values()):
+            return web.json_response({"message": ["Another open merge request already exists for this source "
+                                                  "branch"]}, status=409)
+        pull = self.open_pull(head=body["source_branch"], base=body["target_branch"], title=body.get("title", ""),
+                              body=body.get("description", ""))
+        return web.json_response(self._mr_json(pull), status=201)
+
+    async def _mr_get(self, request: web.Request) -> web.Response:
+        pull = self.pulls.get(int(request.match_info["iid"]))
+        if pull is None:
+            return web.json_response({"message": "404 Not found"}, status=404)
+        return web.json_response(self._mr_json(pull))

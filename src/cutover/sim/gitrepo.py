@@ -83,3 +83,21 @@ class BareRepo:
                 sha, name, email, date, message = record.strip("\n").split("\x00", 4)
                 entries.append(LogEntry(sha, message, name, email, date))
         return entries
+
+    def set_branch(self, branch: str, sha: str) -> None:
+        self.git("update-ref", f"refs/heads/{branch}", sha)
+
+    def delete_branch(self, branch: str) -> None:
+        self.git("update-ref", "-d", f"refs/heads/{branch}")
+
+    def merge(self, source: str, target: str, *, message: str) -> str:
+        """Merge branch `source` into `target` as a hosting service's merge button does."""
+        theirs, ours = self.head(source), self.head(target)
+        assert theirs is not None
+        assert ours is not None
+        tree = self.git("merge-tree", "--write-tree", ours, theirs).splitlines()[0].strip()
+        env = {"GIT_AUTHOR_NAME": "Reviewer", "GIT_AUTHOR_EMAIL": "reviewer@example.invalid",
+               "GIT_COMMITTER_NAME": "Reviewer", "GIT_COMMITTER_EMAIL": "reviewer@example.invalid"}
+        sha = self.git("commit-tree", tree, "-p", ours, "-p", theirs, stdin=message.encode(), env=env).strip()
+        self.git("update-ref", f"refs/heads/{target}", sha, ours)
+        return sha

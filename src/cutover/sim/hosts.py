@@ -23,6 +23,17 @@ class Fault:
     reset_connection: bool = False
 
 
+@dataclasses.dataclass
+class Pull:
+    number: int
+    head: str
+    base: str
+    title: str
+    body: str
+    state: str = "open"  # open | closed | merged
+    merge_sha: str | None = None
+
+
 class FakeHost:
     prefix = ""  # where the API lives under the server root
 
@@ -34,6 +45,22 @@ class FakeHost:
         self.validator: Callable[[web.Request, bytes], None] | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.pulls: dict[int, Pull] = {}
+
+    def open_pull(self, *, head: str, base: str, title: str, body: str) -> Pull:
+        pull = Pull(len(self.pulls) + 1, head, base, title, body)
+        self.pulls[pull.number] = pull
+        return pull
+
+    def merge(self, number: int) -> str:
+        """What a reviewer's merge button does."""
+        pull = self.pulls[number]
+        pull.merge_sha = self.repo.merge(pull.head, pull.base, message=f"Merge '{pull.head}' ({pull.title})\n")
+        pull.state = "merged"
+        return pull.merge_sha
+
+    def close(self, number: int) -> None:
+        self.pulls[number].state = "closed"
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError
