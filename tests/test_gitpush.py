@@ -1,5 +1,6 @@
-"""Plain Git over smart HTTP against Git's own `git http-backend` with Basic auth: fetch, edit, commit,
-push; a rejected push re-applies the edit on the new head; the token never leaves the environment."""
+"""Plain Git over smart HTTP against Git's own `git http-backend` with Basic auth, and over SSH against
+OpenSSH's server: fetch, edit, commit, push; a rejected push re-applies the edit on the new head; the
+token never leaves the environment; host keys are always checked."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cutover.githost.base import Author
 from cutover.githost.gitpush import GitPush
 from cutover.sim.githttp import GitHttpServer
 from cutover.sim.gitrepo import BareRepo
+from cutover.sim.gitssh import SshGitServer
 from cutover.sim.world import World
 from helpers import named
 
@@ -138,3 +140,51 @@ async def test_a_missing_repository_is_not_found(server: GitHttpServer, the_plan
     finally:
         await client.aclose()
     assert caught.value.cause == "git_not_found" and "check git.url" in caught.value.hint
+
+
+# --- over SSH ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+async def ssh_server(tmp_path: Path, repo: BareRepo) -> AsyncIterator[SshGitServer]:
+    async with SshGitServer(tmp_path, workdir=tmp_path / "sshd") as server:
+        yield server
+
+
+async def test_over_ssh_with_a_deploy_key_and_known_hosts(ssh_server: SshGitServer, repo: BareRepo,
+                                                          the_plan: plan.Plan) -> None:
+    key = ssh_server.client_key
+    key.chmod(0o644)  # as a Secret volume mounts it: the provider must still make ssh accept it
+    client = GitPush(url=ssh_server.url("gitops.git"), branch="main", ssh_key=key,
+                     known_hosts=ssh_server.known_hosts)
+    try:
+        result = await writeback.commit_selector(client, the_plan, to_backend="candle", text=text(the_plan),
+                                                 author=AUTHOR)
+    finally:
+        await client.aclose()
+    assert result.committed and repo.head() == result.sha
+    assert "llm-reasoning-candle" in repo.read(PATH)[0]  # type: ignore[index]
+
+
+async def test_over_ssh_an_unknown_host_key_is_refused(ssh_server: SshGitServer, tmp_path: Path,
+                                                       the_plan: plan.Plan) -> None:
+    stranger = tmp_path / "other_known_hosts"
+    stranger.write_text(f"[127.0.0.1]:{ssh_server.port} ssh-ed25519 "
+                        "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+    client = GitPush(url=ssh_server.url("gitops.git"), branch="main", ssh_key=ssh_server.client_key,
+                     known_hosts=stranger)
+    try:
+        with pytest.raises(GitError) as caught:
+            await writeback.commit_selector(client, the_plan, to_backend="candle", text=text(the_plan),
+                                            author=AUTHOR)
+    finally:
+        await client.aclose()
+    assert caught.value.cause == "git_host_key" and "does not match known_hosts" in caught.value.message
+
+
+def test_over_ssh_without_known_hosts_nothing_starts(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("not a key")
+    with pytest.raises(GitError) as caught:
+        GitPush(url="ssh://git@example.invalid/acme/gitops.git", branch="main", ssh_key=key,
+                known_hosts=tmp_path / "absent")
+    assert caught.value.cause == "git_ssh_setup"

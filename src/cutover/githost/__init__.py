@@ -11,6 +11,9 @@ from cutover.plan import GitSettings
 
 __all__ = ["GitHost", "connect", "token"]
 
+SSH_KEY_FILE = "/var/run/secrets/cutover/git/ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret
+KNOWN_HOSTS_FILE = "/var/run/secrets/cutover/git/known_hosts"
+
 
 def token(settings: GitSettings) -> str | None:
     """The token from git.tokenFile, else CUTOVER_GIT_TOKEN; never logged."""
@@ -37,11 +40,15 @@ def connect(settings: GitSettings) -> GitHost:
 
         return GitLab(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
     if settings.provider == "git":
-        if not settings.url.startswith(("https://", "http://")):
-            raise InvalidInput(f"git.url: SSH addresses are not supported in this version, found {settings.url!r}",
-                               cause="not_implemented", hint="use an https:// URL with a token")
         from cutover.githost.gitpush import GitPush  # noqa: PLC0415
 
-        return GitPush(url=settings.url, branch=settings.branch, token=token(settings))
+        if settings.url.startswith(("https://", "http://")):
+            return GitPush(url=settings.url, branch=settings.branch, token=token(settings))
+        key = Path(os.environ.get("CUTOVER_GIT_SSH_KEY_FILE", SSH_KEY_FILE))
+        if not key.exists():
+            raise InvalidInput(f"git.url is an SSH address but there is no key at {key}", cause="git_ssh_setup",
+                               hint="mount the deploy key there, or set CUTOVER_GIT_SSH_KEY_FILE")
+        known = Path(os.environ.get("CUTOVER_GIT_KNOWN_HOSTS_FILE", KNOWN_HOSTS_FILE))
+        return GitPush(url=settings.url, branch=settings.branch, ssh_key=key, known_hosts=known)
     raise InvalidInput(f"git.provider {settings.provider!r} is not supported in this version",
                        cause="not_implemented", hint="use provider: github, gitlab, gitea, forgejo or git")

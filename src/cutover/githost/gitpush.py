@@ -1,8 +1,10 @@
-"""Plain Git over HTTPS: shallow fetch, edit, commit, push; a rejected push is the compare-and-swap.
+"""Plain Git over HTTPS or SSH: shallow fetch, edit, commit, push; a rejected push is the compare-and-swap.
 
 For hosts without a usable API (or when the plan says `provider: git`). Works in a private temporary
-directory (a pod needs only a writable /tmp). The token reaches git through an askpass program that
-reads it from the child's environment: never in argv, a URL, a config file or a log line. A push that
+directory (a pod needs only a writable /tmp). Over HTTPS the token reaches git through an askpass program
+that reads it from the child's environment: never in argv, a URL, a config file or a log line. Over SSH
+git uses the mounted key (copied to a 0600 file: Secret volumes are often 0644, which ssh refuses) and
+the mounted known_hosts, with strict host key checking and nothing else from ~/.ssh. A push that
 the remote rejects because the branch moved means another writer won: `writeback` fetches again,
 re-decides and re-applies the edit on the new head (as Kargo's git-push step does).
 """
@@ -50,7 +52,8 @@ _STATUS = re.compile(r"returned error: (\d{3})")
 class GitPush(GitHost):
     name = "git"
 
-    def __init__(self, *, url: str, branch: str, token: str | None, username: str | None = None) -> None:
+    def __init__(self, *, url: str, branch: str, token: str | None = None, username: str | None = None,
+                 ssh_key: Path | None = None, known_hosts: Path | None = None) -> None:
         self.url, self.branch = url, branch
         self.work = Path(tempfile.mkdtemp(prefix="cutover-git-"))
         askpass = self.work / "askpass"
@@ -61,8 +64,20 @@ class GitPush(GitHost):
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": str(askpass), "CUTOVER_GIT_SECRET": token or "",
             "CUTOVER_GIT_USERNAME": username or "x-access-token", "LC_ALL": "C",
         }
+        if ssh_key is not None:
+            self.env["GIT_SSH_COMMAND"] = self._ssh_command(ssh_key, known_hosts)
         self.repo = self.work / "repo"
         self._head: str | None = None
+
+    def _ssh_command(self, key: Path, known_hosts: Path | None) -> str:
+        private = self.work / "ssh-key"
+        private.write_bytes(key.read_bytes())
+        private.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        if known_hosts is None or not known_hosts.exists():
+            raise GitError("git over SSH needs a known_hosts file (host keys are always checked)",
+                           cause="git_ssh_setup", hint="mount the host's public key as known_hosts")
+        return (f"ssh -F /dev/null -i {private} -o IdentitiesOnly=yes -o BatchMode=yes "
+                f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts}")
 
     async def aclose(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
@@ -134,6 +149,9 @@ def _failure(command: str, stderr: str, secret: str) -> GitError:
     lowered = text.lower()
     summary = " ".join(text.split())[:300]
     status = int(found.group(1)) if (found := _STATUS.search(lowered)) else 0
+    if "host key verification failed" in lowered or "remote host identification has changed" in lowered:
+        return GitError(f"git {command}: the server's SSH host key does not match known_hosts",
+                        cause="git_host_key", hint="refresh known_hosts from a trusted source; the check stays on")
     if command == "push" and any(word in lowered for word in _REJECTED):
         return StaleVersion(f"git push rejected: the branch moved ({summary})")
     if status == 404 or "not found" in lowered:
