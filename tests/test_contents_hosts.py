@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 from contracts import Recorder, spec
 from cutover import plan, writeback
 from cutover.errors import GitError
-from cutover.githost.base import Author, GitHost
+from cutover.githost.base import Author, GitHost, trailers
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
@@ -45,6 +45,12 @@ def repo(tmp_path: Path) -> BareRepo:
     bare = BareRepo(tmp_path / "gitops.git")
     bare.commit({PATH: FIXTURE, "README.md": "gitops\n"}, "Add the reasoning-long Service\n")
     return bare
+
+
+@pytest.fixture(autouse=True)
+def _no_token_in_any_event(events: list[dict[str, Any]]) -> Iterator[None]:
+    yield
+    assert TOKEN not in repr(events)
 
 
 @pytest.fixture(params=["github", "gitea", "gitlab"])
@@ -349,3 +355,20 @@ async def test_a_closed_pull_request_stops_with_exit_5(host: GitHost, fake: Fake
         await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR)
     await review
     assert (caught.value.cause, caught.value.exit_code) == ("git_change_closed", 5)
+
+
+def test_the_commit_message_carries_the_proof_and_every_trailer(the_plan: plan.Plan) -> None:
+    proof = writeback.Proof(pods=("candle-0 (10.0.0.5:8080)", "candle-1 (10.0.0.6:8080)"),
+                            names=("reasoning-long", "reasoning"), method="generate", waited=712.4,
+                            proven_at="2026-11-29T23:00:00Z")
+    message = writeback.message(the_plan, from_backend="candle", to_backend="vllm", cutover_id="c0ffee", proof=proof,
+                                service_uid="uid-1", cluster_ip="10.96.40.17", hold="vllm")
+    assert message == (
+        "cutover(reasoning-long-predictor): candle -> vllm\n\n"
+        "Proven 2026-11-29T23:00:00Z: 2 Ready pod(s) answered reasoning-long, reasoning (generate) after "
+        "waiting 712s.\nPods: candle-0 (10.0.0.5:8080), candle-1 (10.0.0.6:8080)\n\n"
+        "Cutover-Id: c0ffee\nCutover-From: candle\nCutover-To: vllm\nCutover-Plan: reasoning-long\n"
+        "Cutover-Service-Uid: uid-1\nCutover-Cluster-Ip: 10.96.40.17\nCutover-Hold: vllm\n")
+    assert trailers(message) == {"Cutover-Id": "c0ffee", "Cutover-From": "candle", "Cutover-To": "vllm",
+                                 "Cutover-Plan": "reasoning-long", "Cutover-Service-Uid": "uid-1",
+                                 "Cutover-Cluster-Ip": "10.96.40.17", "Cutover-Hold": "vllm"}
