@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import ssl
@@ -29,7 +30,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from cutover.errors import ClusterError, ClusterUnavailable
+from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable
+from cutover.lock import LeaseView
 from cutover.views import ContainerView, EndpointView, PodView, PolicyView, Probe, ServicePort, ServiceView
 
 log = structlog.get_logger("cutover.cluster")
@@ -73,6 +75,8 @@ def translate(exc: Exception, *, what: str) -> ClusterError:
         if status == 404:
             return ClusterError(f"{what}: not found", cause="cluster_not_found",
                                 hint="check the namespace and name in the plan")
+        if status == 409:
+            return ClusterConflict(f"{what}: the object changed meanwhile (409)", hint="read again and retry")
         return ClusterError(f"Kubernetes API answered {status} to {what}: {exc.reason}")
     return ClusterUnavailable(f"Kubernetes API unreachable during {what}: {type(exc).__name__}",
                               hint="check the API server address and the Job's NetworkPolicy egress")
@@ -118,21 +122,30 @@ class Cluster:
 
     async def get(self, path: str, *, query: Mapping[str, str] | None = None, what: str) -> Any:
         """GET one API path off the loop, retried per `retrying`, and return its JSON body."""
+        return await self.request("GET", path, query=query, what=what)
+
+    async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+                      body: Mapping[str, Any] | None = None, content_type: str = "application/json",
+                      what: str) -> Any:
+        """One API request off the loop, retried per `retrying`; its JSON body."""
         async for attempt in retrying():
             with attempt:
-                return await asyncio.to_thread(self._get, path, dict(query or {}), what)
+                return await asyncio.to_thread(functools.partial(
+                    self._call, method, path, query=dict(query or {}), body=body, content_type=content_type,
+                    what=what))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _get(self, path: str, query: dict[str, str], what: str) -> Any:
+    def _call(self, method: str, path: str, *, query: dict[str, str], body: Mapping[str, Any] | None,
+              content_type: str, what: str) -> Any:
         try:
-            request = self.api.param_serialize("GET", path, query_params=list(query.items()),
-                                               header_params={"Accept": "application/json"},
-                                               auth_settings=["BearerToken"])
+            headers = {"Accept": "application/json", **({"Content-Type": content_type} if body is not None else {})}
+            request = self.api.param_serialize(method, path, query_params=list(query.items()),
+                                               header_params=headers, body=body, auth_settings=["BearerToken"])
             response = self.api.call_api(*request, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
-            body = response.read()
+            payload = response.read()
             if not 200 <= response.status < 300:
                 raise ApiException(http_resp=response)
-            return json.loads(body)
+            return json.loads(payload)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise translate(exc, what=what) from exc
         except ValueError as exc:
@@ -154,6 +167,30 @@ class Cluster:
                               query={"labelSelector": f"kubernetes.io/service-name={service}"},
                               what=f"list EndpointSlices of {namespace}/{service}")
         return [endpoint for item in body.get("items", []) for endpoint in endpoint_views(item)]
+
+    async def lease(self, namespace: str, name: str) -> LeaseView | None:
+        try:
+            body = await self.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+                                  what=f"read Lease {namespace}/{name}")
+        except ClusterError as exc:
+            if exc.cause == "cluster_not_found":
+                return None
+            raise
+        return lease_view(body)
+
+    async def write_lease(self, namespace: str, name: str, *, spec: Mapping[str, Any],
+                          annotations: Mapping[str, str], previous: LeaseView | None) -> LeaseView:
+        """Create the Lease, or replace it only if it is still at `previous` (ClusterConflict otherwise)."""
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
+        collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": dict(spec)}
+        if previous is None:
+            body = await self.request("POST", collection, body=lease, what=f"create Lease {namespace}/{name}")
+        else:
+            metadata["resourceVersion"] = previous.resource_version
+            body = await self.request("PUT", f"{collection}/{name}", body=lease,
+                                      what=f"update Lease {namespace}/{name}")
+        return lease_view(body)
 
     async def network_policies(self, namespace: str) -> list[PolicyView]:
         body = await self.get(f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
@@ -396,3 +433,12 @@ def policy_view(obj: Mapping[str, Any]) -> PolicyView:
                       pod_selector=spec.get("podSelector") or {},
                       policy_types=tuple(spec.get("policyTypes") or ()),
                       ingress=tuple(spec.get("ingress") or ()))
+
+
+def lease_view(obj: Mapping[str, Any]) -> LeaseView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return LeaseView(name=meta.get("name", ""), holder=spec.get("holderIdentity"), renewed=_time(spec.get("renewTime")),
+                     duration=float(spec.get("leaseDurationSeconds") or 0), transitions=int(spec.get("leaseTransitions")
+                                                                                        or 0),
+                     resource_version=meta.get("resourceVersion", ""),
+                     annotations=dict(meta.get("annotations") or {}))

@@ -13,7 +13,8 @@ these at their boundary, chained with ``from exc``; the CLI maps them to exit co
     ├── SyncTimeout                 exit 7
     ├── LockHeld                    exit 8
     └── ClusterError                exit 1 unless retried away: the Kubernetes API failed us
-        └── ClusterUnavailable      retryable: 5xx, 429, dropped connections
+        ├── ClusterUnavailable      retryable: 5xx, 429, dropped connections
+        └── ClusterConflict         a compare-and-swap write lost (409): re-read and decide again
 """
 
 from __future__ import annotations
@@ -94,3 +95,9 @@ class ClusterUnavailable(ClusterError):
     """Temporary: worth retrying (5xx, 429, a dropped connection)."""
 
     default_cause = "cluster_api_unavailable"
+
+
+class ClusterConflict(ClusterError):
+    """A compare-and-swap write lost: the object changed since it was read (409)."""
+
+    default_cause = "cluster_conflict"

@@ -1,0 +1,127 @@
+"""Holding the Service's Lease for the length of a command: take it, renew it, give it back.
+
+The rules are in `lock`; this module tells the story with the cluster adapter. Every write is a
+compare-and-swap on the Lease's resourceVersion, so two Jobs racing for a free Lease cannot both win.
+Renewal runs in a named background task; if another holder ever takes the Lease from us (we were
+paused longer than its duration), `Held.lost` is set and the caller must not commit. Called by the
+phases that write (postsync, run, rollback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from cutover import lock
+from cutover.cluster import Cluster
+from cutover.errors import ClusterConflict, ClusterError, LockHeld
+from cutover.lock import LeaseView
+
+log = structlog.get_logger("cutover")
+
+
+@dataclasses.dataclass
+class Held:
+    namespace: str
+    lease: LeaseView
+    lost: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+
+def _micro(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _spec(me: str | None, now: datetime, previous: LeaseView | None, *, duration: float) -> dict[str, Any]:
+    changed = previous is None or previous.holder != me
+    spec: dict[str, Any] = {"holderIdentity": me, "leaseDurationSeconds": int(duration), "renewTime": _micro(now),
+                            "leaseTransitions": (previous.transitions if previous else 0) + (1 if changed else 0)}
+    if changed:
+        spec["acquireTime"] = _micro(now)
+    return spec
+
+
+@contextlib.asynccontextmanager
+async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: Any,
+               annotations: Mapping[str, str] | None = None) -> AsyncIterator[Held]:
+    """`now()` gives wall-clock time that follows the event loop (wait.Clock.now)."""
+    held = await _take(cluster, namespace=namespace, name=lock.lease_name(service), me=me, now=now,
+                       annotations=annotations or {})
+    renewer = asyncio.create_task(_renew(cluster, held, me=me, now=now), name=f"renew lease {held.lease.name}")
+    try:
+        yield held
+    finally:
+        renewer.cancel()
+        await asyncio.gather(renewer, return_exceptions=True)
+        await _release(cluster, held, now=now)
+
+
+async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: Any,
+                annotations: Mapping[str, str]) -> Held:
+    loop = asyncio.get_running_loop()
+    while True:
+        current = await cluster.lease(namespace, name)
+        verdict = lock.judge(current, me=me, now=now())
+        if verdict is lock.Verdict.HELD:
+            raise _held(current, namespace=namespace, now=now())
+        if verdict is lock.Verdict.WAIT:
+            assert current is not None
+            expires = current.expires()
+            assert expires is not None
+            pause = max(0.0, (expires - now()).total_seconds()) + 0.5
+            log.info("lock.waiting", lease=name, holder=current.holder, expires_in=round(pause, 1))
+            await asyncio.sleep(pause)
+            continue
+        kept = {**(current.annotations if current else {}), **annotations}
+        try:
+            taken = await cluster.write_lease(namespace, name, spec=_spec(me, now(), current, duration=lock.DURATION),
+                                              annotations=kept, previous=current)
+        except ClusterConflict:
+            await asyncio.sleep(0)  # someone wrote it between our read and write: read and judge again
+            continue
+        log.info("lock.acquired", lease=name, holder=me, at=loop.time())
+        return Held(namespace, taken)
+
+
+def _held(current: LeaseView | None, *, namespace: str, now: datetime) -> LockHeld:
+    assert current is not None
+    assert current.renewed is not None  # judge() says HELD only for a renewed Lease
+    quiet = (now - current.renewed).total_seconds()
+    return LockHeld(f"another cutover holds Lease {namespace}/{current.name}: {current.holder}, renewed "
+                    f"{quiet:.0f}s ago", hint=f"wait for {current.holder} to finish (kubectl -n cutover get jobs); "
+                                             f"the Lease frees itself {lock.DURATION}s after its holder stops")
+
+
+async def _renew(cluster: Cluster, held: Held, *, me: str, now: Any) -> None:
+    while True:
+        await asyncio.sleep(lock.RENEW_EVERY)
+        try:
+            held.lease = await cluster.write_lease(held.namespace, held.lease.name,
+                                                   spec=_spec(me, now(), held.lease, duration=lock.DURATION),
+                                                   annotations=held.lease.annotations, previous=held.lease)
+        except ClusterConflict:
+            current = await cluster.lease(held.namespace, held.lease.name)
+            if current is None or current.holder != me:
+                held.lost.set()
+                log.error("lock.lost", lease=held.lease.name, holder=current.holder if current else None,
+                          cause="lock_lost", hint="another cutover took over; this one must not commit")
+                return
+            held.lease = current
+        except ClusterError as exc:  # keep trying: the Lease only expires after a whole duration
+            log.warning("lock.renew_failed", lease=held.lease.name, error=exc.message)
+
+
+async def _release(cluster: Cluster, held: Held, *, now: Any) -> None:
+    if held.lost.is_set():
+        return
+    try:
+        await cluster.write_lease(held.namespace, held.lease.name, spec=_spec(None, now(), held.lease, duration=1),
+                                  annotations=held.lease.annotations, previous=held.lease)
+        log.info("lock.released", lease=held.lease.name)
+    except ClusterError as exc:  # best effort: it expires by itself
+        log.warning("lock.release_failed", lease=held.lease.name, error=exc.message)
