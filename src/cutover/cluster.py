@@ -32,7 +32,16 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable
 from cutover.lock import LeaseView
-from cutover.views import ContainerView, EndpointView, PodView, PolicyView, Probe, ServicePort, ServiceView
+from cutover.views import (
+    ApplicationView,
+    ContainerView,
+    EndpointView,
+    PodView,
+    PolicyView,
+    Probe,
+    ServicePort,
+    ServiceView,
+)
 
 log = structlog.get_logger("cutover.cluster")
 T = TypeVar("T")
@@ -191,6 +200,34 @@ class Cluster:
             body = await self.request("PUT", f"{collection}/{name}", body=lease,
                                       what=f"update Lease {namespace}/{name}")
         return lease_view(body)
+
+    async def application(self, namespace: str, name: str) -> ApplicationView:
+        body = await self.get(f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications/{name}",
+                              what=f"read Application {namespace}/{name}")
+        return application_view(body)
+
+    async def request_refresh(self, namespace: str, name: str) -> None:
+        """Ask ArgoCD to compare with Git now (the annotation it removes once it has refreshed)."""
+        await self.request("PATCH", f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications/{name}",
+                           body={"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}},
+                           content_type="application/merge-patch+json",
+                           what=f"request a refresh of Application {namespace}/{name}")
+
+    async def record_event(self, service: ServiceView, *, reason: str, message: str, warning: bool = False,
+                           at: datetime) -> None:
+        """A core/v1 Event on the Service, so that `kubectl describe service` tells the story."""
+        stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{service.name}.cutover-", "namespace": service.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Service", "name": service.name,
+                               "namespace": service.namespace, "uid": service.uid},
+            "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
+            "source": {"component": "cutover"}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "reportingComponent": "cutover", "reportingInstance": self.own_namespace,
+        }
+        await self.request("POST", f"/api/v1/namespaces/{service.namespace}/events", body=event,
+                           what=f"record an Event on Service {service.namespace}/{service.name}")
 
     async def network_policies(self, namespace: str) -> list[PolicyView]:
         body = await self.get(f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
@@ -442,3 +479,19 @@ def lease_view(obj: Mapping[str, Any]) -> LeaseView:
                                                                                         or 0),
                      resource_version=meta.get("resourceVersion", ""),
                      annotations=dict(meta.get("annotations") or {}))
+
+
+def application_view(obj: Mapping[str, Any]) -> ApplicationView:
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    operation = status.get("operationState") or {}
+    requested = ((obj.get("operation") or {}).get("sync") or {}).get("revision")
+    synced = (operation.get("syncResult") or {}).get("revision")
+    return ApplicationView(
+        namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+        sync_status=(status.get("sync") or {}).get("status"), sync_revision=(status.get("sync") or {}).get("revision"),
+        health=(status.get("health") or {}).get("status"), operation_phase=operation.get("phase"),
+        operation_revision=synced or ((operation.get("operation") or {}).get("sync") or {}).get("revision")
+        or requested,
+        operation_started=_time(operation.get("startedAt")), operation_finished=_time(operation.get("finishedAt")),
+        refresh_requested="argocd.argoproj.io/refresh" in (meta.get("annotations") or {}),
+    )

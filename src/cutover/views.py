@@ -97,3 +97,19 @@ class PolicyView:
     pod_selector: Mapping[str, Any]
     policy_types: tuple[str, ...]
     ingress: tuple[Mapping[str, Any], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplicationView:
+    """What a cutover reads of an ArgoCD Application (argoproj.io/v1alpha1)."""
+
+    namespace: str
+    name: str
+    sync_status: str | None  # status.sync.status: Synced | OutOfSync | Unknown
+    sync_revision: str | None  # status.sync.revision: the latest revision compared
+    health: str | None  # status.health.status: Healthy | Progressing | Degraded | ...
+    operation_phase: str | None  # status.operationState.phase: Running | Succeeded | Failed | Error | Terminating
+    operation_revision: str | None  # status.operationState.syncResult.revision, else operation.sync.revision
+    operation_started: datetime | None
+    operation_finished: datetime | None
+    refresh_requested: bool  # metadata.annotations["argocd.argoproj.io/refresh"] is set

@@ -1,0 +1,69 @@
+"""What a hook can learn about the sync it runs in, and when ArgoCD has applied our commit. Pure.
+
+ArgoCD injects nothing into hook pods; it names a generateName hook Job
+`<prefix><revision[:7]>-<phase>-<startedAt unix seconds>` and records the operation's full revision in
+`status.operationState.syncResult.revision` (reference/argocd-hooks.md §1.7, §4). A commit made during
+a sync is applied by the next sync, never by the one running (§2.4); and a refresh requested while an
+operation that started before our commit is running can be lost (argo-cd#21902), so it is asked again
+when that operation ends without our revision. Called by the phases with views from `cluster`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from datetime import datetime
+
+from cutover.views import ApplicationView
+
+_HOOK_JOB = re.compile(r"(?P<revision>[0-9a-f]{7})-(?P<phase>presync|sync|postsync|syncfail|postdelete)-"
+                       r"(?P<started>\d{9,11})$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Revision:
+    sha: str  # the full revision, or the 7-character prefix when only the Job name knows it
+    source: str  # "job+operation" | "job" | "operation"
+
+
+def hook_revision(job_name: str | None) -> str | None:
+    """The 7-character revision prefix in a hook Job's generated name, or None."""
+    found = _HOOK_JOB.search(job_name or "")
+    return found.group("revision") if found else None
+
+
+def syncing_revision(job_name: str | None, app: ApplicationView | None) -> Revision | None:
+    """The revision this hook's sync applies; None when neither the Job nor the Application tells."""
+    prefix = hook_revision(job_name)
+    operation = app.operation_revision if app else None
+    if prefix and operation and operation.startswith(prefix):
+        return Revision(operation, "job+operation")
+    if prefix:
+        # The operation may not name its revision yet (the hook can start before that status lands),
+        # or it names another one (a newer operation): the Job's own name is the truth for this hook.
+        return Revision(prefix, "job")
+    if operation:
+        return Revision(operation, "operation")
+    return None
+
+
+class SyncState(enum.Enum):
+    SYNCED = "synced"  # our revision is applied, in sync and healthy
+    WAITING = "waiting"
+    REFRESH_AGAIN = "refresh_again"  # an operation that began before our commit ended without it
+    FAILED = "failed"  # the operation on our revision failed
+
+
+def judge_sync(app: ApplicationView, *, revision: str, committed_at: datetime) -> SyncState:
+    on_ours = app.operation_revision == revision
+    if on_ours and app.operation_phase in ("Failed", "Error"):
+        return SyncState.FAILED
+    if app.sync_revision == revision and app.sync_status == "Synced" and app.health == "Healthy" and \
+            (app.operation_phase in (None, "Succeeded")) and (on_ours or app.operation_revision is None):
+        return SyncState.SYNCED
+    older = app.operation_started is not None and app.operation_started < committed_at
+    if not on_ours and older and app.operation_phase in ("Succeeded", "Failed", "Error") and \
+            not app.refresh_requested:
+        return SyncState.REFRESH_AGAIN
+    return SyncState.WAITING

@@ -1,0 +1,80 @@
+"""Reading the sync a hook runs in, and judging when ArgoCD has applied our commit (pure), plus the
+Application reads, the refresh request and Events over the emulated API server."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cutover import argocd, cluster
+from cutover.argocd import SyncState
+from cutover.sim.world import NAMESPACE, SERVICE, World
+from cutover.views import ApplicationView
+
+SHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
+OTHER = "ffffeeee" + SHA[8:]
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def app(**fields: object) -> ApplicationView:
+    base = ApplicationView("argocd", "llm-serving", "Synced", SHA, "Healthy", "Succeeded", SHA,
+                           T0 + timedelta(seconds=10), T0 + timedelta(seconds=40), False)
+    return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("job", "application", "expected"), [
+    ("cutover-presync-0a1b2c3-presync-1764457200", app(), argocd.Revision(SHA, "job+operation")),
+    ("cutover-presync-0a1b2c3-presync-1764457200", app(operation_revision=None), argocd.Revision("0a1b2c3", "job")),
+    ("cutover-presync-0a1b2c3-presync-1764457200", app(operation_revision=OTHER), argocd.Revision("0a1b2c3", "job")),
+    (None, app(), argocd.Revision(SHA, "operation")),
+    ("cutover-rollback-1764457200", app(operation_revision=None), None),  # a manual Job: no revision in its name
+])
+def test_the_revision_being_synced(job: str | None, application: ApplicationView,
+                                   expected: argocd.Revision | None) -> None:
+    assert argocd.syncing_revision(job, application) == expected
+
+
+COMMITTED = T0 + timedelta(seconds=20)
+
+
+@pytest.mark.parametrize(("application", "state"), [
+    (app(), SyncState.SYNCED),
+    (app(sync_revision=OTHER, operation_revision=OTHER, operation_started=T0 + timedelta(seconds=60)),
+     SyncState.WAITING),  # a newer operation, not on ours: wait
+    (app(health="Progressing"), SyncState.WAITING),
+    (app(operation_phase="Running"), SyncState.WAITING),
+    (app(operation_phase="Failed"), SyncState.FAILED),
+    (app(sync_revision=OTHER, operation_revision=OTHER, sync_status="OutOfSync"),
+     SyncState.REFRESH_AGAIN),  # argo-cd#21902: began before our commit, ended without it
+    (app(sync_revision=OTHER, operation_revision=OTHER, sync_status="OutOfSync", refresh_requested=True),
+     SyncState.WAITING),  # asked already, and ArgoCD has not picked it up yet
+])
+def test_judging_whether_our_commit_is_applied(application: ApplicationView, state: SyncState) -> None:
+    assert argocd.judge_sync(application, revision=SHA, committed_at=COMMITTED) is state
+
+
+APPS = "argoproj.io/v1alpha1/applications"
+
+
+async def test_application_refresh_and_events_over_the_api(world: World, kube: cluster.Cluster) -> None:
+    world.kube.apply(APPS, {
+        "metadata": {"name": "llm-serving", "namespace": "argocd"},
+        "spec": {"project": "default"},
+        "status": {"sync": {"status": "Synced", "revision": SHA}, "health": {"status": "Healthy"},
+                   "operationState": {"phase": "Running", "startedAt": "2026-01-01T00:00:10Z",
+                                      "operation": {"sync": {"revision": SHA}}}}})
+    view = await kube.application("argocd", "llm-serving")
+    assert (view.operation_phase, view.operation_revision, view.refresh_requested) == ("Running", SHA, False)
+    await kube.request_refresh("argocd", "llm-serving")
+    stored = world.kube.stored(APPS, "argocd", "llm-serving")
+    assert stored is not None and stored["metadata"]["annotations"] == {"argocd.argoproj.io/refresh": "normal"}
+    assert stored["status"]["operationState"]["phase"] == "Running"  # a merge patch touches nothing else
+    service = await kube.service(NAMESPACE, SERVICE)
+    await kube.record_event(service, reason="CutoverCommitted", message="vllm -> candle in 0a1b2c3", at=T0)
+    (event,) = world.kube.objects("/v1/events", NAMESPACE)
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Service", "name": SERVICE,
+                                       "namespace": NAMESPACE, "uid": service.uid}
+    assert (event["reason"], event["type"], event["source"]) == ("CutoverCommitted", "Normal",
+                                                                 {"component": "cutover"})
