@@ -230,3 +230,36 @@ async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Ru
     assert result.code == 0
     assert "  diff: not available: github refused read k8s/apps/llm-serving/reasoning-long-service.yaml@main " \
            "(401) [git_auth]" in result.stdout
+
+
+async def test_presync_passes_without_a_change_and_aborts_a_change_to_an_unschedulable_backend(
+        cutover: Run, world: World, tmp_path: Path) -> None:
+    from cutover import manifest
+    from cutover.sim.contents import FakeContentsHost
+    from cutover.sim.gitrepo import BareRepo
+    from cutover.sim.world import Script
+
+    path = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+    repo = BareRepo(tmp_path / "gitops.git")
+    first = repo.commit({path: FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(fault="unschedulable"))
+    await asyncio.sleep(0.05)
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        text = world.plan_text(git_api_url=host.url)
+        quiet = await cutover("presync", plan=text, env={"CUTOVER_JOB_NAME": f"cutover-presync-{first[:7]}-presync-"
+                                                                             "1764457200"})
+        edit = manifest.edit_selector(FIXTURE.read_text(), document=plan_document(), selector_path="spec.selector",
+                                      selector={"app.kubernetes.io/name": "llm-reasoning-candle",
+                                                "component": "predictor"})
+        second = repo.commit({path: edit.after}, "switch\n")
+        gate = await cutover("presync", plan=text, env={"CUTOVER_JOB_NAME": f"cutover-presync-{second[:7]}-presync-"
+                                                                            "1764457200"})
+    assert quiet.code == 0 and "nothing to gate" in quiet.outcome
+    assert gate.code == 3 and "cause unschedulable" in gate.outcome and "nvidia.com/gpu" in gate.outcome
+
+
+def plan_document() -> Any:
+    from cutover.plan import GitDocument
+
+    return GitDocument("Service", "reasoning-long-predictor")

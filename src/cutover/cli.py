@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
-NOT_YET = ("presync", "postsync", "syncfail", "run", "rollback")
+NOT_YET = ("postsync", "syncfail", "run", "rollback")
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
 _redactor: Redactor | None = None
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command in NOT_YET:
             raise InvalidInput(f"`cutover {args.command}` is not available in this version",
-                               cause="not_implemented", hint="use verify, status, plan or diff")
+                               cause="not_implemented", hint="use verify, status, plan, diff or presync")
         if args.command == "demo":
             return _demo(args)
         plans = _plans(args)
@@ -129,7 +129,7 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
 
 
 async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
-    from cutover import cluster, commands, githost  # noqa: PLC0415
+    from cutover import cluster, commands, githost, phases  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
         if args.command == "verify":
@@ -143,6 +143,8 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
                 return await commands.status(kube, plan)
             host = githost.connect(plan.git)
             try:
+                if args.command == "presync":
+                    return await phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME"))
                 return await commands.show_plan(kube, plan, host=host)
             finally:
                 await host.aclose()

@@ -19,7 +19,7 @@ from cutover.cluster import Cluster
 from cutover.errors import CutoverError, InvalidInput, TargetNotReady
 from cutover.githost.base import GitHost
 from cutover.plan import Plan
-from cutover.wait import Proven, prove_backend
+from cutover.wait import prove_backend
 
 log = structlog.get_logger("cutover")
 
@@ -44,18 +44,8 @@ async def verify(cluster: Cluster, plan: Plan, *, backend: str, wait: bool) -> R
         summary=(f"backend {backend} proven: {len(proven.pods)} pod(s) serve {names} "
                  f"(waited {proven.waited:.0f}s)"),
         lines=[f"  {proof.pod} {proof.address}: {proof.method} {', '.join(proof.proven)}" for proof in proven.proofs],
-        data=_proven_data(proven),
+        data=proven.as_data(),
     )
-
-
-def _proven_data(proven: Proven) -> dict[str, Any]:
-    return {
-        "backend": proven.backend,
-        "provenAt": proven.proven_at.isoformat(),
-        "waitedSeconds": round(proven.waited, 3),
-        "pods": [{"name": proof.pod, "address": proof.address, "method": proof.method,
-                  "names": list(proof.proven)} for proof in proven.proofs],
-    }
 
 
 async def status(cluster: Cluster, plan: Plan) -> Report:
@@ -77,7 +67,7 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Re
     try:
         proven = await prove_backend(cluster, plan, target, wait=False)
         report.lines.append(f"  target {plan.target}: proven now on {len(proven.pods)} pod(s)")
-        report.data["targetProof"] = _proven_data(proven)
+        report.data["targetProof"] = proven.as_data()
     except (TargetNotReady, CutoverError) as exc:
         report.lines.append(f"  target {plan.target}: not provable now: {exc.message} [{exc.cause}]")
         report.data["targetProof"] = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}

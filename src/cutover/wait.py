@@ -51,6 +51,15 @@ class Proven:
     waited: float  # seconds from the start of the wait to the last proof
     proven_at: datetime
 
+    def as_data(self) -> dict[str, object]:
+        return {
+            "backend": self.backend,
+            "provenAt": self.proven_at.isoformat(),
+            "waitedSeconds": round(self.waited, 3),
+            "pods": [{"name": proof.pod, "address": proof.address, "method": proof.method,
+                      "names": list(proof.proven)} for proof in self.proofs],
+        }
+
 
 async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool) -> Proven:
     """Ready and proven, or TargetNotReady / NamesNotProven with a cause and a hint."""

@@ -93,7 +93,8 @@ class GitHost(abc.ABC):
     name: str = "git"
 
     @abc.abstractmethod
-    async def read(self, path: str) -> FileVersion: ...
+    async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
+        """The file at the branch head, or at `ref` (a commit, or its 7-character prefix)."""
 
     @abc.abstractmethod
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str,

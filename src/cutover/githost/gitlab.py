@@ -52,9 +52,9 @@ class GitLab(HttpHost):
     def _file(self, path: str) -> str:
         return f"/projects/{self.project}/repository/files/{quote(path, safe='')}"
 
-    async def read(self, path: str) -> FileVersion:
-        response = await self.call("GET", self._file(path), params={"ref": self.branch},
-                                   what=f"read {path}@{self.branch}")
+    async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
+        response = await self.call("GET", self._file(path), params={"ref": ref or self.branch},
+                                   what=f"read {path}@{ref or self.branch}")
         body = response.json()
         return FileVersion(content=base64.b64decode(body["content"]).decode("utf-8"), version=body["last_commit_id"],
                            head=body.get("commit_id"))

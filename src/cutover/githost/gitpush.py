@@ -104,8 +104,10 @@ class GitPush(GitHost):
         self._head = (await self.git("rev-parse", f"refs/remotes/origin/{self.branch}")).strip()
         return self._head
 
-    async def read(self, path: str) -> FileVersion:
+    async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
         head = await self._fetch()
+        if ref is not None:  # a commit of the branch's recent history (a 7-character prefix will do)
+            head = (await self.git("rev-parse", "--verify", f"{ref}^{{commit}}")).strip()
         try:
             content = await self.git("show", f"{head}:{path}")
         except GitError as exc:

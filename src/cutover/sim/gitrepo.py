@@ -40,9 +40,19 @@ class BareRepo:
         except subprocess.CalledProcessError:
             return None
 
+    def resolve(self, ref: str | None) -> str | None:
+        """A branch name or a (possibly abbreviated) commit, as the commit it names."""
+        head = self.head(ref)
+        if head is not None or ref is None:
+            return head
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
+        except subprocess.CalledProcessError:
+            return None
+
     def read(self, path: str, branch: str | None = None) -> tuple[str, str] | None:
-        """(content, blob sha) of a file at the branch head, or None."""
-        head = self.head(branch)
+        """(content, blob sha) of a file at a branch head or a commit, or None."""
+        head = self.resolve(branch)
         if head is None:
             return None
         try:
@@ -73,10 +83,11 @@ class BareRepo:
         return sha
 
     def log(self, path: str | None = None, *, branch: str | None = None, limit: int = 20) -> list[LogEntry]:
-        if self.head(branch) is None:
+        start = self.resolve(branch)
+        if start is None:
             return []
-        out = self.git("log", f"-{limit}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e",
-                       f"refs/heads/{branch or self.branch}", *(["--", path] if path else []))
+        out = self.git("log", f"-{limit}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", start,
+                       *(["--", path] if path else []))
         entries = []
         for record in out.split("\x1e"):
             if record.strip():
