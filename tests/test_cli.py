@@ -123,7 +123,7 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
 
 
 async def test_commands_not_built_yet_say_so(cutover: Run) -> None:
-    result = await cutover("postsync")
+    result = await cutover("rollback")
     assert result.code == 2 and "cause not_implemented" in result.outcome
 
 
@@ -263,3 +263,43 @@ def plan_document() -> Any:
     from cutover.plan import GitDocument
 
     return GitDocument("Service", "reasoning-long-predictor")
+
+
+async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World, tmp_path: Path) -> None:
+    """What happens when ArgoCD deletes a running hook Job: the pod gets SIGTERM."""
+    import signal
+
+    from cutover.sim.contents import FakeContentsHost
+    from cutover.sim.gitrepo import BareRepo
+    from cutover.sim.world import Script
+
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=3600))
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(world.plan_text(git_api_url=host.url))
+        env = {"PATH": os.environ["PATH"], "CUTOVER_PLAN": str(plan_file), "CUTOVER_GIT_TOKEN": TOKEN,
+               "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")), "HOSTNAME": "cutover-postsync-abc",
+               "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log")}
+        log_file = tmp_path / "stderr"
+        with log_file.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cutover", "postsync", env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=stderr)
+        for _ in range(400):  # until the wait has begun (the log says so)
+            if b"target.watching" in log_file.read_bytes():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(log_file.read_text())
+        lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "cutover-postsync-abc"
+        process.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 143
+    assert out.decode().strip().splitlines()[-1] == "cutover postsync: terminated, nothing half-done (exit 143)"
+    lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
+    assert lease is not None and lease["spec"].get("holderIdentity") is None
+    assert [e.message for e in repo.log() if e.message.startswith("cutover(")] == []

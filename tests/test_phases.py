@@ -3,6 +3,7 @@ repository, in fake time: no change passes at once; a change is proven first; a 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, manifest, phases, plan
-from cutover.errors import NamesNotProven, TargetNotReady
+from cutover import cluster, manifest, phases, plan, writeback
+from cutover.errors import LockHeld, NamesNotProven, TargetNotReady, VerificationFailed
+from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.sim.contents import FakeContentsHost
 from cutover.sim.gitrepo import BareRepo
@@ -125,3 +127,140 @@ def test_backend_of() -> None:
     (the_plan,) = plan.parse(world.plan_text())
     assert phases.backend_of(the_plan, BACKENDS["candle"]["labels"]) == "candle"
     assert phases.backend_of(the_plan, {"app": "other"}) is None
+
+
+# --- postsync ---------------------------------------------------------------------------------------------
+
+AUTHOR = Author("cutover", "cutover@example.invalid")
+APPS = "argoproj.io/v1alpha1/applications"
+LEASES = "coordination.k8s.io/v1/leases"
+
+
+def seed_application(world: World) -> None:
+    world.kube.apply(APPS, {"metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
+                            "status": {"sync": {"status": "Synced"}, "health": {"status": "Healthy"}}})
+
+
+def cutover_commits(repo: BareRepo) -> list[str]:
+    return [e.message for e in repo.log(PATH) if e.message.startswith("cutover(")]
+
+
+def argocd_applies(world: World, repo: BareRepo) -> None:
+    """What ArgoCD does with the commit: patch the live Service's selector in place."""
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    selector = manifest.read_selector(content, document=plan.GitDocument("Service", "reasoning-long-predictor"),
+                                      selector_path="spec.selector")
+    world.kube.merge("/v1/services", "llm-serving", "reasoning-long-predictor", {"spec": {"selector": None}})
+    world.kube.merge("/v1/services", "llm-serving", "reasoning-long-predictor", {"spec": {"selector": selector}})
+    world.sync_endpoints()
+
+
+async def test_postsync_waits_proves_commits_once_and_asks_argocd_to_refresh(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=45, load=660))
+    the_plan = make_plan()
+    service = world.kube.stored("/v1/services", "llm-serving", "reasoning-long-predictor")
+    assert service is not None
+    report = await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    assert report.data["committed"] is True
+    (message,) = cutover_commits(repo)
+    assert message.startswith("cutover(reasoning-long-predictor): vllm -> candle\n\nProven ")
+    assert f"Cutover-Service-Uid: {service['metadata']['uid']}\nCutover-Cluster-Ip: 10.96.40.17" in message
+    application = world.kube.stored(APPS, "argocd", "llm-serving")
+    assert application is not None and application["metadata"]["annotations"] == {
+        "argocd.argoproj.io/refresh": "normal"}
+    lease_object = world.kube.stored(LEASES, "llm-serving", "cutover-reasoning-long-predictor")
+    assert lease_object is not None and lease_object["spec"].get("holderIdentity") is None  # released
+    assert [e["reason"] for e in world.kube.objects("/v1/events", "llm-serving")] == ["CutoverCommitted"]
+    names = [e["event"] for e in events]
+    assert names.index("target.ready") < names.index("names.proven") < names.index("git.committed") < \
+        names.index("argocd.refresh_requested")
+
+
+async def test_postsync_again_before_argocd_applied_commits_nothing(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    again = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert again.data == {"applied": False} and len(cutover_commits(repo)) == 1
+
+
+async def test_postsync_after_argocd_applied_verifies_the_switch(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    argocd_applies(world, repo)
+    report = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert report.data == {"verified": True, "endpoints": [candle.ip]}
+    assert named(events, "service.verified")
+
+
+async def test_a_recreated_service_fails_verification_with_exit_6(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    argocd_applies(world, repo)
+    service = world.kube.remove("/v1/services", "llm-serving", "reasoning-long-predictor")
+    assert service is not None
+    service["metadata"].pop("uid")
+    service["spec"]["clusterIP"] = "10.96.99.99"
+    world.kube.apply("/v1/services", service)
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert caught.value.exit_code == 6
+    assert "re-created" in caught.value.message and "ClusterIP changed to 10.96.99.99" in caught.value.message
+
+
+async def test_a_hook_killed_mid_wait_and_run_again_commits_once(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=30, load=900))
+    the_plan = make_plan()
+    first = asyncio.create_task(phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR))
+    await asyncio.sleep(300)  # ArgoCD deletes the hook Job mid-wait
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    assert cutover_commits(repo) == []
+    report = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert report.data["committed"] is True and len(cutover_commits(repo)) == 1
+
+
+async def test_another_cutover_holding_the_lease_means_exit_8(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=30, load=900))
+    the_plan = make_plan()
+    first = asyncio.create_task(phases.postsync(kube, the_plan, host, identity="job-run", author=AUTHOR))
+    await asyncio.sleep(100)
+    with pytest.raises(LockHeld) as caught:
+        await phases.postsync(kube, the_plan, host, identity="job-postsync", author=AUTHOR)
+    assert caught.value.exit_code == 8 and "job-run" in caught.value.message
+    await first
+    assert len(cutover_commits(repo)) == 1
+
+
+async def test_a_rollback_hold_stops_postsync(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
+                                              make_plan: Any, events: list[dict[str, Any]]) -> None:
+    the_plan = make_plan()
+    switch(repo, the_plan, "candle")  # the cutover...
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    back = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+                                  selector=the_plan.backends["vllm"].selector)
+    text = writeback.message(the_plan, from_backend="candle", to_backend="vllm", cutover_id="r0", proof=None,
+                             hold="vllm")
+    repo.commit({PATH: back.after}, text)  # ...and its rollback, holding on vllm
+    world.add_pod("candle", ready=True)
+    report = await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    assert report.data == {"held": "vllm"} and cutover_commits(repo) == [text.rstrip("\n")]
+    assert named(events, "cutover.held")

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
-NOT_YET = ("postsync", "syncfail", "run", "rollback")
+NOT_YET = ("syncfail", "run", "rollback")
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
 _redactor: Redactor | None = None
@@ -76,30 +77,23 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run one command; every way it can end becomes an exit code and a one-line outcome."""
     from cutover import logs  # noqa: PLC0415 -- after parsing: keep --help fast
-    from cutover.errors import CutoverError, ExitCode, InvalidInput  # noqa: PLC0415
+    from cutover.errors import CutoverError, ExitCode  # noqa: PLC0415
 
     global _redactor  # noqa: PLW0603 -- one redactor per process, shared by the log and the outcome line
     _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES))
     try:
-        if args.command in NOT_YET:
-            raise InvalidInput(f"`cutover {args.command}` is not available in this version",
-                               cause="not_implemented", hint="use verify, status, plan, diff or presync")
-        if args.command == "demo":
-            return _demo(args)
-        plans = _plans(args)
-        if args.command == "diff":  # offline: no cluster, no Git host
-            from cutover import commands  # noqa: PLC0415
-
-            _print(args, [commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector)])
-            return 0
-        reports = asyncio.run(_execute(args, plans))
+        return _dispatch(args)
     except CutoverError as exc:
         _fail(args.command, exc)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         _outcome(f"cutover {args.command}: interrupted (exit 130)")
         return 130
+    except asyncio.CancelledError:  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
+        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)")
+        return 143
     except Exception as exc:  # a bug: say so, with the (redacted) traceback in the log
         import structlog  # noqa: PLC0415
 
@@ -107,7 +101,23 @@ def run(args: argparse.Namespace) -> int:
                                                   hint="this is a bug; please report it with this log")
         _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)")
         return int(ExitCode.INTERNAL)
-    _print(args, reports)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+
+    if args.command in NOT_YET:
+        raise InvalidInput(f"`cutover {args.command}` is not available in this version",
+                           cause="not_implemented", hint="use verify, status, plan, diff, presync or postsync")
+    if args.command == "demo":
+        return _demo(args)
+    plans = _plans(args)
+    if args.command == "diff":  # offline: no cluster, no Git host
+        from cutover import commands  # noqa: PLC0415
+
+        _print(args, [commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector)])
+        return 0
+    _print(args, asyncio.run(_execute(args, plans)))
     return 0
 
 
@@ -130,10 +140,15 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
 
 async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
     from cutover import cluster, commands, githost, phases  # noqa: PLC0415
+    from cutover.githost.base import Author  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
         if args.command == "verify":
             plan.backend(args.backend)
+    main_task = asyncio.current_task()
+    if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
     try:
         async def one(plan: Plan) -> Report:
@@ -145,6 +160,9 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
             try:
                 if args.command == "presync":
                     return await phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME"))
+                if args.command == "postsync":
+                    author = Author(plan.git.author.name, plan.git.author.email)
+                    return await phases.postsync(kube, plan, host, identity=_identity(), author=author)
                 return await commands.show_plan(kube, plan, host=host)
             finally:
                 await host.aclose()
@@ -163,6 +181,13 @@ def _demo(args: argparse.Namespace) -> int:
         raise InvalidInput("the demo needs the demo extra", cause="demo_extra_missing",
                            hint="pip install 'cutover[demo]'") from exc
     return demo.main(args)
+
+
+def _identity() -> str:
+    """Who holds the Lease: the pod's name in a Job, else host and process."""
+    import socket  # noqa: PLC0415
+
+    return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def _secret_values(files: Sequence[str]) -> list[str]:

@@ -120,8 +120,17 @@ async def _release(cluster: Cluster, held: Held, *, now: Any) -> None:
     if held.lost.is_set():
         return
     try:
-        await cluster.write_lease(held.namespace, held.lease.name, spec=_spec(None, now(), held.lease, duration=1),
-                                  annotations=held.lease.annotations, previous=held.lease)
-        log.info("lock.released", lease=held.lease.name)
+        for _ in range(3):  # a renewal cut short may have moved the Lease past the version we know
+            current = await cluster.lease(held.namespace, held.lease.name)
+            if current is None or current.holder != held.lease.holder:
+                return
+            try:
+                await cluster.write_lease(held.namespace, held.lease.name,
+                                          spec=_spec(None, now(), current, duration=1),
+                                          annotations=current.annotations, previous=current)
+            except ClusterConflict:
+                continue
+            log.info("lock.released", lease=held.lease.name)
+            return
     except ClusterError as exc:  # best effort: it expires by itself
         log.warning("lock.release_failed", lease=held.lease.name, error=exc.message)

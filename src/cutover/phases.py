@@ -1,6 +1,8 @@
 """The phases users run as ArgoCD hooks and Jobs, told with the pieces below them.
 
-Built so far: `presync`, the gate. It finds the revision being synced, reads the Service's selector
+`postsync` advances a cutover (hold the Lease, wait and prove, commit with compare-and-swap, ask ArgoCD
+to refresh) or, once ArgoCD has applied the commit, checks the switch; a rollback's hold stops it.
+`presync` is the gate. It finds the revision being synced, reads the Service's selector
 there, and compares it with the live Service. No change pending: done at once (no waiting, no
 engine request). A change to a backend of the plan: prove that backend's pods now (on their startup
 timeline if they are still starting) and check that the new selector picks none of another backend's
@@ -10,17 +12,23 @@ pods; any failure exits non-zero, so ArgoCD aborts the sync and the Service keep
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Mapping
 
 import structlog
 
-from cutover import argocd, manifest
+from cutover import argocd, lease, manifest, writeback
 from cutover.cluster import Cluster
 from cutover.commands import Report
-from cutover.errors import ClusterError, NamesNotProven
-from cutover.githost.base import GitHost
+from cutover.errors import ClusterError, LockHeld, NamesNotProven, VerificationFailed
+from cutover.githost.base import Author, Commit, GitHost
 from cutover.plan import Plan
-from cutover.wait import prove_backend
+from cutover.views import ServiceView
+from cutover.wait import Clock, Proven, prove_backend
+
+PROOF_FRESH = 60.0  # seconds: a commit needs a proof no older than this (SPEC §6.1)
+SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
 
 log = structlog.get_logger("cutover")
 
@@ -84,3 +92,120 @@ async def _no_foreign_pods(cluster: Cluster, plan: Plan, target: str) -> None:
                 cause="selector_overlap",
                 hint=f"make the {target} selector pick only its own pods (add a distinguishing label)")
 
+
+
+# --- postsync --------------------------------------------------------------------------------------------
+
+
+def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service_uid: str) -> str:
+    """Stable for one intent (this Service, from, to), so that re-runs speak of the same cutover."""
+    seed = f"{plan.service.namespace}/{plan.service.name}:{service_uid}:{from_backend}->{to_backend}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:12]
+
+
+def held_by(last: Commit | None, plan: Plan) -> str | None:
+    """The backend a rollback holds the Service on, while the plan still names the target rolled back from."""
+    if last is None or not last.trailers.get("Cutover-Hold"):
+        return None
+    return last.trailers["Cutover-Hold"] if last.trailers.get("Cutover-From") == plan.target else None
+
+
+async def postsync(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, author: Author) -> Report:
+    structlog.contextvars.bind_contextvars(service=f"{plan.service.namespace}/{plan.service.name}",
+                                           cutover=plan.name, phase="postsync")
+    live = await cluster.service(plan.service.namespace, plan.service.name)
+    current = await host.read(plan.git.path)
+    in_git = manifest.read_selector(current.content, document=plan.git.document,
+                                    selector_path=plan.git.selector_path, source=plan.git.path)
+    target = plan.backend(plan.target).selector
+    last = await writeback.last_cutover(host, plan)
+    hold = held_by(last, plan)
+    if hold is not None and last is not None:
+        log.info("cutover.held", on=hold, commit=last.sha[:12], target=plan.target)
+        return Report(summary=f"held on {hold} by rollback {last.sha[:12]}: change the plan's target to resume",
+                      data={"held": hold})
+    if dict(in_git) != dict(target):
+        return await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author)
+    if dict(live.selector) != dict(target):
+        await _refresh(cluster, plan)
+        return Report(summary=f"Git selects {plan.target}; waiting for ArgoCD to apply it", data={"applied": False})
+    return await _verify(cluster, plan, live, last)
+
+
+async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: ServiceView, in_git: Mapping[str, str],
+                   identity: str, author: Author) -> Report:
+    clock = Clock()
+    source = backend_of(plan, in_git)
+    target = plan.backend(plan.target)
+    log.info("cutover.started", from_=source, to=plan.target)
+    async with lease.hold(cluster, namespace=plan.service.namespace, service=plan.service.name, me=identity,
+                          now=clock.now) as held:
+        proofs: list[Proven] = [await prove_backend(cluster, plan, target, wait=True)]
+        await _no_foreign_pods(cluster, plan, plan.target)
+
+        async def before_write() -> None:
+            if held.lost.is_set():
+                raise LockHeld("the Service's Lease was taken over during the cutover", cause="lock_lost",
+                               hint="another cutover runs now; this one committed nothing")
+            if (clock.now() - proofs[-1].proven_at).total_seconds() > PROOF_FRESH:
+                proofs.append(await prove_backend(cluster, plan, target, wait=False))
+                await _no_foreign_pods(cluster, plan, plan.target)
+
+        ident = cutover_id(plan, from_backend=source, to_backend=plan.target, service_uid=live.uid)
+        text = writeback.message(plan, from_backend=source, to_backend=plan.target, cutover_id=ident,
+                                 proof=_proof(proofs[-1], plan), service_uid=live.uid,
+                                 cluster_ip=live.cluster_ip or "")
+        result = await writeback.commit_selector(host, plan, to_backend=plan.target, text=text, author=author,
+                                                 before_write=before_write)
+    await _refresh(cluster, plan)
+    await _event(cluster, live, "CutoverCommitted", f"{source} -> {plan.target} in {result.sha[:12]}")
+    verb = "committed" if result.committed else "already in Git at"
+    return Report(summary=f"{source} -> {plan.target}: {verb} {result.sha[:12]}",
+                  data={"committed": result.committed, "commit": result.sha, "url": result.url, "id": ident})
+
+
+def _proof(proven: Proven, plan: Plan) -> writeback.Proof:
+    return writeback.Proof(pods=tuple(f"{proof.pod} ({proof.address})" for proof in proven.proofs),
+                           names=plan.verify.served_names, method=proven.proofs[0].method if proven.proofs else "",
+                           waited=proven.waited, proven_at=proven.proven_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit | None) -> Report:
+    """The switch as ArgoCD applied it: the same Service object, and endpoints that are the target's Ready pods."""
+    trailers = last.trailers if last else {}
+    problems = []
+    if trailers.get("Cutover-Service-Uid") and trailers["Cutover-Service-Uid"] != live.uid:
+        problems.append(f"the Service was re-created (uid {live.uid}, was {trailers['Cutover-Service-Uid']})")
+    if trailers.get("Cutover-Cluster-Ip") and trailers["Cutover-Cluster-Ip"] != live.cluster_ip:
+        problems.append(f"the ClusterIP changed to {live.cluster_ip} (was {trailers['Cutover-Cluster-Ip']})")
+    pods, _ = await cluster.pods(plan.service.namespace, plan.backend(plan.target).selector)
+    ready = {pod.ip for pod in pods if pod.ready and pod.ip}
+    serving = {endpoint.ip for endpoint in await cluster.endpoints(plan.service.namespace, plan.service.name)
+               if endpoint.ready}
+    if serving != ready or not ready:
+        problems.append(f"EndpointSlices serve {sorted(serving)}, the target's Ready pods are {sorted(ready)}")
+    if problems:
+        await _event(cluster, live, "CutoverVerificationFailed", "; ".join(problems), warning=True)
+        raise VerificationFailed("; ".join(problems), hint="the switch did not land as committed; roll back with "
+                                                           "the cutover-rollback Job if clients fail")
+    log.info("service.verified", backend=plan.target, endpoints=sorted(serving))
+    return Report(summary=f"verified: the Service selects {plan.target}, same object, {len(serving)} endpoint(s)",
+                  data={"verified": True, "endpoints": sorted(serving)})
+
+
+async def _refresh(cluster: Cluster, plan: Plan) -> None:
+    if plan.argocd is None or not plan.argocd.refresh:
+        return
+    try:
+        await cluster.request_refresh(plan.argocd.namespace, plan.argocd.application)
+        log.info("argocd.refresh_requested", application=plan.argocd.application)
+    except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
+        log.warning("argocd.refresh_failed", error=exc.message, cause=exc.cause, hint=exc.hint)
+
+
+async def _event(cluster: Cluster, service: ServiceView, reason: str, message: str, *, warning: bool = False) -> None:
+    try:
+        async with asyncio.timeout(SIDE_EFFECT_BUDGET):
+            await cluster.record_event(service, reason=reason, message=message, warning=warning, at=Clock().now())
+    except (ClusterError, TimeoutError) as exc:
+        log.warning("event.failed", reason=reason, error=str(exc))

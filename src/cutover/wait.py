@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -29,12 +30,21 @@ PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pa
 SLACK = 0.001
 
 
+_ANCHORS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[datetime, float]] = \
+    weakref.WeakKeyDictionary()
+
+
 class Clock:
-    """Wall-clock instants derived from the event loop's clock, so that fake time moves both."""
+    """Wall-clock instants derived from the event loop's clock, so that fake time moves both.
+
+    Anchored once per loop: every Clock of a process agrees, also when fake time has run ahead of
+    the real clock (two anchors taken at different loop times would disagree by that much)."""
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._wall0, self._loop0 = datetime.now(UTC), self._loop.time()
+        if self._loop not in _ANCHORS:
+            _ANCHORS[self._loop] = (datetime.now(UTC), self._loop.time())
+        self._wall0, self._loop0 = _ANCHORS[self._loop]
 
     def now(self) -> datetime:
         return self._wall0 + timedelta(seconds=self._loop.time() - self._loop0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 import tenacity
@@ -97,7 +97,8 @@ def _backoff() -> tenacity.AsyncRetrying:
 
 
 async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: str, author: Author,
-                          merge_wait: float = MERGE_WAIT) -> Result:
+                          merge_wait: float = MERGE_WAIT,
+                          before_write: Callable[[], Awaitable[None]] | None = None) -> Result:
     """Make Git hold `to_backend`'s selector; `text` is the commit message. At most one commit (or, in
     pull-request mode, one pull request, waited on until merged)."""
     git = plan.git
@@ -118,6 +119,8 @@ async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: s
                     raise await _foreign(host, plan, now)
                 edit = manifest.edit_selector(current.content, document=git.document,
                                               selector_path=git.selector_path, selector=target, source=git.path)
+                if before_write is not None:  # e.g. re-prove a stale proof, check the Lease is still ours
+                    await before_write()
                 if git.mode == "pull-request":
                     return await _through_pull_request(host, plan, to_backend, edit, text=text, author=author,
                                                        merge_wait=merge_wait)
@@ -131,6 +134,12 @@ async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: s
                        cause="git_conflict", hint="someone or something commits to this file constantly; "
                                                   "pause it and re-run") from exc
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def last_cutover(host: GitHost, plan: Plan) -> Commit | None:
+    """The newest cutover commit of this plan on the file: the state the phases read back."""
+    return next((commit for commit in await host.history(plan.git.path)
+                 if commit.trailers.get("Cutover-Plan") == plan.name), None)
 
 
 async def _find(host: GitHost, plan: Plan, to_backend: str) -> Commit | None:
