@@ -264,3 +264,18 @@ async def test_a_rollback_hold_stops_postsync(world: World, kube: cluster.Cluste
     report = await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
     assert report.data == {"held": "vllm"} and cutover_commits(repo) == [text.rstrip("\n")]
     assert named(events, "cutover.held")
+
+
+@pytest.mark.parametrize(("trailers", "ready", "serving", "words"), [
+    ({"Cutover-Service-Uid": "u1", "Cutover-Cluster-Ip": "10.0.0.1"}, {"1.1.1.1"}, {"1.1.1.1"}, []),
+    ({"Cutover-Service-Uid": "u0"}, {"1.1.1.1"}, {"1.1.1.1"}, ["re-created (uid u1, was u0)"]),
+    ({"Cutover-Cluster-Ip": "10.0.0.9"}, {"1.1.1.1"}, {"1.1.1.1"}, ["ClusterIP changed to 10.0.0.1"]),
+    ({}, {"1.1.1.1"}, {"1.1.1.1", "2.2.2.2"}, ["EndpointSlices serve ['1.1.1.1', '2.2.2.2']"]),  # old pod kept
+    ({}, set(), set(), ["the target's Ready pods are []"]),  # nothing serves at all
+])
+def test_switch_problems(trailers: dict[str, str], ready: set[str], serving: set[str], words: list[str]) -> None:
+    from cutover.views import ServiceView
+
+    live = ServiceView("llm-serving", "s", "u1", "10.0.0.1", {}, ())
+    problems = phases.switch_problems(trailers, live, ready=ready, serving=serving)
+    assert len(problems) == len(words) and all(w in p for w, p in zip(words, problems, strict=True))

@@ -170,20 +170,27 @@ def _proof(proven: Proven, plan: Plan) -> writeback.Proof:
                            waited=proven.waited, proven_at=proven.proven_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit | None) -> Report:
-    """The switch as ArgoCD applied it: the same Service object, and endpoints that are the target's Ready pods."""
-    trailers = last.trailers if last else {}
+def switch_problems(trailers: Mapping[str, str], live: ServiceView, *, ready: set[str],
+                    serving: set[str]) -> list[str]:
+    """What is wrong with an applied switch (pure): a re-created Service, a new ClusterIP, endpoints that are not
+    exactly the target's Ready pods. `trailers` are those of the cutover commit, recorded before the switch."""
     problems = []
     if trailers.get("Cutover-Service-Uid") and trailers["Cutover-Service-Uid"] != live.uid:
         problems.append(f"the Service was re-created (uid {live.uid}, was {trailers['Cutover-Service-Uid']})")
     if trailers.get("Cutover-Cluster-Ip") and trailers["Cutover-Cluster-Ip"] != live.cluster_ip:
         problems.append(f"the ClusterIP changed to {live.cluster_ip} (was {trailers['Cutover-Cluster-Ip']})")
+    if serving != ready or not ready:
+        problems.append(f"EndpointSlices serve {sorted(serving)}, the target's Ready pods are {sorted(ready)}")
+    return problems
+
+
+async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit | None) -> Report:
+    """The switch as ArgoCD applied it: the same Service object, and endpoints that are the target's Ready pods."""
     pods, _ = await cluster.pods(plan.service.namespace, plan.backend(plan.target).selector)
     ready = {pod.ip for pod in pods if pod.ready and pod.ip}
     serving = {endpoint.ip for endpoint in await cluster.endpoints(plan.service.namespace, plan.service.name)
                if endpoint.ready}
-    if serving != ready or not ready:
-        problems.append(f"EndpointSlices serve {sorted(serving)}, the target's Ready pods are {sorted(ready)}")
+    problems = switch_problems(last.trailers if last else {}, live, ready=ready, serving=serving)
     if problems:
         await _event(cluster, live, "CutoverVerificationFailed", "; ".join(problems), warning=True)
         raise VerificationFailed("; ".join(problems), hint="the switch did not land as committed; roll back with "
