@@ -303,3 +303,16 @@ async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World,
     lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
     assert lease is not None and lease["spec"].get("holderIdentity") is None
     assert [e.message for e in repo.log() if e.message.startswith("cutover(")] == []
+
+
+def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
+    """`make demo`'s command, as a newcomer runs it."""
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-m", "cutover", "demo"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == "cutover demo: OK — vllm -> candle, committed once, applied in place, verified"
+    assert "+    app.kubernetes.io/name: llm-reasoning-candle   # the vLLM pods" in lines
+    assert "Cutover-To: candle" in lines

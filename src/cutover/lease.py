@@ -63,7 +63,6 @@ async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: 
 
 async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: Any,
                 annotations: Mapping[str, str]) -> Held:
-    loop = asyncio.get_running_loop()
     while True:
         current = await cluster.lease(namespace, name)
         verdict = lock.judge(current, me=me, now=now())
@@ -84,7 +83,7 @@ async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: An
         except ClusterConflict:
             await asyncio.sleep(0)  # someone wrote it between our read and write: read and judge again
             continue
-        log.info("lock.acquired", lease=name, holder=me, at=loop.time())
+        log.info("lock.acquired", lease=name, holder=me)
         return Held(namespace, taken)
 
 

@@ -137,7 +137,7 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
     clock = Clock()
     source = backend_of(plan, in_git)
     target = plan.backend(plan.target)
-    log.info("cutover.started", from_=source, to=plan.target)
+    log.info("cutover.started", source=source, to=plan.target)
     async with lease.hold(cluster, namespace=plan.service.namespace, service=plan.service.name, me=identity,
                           now=clock.now) as held:
         proofs: list[Proven] = [await prove_backend(cluster, plan, target, wait=True)]

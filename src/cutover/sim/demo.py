@@ -1,10 +1,12 @@
-"""`cutover demo`: the proof engine at work on the simulated reference scenario, narrated.
+"""`cutover demo`: a cutover on the simulated reference scenario, narrated, with no cluster and no Git host.
 
 A vLLM pod serves the Service; a candle-vllm pod starts and loads its model for eleven simulated
-minutes; `cutover verify --backend candle --wait` follows it on its startup-probe timeline, over the
-real Kubernetes client against the emulated API server, and proves the served names on the pod.
-Fake event-loop time (looptime) turns the minutes into about a second. The Git commit, the ArgoCD
-sync and the rollback join the demo as those parts are built.
+minutes. The PostSync step follows it on its startup-probe timeline (over the real Kubernetes client,
+against the emulated API server), proves the served names, and commits the selector change to a
+GitHub double backed by a real bare repository. ArgoCD's part is played by the demo: it syncs the
+commit, the PreSync gate proves the target again, the Service is patched in place, and the next
+PostSync checks the switch. Fake event-loop time (looptime) turns the minutes into about a second.
+Slack and the rollback join the demo as those parts are built.
 """
 
 from __future__ import annotations
@@ -17,45 +19,101 @@ from pathlib import Path
 
 import looptime
 
-from cutover import cluster, commands, logs, plan
+from cutover import cluster, logs, manifest, phases, plan
 from cutover.errors import CutoverError
-from cutover.sim.world import SERVICE, Script, World
+from cutover.githost.base import Author
+from cutover.githost.github import GitHub
+from cutover.sim.contents import FakeContentsHost
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.world import NAMESPACE, SERVICE, Script, World
+
+SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+HEADER = """# reasoning-long-predictor: the stable name clients use for the long-context reasoning model.
+# cutover edits only the selector below; every other line, this comment included, stays as it is.
+"""
+TOKEN = "demo-token-of-the-simulated-git-host"  # noqa: S105 -- the simulated host's own
 
 
 def say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
+def _service_file() -> str:
+    return HEADER + f"""apiVersion: v1
+kind: Service
+metadata:
+  name: {SERVICE}
+  namespace: {NAMESPACE}
+spec:
+  type: ClusterIP
+  selector:
+    app.kubernetes.io/name: llm-reasoning   # the vLLM pods
+    component: predictor
+    serving.kserve.io/inferenceservice: reasoning
+  ports:
+    - {{name: http, port: 80, targetPort: 8080}}
+    - {{name: engine, port: 8080, targetPort: 8080}}
+"""
+
+
+def _argocd_applies(world: World, repo: BareRepo, the_plan: plan.Plan) -> None:
+    content, _ = repo.read(SERVICE_FILE)  # type: ignore[misc]
+    selector = manifest.read_selector(content, document=the_plan.git.document, selector_path="spec.selector")
+    world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
+    world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})
+    world.sync_endpoints()
+
+
 async def story(workdir: Path) -> int:
-    async with World() as world:
+    repo = BareRepo(workdir / "gitops.git")
+    seed = repo.commit({SERVICE_FILE: _service_file()}, "Add the reasoning-long Service\n")
+    async with World() as world, FakeContentsHost(repo, token=TOKEN) as fake:
         world.admit_jobs()
-        say(f"Simulated cluster up: Service llm-serving/{SERVICE} (ClusterIP 10.96.40.17, ports 80 and 8080)")
+        world.kube.apply("argoproj.io/v1alpha1/applications", {
+            "metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
+            "status": {"sync": {"status": "Synced", "revision": seed}, "health": {"status": "Healthy"}}})
+        say(f"Simulated cluster: Service {NAMESPACE}/{SERVICE} (ClusterIP 10.96.40.17, ports 80 and 8080), "
+            "a GitOps repository, an ArgoCD Application")
         vllm = world.add_pod("vllm", ready=True)
         await asyncio.sleep(0)
         say(f"vLLM pod {vllm.name} serves 'reasoning-long' and 'reasoning' at {vllm.ip}")
         candle = world.add_pod("candle", Script(pull=45, load=11 * 60))
-        say(f"candle-vllm pod {candle.name} created: 45 s image pull, then 11 min loading weights "
-            "(startupProbe allows 120 × 15 s = 30 min)")
-        plan_file = workdir / "plan.yaml"
-        plan_file.write_text(world.plan_text())
-        (the_plan,) = plan.load(str(plan_file))
+        say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "
+            "11 min loading weights (startupProbe allows 120 × 15 s = 30 min)")
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url))
         kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig")))
-        say("cutover verify --backend candle --wait")
+        host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
+        author = Author(the_plan.git.author.name, the_plan.git.author.email)
         try:
-            report = await commands.verify(kube, the_plan, backend="candle", wait=True)
+            say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
+            report = await phases.postsync(kube, the_plan, host, identity="cutover-postsync-demo", author=author)
+            print(report.summary)
+            (commit, *_) = repo.log(SERVICE_FILE)
+            say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
+            print(commit.message.rstrip())
+            before, _ = repo.read(SERVICE_FILE, seed)  # type: ignore[misc]
+            after, _ = repo.read(SERVICE_FILE)  # type: ignore[misc]
+            print(manifest.SelectorEdit(before, after, {}, {}).diff(SERVICE_FILE).rstrip())
+            say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
+            gate = await phases.presync(kube, the_plan, host,
+                                        job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
+            print(gate.summary)
+            say("ArgoCD patches the Service's selector in place (same object, same ClusterIP)")
+            _argocd_applies(world, repo, the_plan)
+            say("The PostSync hook of that sync checks the switch: cutover postsync")
+            verified = await phases.postsync(kube, the_plan, host, identity="cutover-postsync-demo-2",
+                                             author=author)
+            print(verified.summary)
         except CutoverError as exc:
-            print(f"cutover verify: FAILED (cause {exc.cause}) — {exc.message}")
+            print(f"cutover demo: FAILED (cause {exc.cause}) — {exc.message}")
             return int(exc.exit_code)
         finally:
+            await host.aclose()
             await kube.aclose()
-        print(report.summary)
-        for line in report.lines:
-            print(line)
         probes = [path for _, path, _ in candle.engine.requests]
-        say(f"The candle-vllm double saw {len(probes)} requests, none before it bound: {', '.join(probes)}")
-        say("Next in the full product: the selector commit to Git, the ArgoCD sync, verification "
-            "through the Service, and a rollback.")
-        print(f"cutover demo: OK — candle proven after {report.data['waitedSeconds']:.0f} simulated seconds")
+        say(f"The candle-vllm double saw {len(probes)} requests, none before it was Ready: {', '.join(probes)}")
+        say("Still to come in the demo: the rollback Job and Slack messages.")
+        print("cutover demo: OK — vllm -> candle, committed once, applied in place, verified")
         return 0
 
 
