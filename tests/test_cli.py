@@ -123,7 +123,7 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
 
 
 async def test_commands_not_built_yet_say_so(cutover: Run) -> None:
-    result = await cutover("rollback")
+    result = await cutover("syncfail")
     assert result.code == 2 and "cause not_implemented" in result.outcome
 
 

@@ -4,6 +4,7 @@ repository, in fake time: no change passes at once; a change is proven first; a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from cutover import cluster, manifest, phases, plan, writeback
-from cutover.errors import LockHeld, NamesNotProven, TargetNotReady, VerificationFailed
+from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.sim.contents import FakeContentsHost
@@ -279,3 +280,98 @@ def test_switch_problems(trailers: dict[str, str], ready: set[str], serving: set
     live = ServiceView("llm-serving", "s", "u1", "10.0.0.1", {}, ())
     problems = phases.switch_problems(trailers, live, ready=ready, serving=serving)
     assert len(problems) == len(words) and all(w in p for w, p in zip(words, problems, strict=True))
+
+
+# --- run and rollback, with a stand-in for ArgoCD's auto-sync -------------------------------------------
+
+
+async def argocd_standin(world: World, repo: BareRepo, *, every: float = 5.0) -> None:
+    """Apply Git to the cluster when asked to refresh, as ArgoCD's automated sync would."""
+    while True:
+        await asyncio.sleep(every)
+        application = world.kube.stored(APPS, "argocd", "llm-serving")
+        if application and "argocd.argoproj.io/refresh" in (application["metadata"].get("annotations") or {}):
+            head = repo.head()
+            argocd_applies(world, repo)
+            world.kube.merge(APPS, "argocd", "llm-serving", {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"sync": {"status": "Synced", "revision": head}, "health": {"status": "Healthy"},
+                           "operationState": {"phase": "Succeeded", "syncResult": {"revision": head}}}})
+
+
+@contextlib.asynccontextmanager
+async def argocd_running(world: World, repo: BareRepo) -> AsyncIterator[None]:
+    # Started in the test body: looptime makes time fake for the body only, and a timer set up in a
+    # fixture would wait on the real clock's scale.
+    seed_application(world)
+    task = asyncio.create_task(argocd_standin(world, repo))
+    try:
+        yield
+    finally:
+        task.cancel()
+        (outcome,) = await asyncio.gather(task, return_exceptions=True)
+        assert isinstance(outcome, asyncio.CancelledError), outcome  # the stand-in itself never failed
+
+
+async def test_run_waits_proves_commits_waits_for_argocd_and_verifies(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", Script(pull=30, load=300))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    async with argocd_running(world, repo):
+        report = await phases.run(kube, make_plan(), host, identity="job-run", author=AUTHOR)
+    assert report.data["verified"] is True and report.data["endpoints"] == [candle.ip]
+    assert len(cutover_commits(repo)) == 1
+    # Ready at 330 s plus up to one 15 s probe tick; then at most one stand-in tick (5 s) and one look (10 s).
+    assert 330 <= loop.time() - start <= 345 + 5 + 10 + 1
+    names = [e["event"] for e in events]
+    assert names.index("git.committed") < names.index("argocd.synced") < names.index("service.verified") < \
+        names.index("cutover.completed")
+
+
+async def test_rollback_goes_back_and_holds_until_the_target_changes(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    vllm = world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    async with argocd_running(world, repo):
+        await phases.run(kube, the_plan, host, identity="job-run", author=AUTHOR)
+        report = await phases.rollback(kube, the_plan, host, identity="job-rollback", author=AUTHOR)
+        held = await phases.postsync(kube, the_plan, host, identity="job-postsync", author=AUTHOR)
+        lifted = await phases.run(kube, the_plan, host, identity="job-run-2", author=AUTHOR, to="candle")
+    assert report.data["to"] == "vllm" and report.data["endpoints"] == [vllm.ip]
+    lift, back, there = cutover_commits(repo)  # newest first
+    assert back.startswith("cutover(reasoning-long-predictor): candle -> vllm") and "Cutover-Hold: vllm" in back
+    assert "Cutover-Hold" not in there and "Cutover-Hold" not in lift
+    assert named(events, "rollback.committed") and named(events, "cutover.held")
+    assert held.data == {"held": "vllm"}
+    assert lifted.data["to"] == "candle"
+
+
+async def test_run_when_argocd_never_applies_exits_7(world: World, kube: cluster.Cluster, host: GitHub,
+                                                     repo: BareRepo, make_plan: Any) -> None:
+    seed_application(world)  # but nobody syncs it
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    with pytest.raises(SyncTimeout) as caught:
+        await phases.run(kube, make_plan(), host, identity="job-run", author=AUTHOR)
+    assert caught.value.exit_code == 7 and "did not apply" in caught.value.message
+    assert len(cutover_commits(repo)) == 1  # committed once; re-running continues from there
+
+
+@pytest.mark.parametrize(("now", "trailers", "previous"), [
+    ("candle", {"Cutover-From": "vllm", "Cutover-To": "candle"}, "vllm"),
+    ("candle", {}, "vllm"),  # no cutover commit: the only other backend
+    ("vllm", {"Cutover-From": "vllm", "Cutover-To": "candle"}, "candle"),  # Git moved on by hand since
+])
+def test_previous_backend(now: str, trailers: dict[str, str], previous: str) -> None:
+    world = World.__new__(World)
+    world.port = 8080
+    (the_plan,) = plan.parse(world.plan_text())
+    from cutover.githost.base import Commit
+
+    last = Commit("abc", "t", "a", None, trailers) if trailers else None
+    assert phases.previous_backend(the_plan, now, last) == previous

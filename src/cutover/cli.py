@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
-NOT_YET = ("syncfail", "run", "rollback")
+NOT_YET = ("syncfail",)
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
 _redactor: Redactor | None = None
@@ -108,7 +108,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command in NOT_YET:
         raise InvalidInput(f"`cutover {args.command}` is not available in this version",
-                           cause="not_implemented", hint="use verify, status, plan, diff, presync or postsync")
+                           cause="not_implemented", hint="every other command is available")
     if args.command == "demo":
         return _demo(args)
     plans = _plans(args)
@@ -139,37 +139,46 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
 
 
 async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
-    from cutover import cluster, commands, githost, phases  # noqa: PLC0415
-    from cutover.githost.base import Author  # noqa: PLC0415
+    from cutover import cluster  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
         if args.command == "verify":
             plan.backend(args.backend)
+        if args.to is not None:
+            plan.backend(args.to)
     main_task = asyncio.current_task()
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
     try:
-        async def one(plan: Plan) -> Report:
-            if args.command == "verify":
-                return await commands.verify(kube, plan, backend=args.backend, wait=args.wait)
-            if args.command == "status":
-                return await commands.status(kube, plan)
-            host = githost.connect(plan.git)
-            try:
-                if args.command == "presync":
-                    return await phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME"))
-                if args.command == "postsync":
-                    author = Author(plan.git.author.name, plan.git.author.email)
-                    return await phases.postsync(kube, plan, host, identity=_identity(), author=author)
-                return await commands.show_plan(kube, plan, host=host)
-            finally:
-                await host.aclose()
-
-        return list(await asyncio.gather(*(one(plan) for plan in plans)))
+        return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
     finally:
         await kube.aclose()
+
+
+async def _one(args: argparse.Namespace, kube: Any, plan: Plan) -> Report:
+    """One plan's command; those that read Git get a host for it."""
+    from cutover import commands, githost, phases  # noqa: PLC0415
+    from cutover.githost.base import Author  # noqa: PLC0415
+
+    if args.command == "verify":
+        return await commands.verify(kube, plan, backend=args.backend, wait=args.wait)
+    if args.command == "status":
+        return await commands.status(kube, plan)
+    host = githost.connect(plan.git)
+    author = Author(plan.git.author.name, plan.git.author.email)
+    writers = {
+        "postsync": lambda: phases.postsync(kube, plan, host, identity=_identity(), author=author),
+        "run": lambda: phases.run(kube, plan, host, identity=_identity(), author=author, to=args.to),
+        "rollback": lambda: phases.rollback(kube, plan, host, identity=_identity(), author=author),
+        "presync": lambda: phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME")),
+        "plan": lambda: commands.show_plan(kube, plan, host=host),
+    }
+    try:
+        return await writers[args.command]()
+    finally:
+        await host.aclose()
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -15,19 +15,22 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Mapping
+from datetime import datetime
 
 import structlog
 
 from cutover import argocd, lease, manifest, writeback
 from cutover.cluster import Cluster
 from cutover.commands import Report
-from cutover.errors import ClusterError, LockHeld, NamesNotProven, VerificationFailed
+from cutover.errors import ClusterError, InvalidInput, LockHeld, NamesNotProven, SyncTimeout, VerificationFailed
 from cutover.githost.base import Author, Commit, GitHost
 from cutover.plan import Plan
 from cutover.views import ServiceView
 from cutover.wait import Clock, Proven, prove_backend
 
 PROOF_FRESH = 60.0  # seconds: a commit needs a proof no older than this (SPEC §6.1)
+SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
+SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
 SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
 
 log = structlog.get_logger("cutover")
@@ -133,15 +136,17 @@ async def postsync(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str
 
 
 async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: ServiceView, in_git: Mapping[str, str],
-                   identity: str, author: Author) -> Report:
+                   identity: str, author: Author, to: str | None = None, hold: str | None = None) -> Report:
+    """Hold the Lease, wait and prove `to` (default: the plan's target), commit its selector, ask for a refresh."""
     clock = Clock()
+    to = to or plan.target
     source = backend_of(plan, in_git)
-    target = plan.backend(plan.target)
-    log.info("cutover.started", source=source, to=plan.target)
+    target = plan.backend(to)
+    log.info("cutover.started", source=source, to=to)
     async with lease.hold(cluster, namespace=plan.service.namespace, service=plan.service.name, me=identity,
                           now=clock.now) as held:
         proofs: list[Proven] = [await prove_backend(cluster, plan, target, wait=True)]
-        await _no_foreign_pods(cluster, plan, plan.target)
+        await _no_foreign_pods(cluster, plan, to)
 
         async def before_write() -> None:
             if held.lost.is_set():
@@ -149,19 +154,23 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
                                hint="another cutover runs now; this one committed nothing")
             if (clock.now() - proofs[-1].proven_at).total_seconds() > PROOF_FRESH:
                 proofs.append(await prove_backend(cluster, plan, target, wait=False))
-                await _no_foreign_pods(cluster, plan, plan.target)
+                await _no_foreign_pods(cluster, plan, to)
 
-        ident = cutover_id(plan, from_backend=source, to_backend=plan.target, service_uid=live.uid)
-        text = writeback.message(plan, from_backend=source, to_backend=plan.target, cutover_id=ident,
+        ident = cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
+        text = writeback.message(plan, from_backend=source, to_backend=to, cutover_id=ident,
                                  proof=_proof(proofs[-1], plan), service_uid=live.uid,
-                                 cluster_ip=live.cluster_ip or "")
-        result = await writeback.commit_selector(host, plan, to_backend=plan.target, text=text, author=author,
+                                 cluster_ip=live.cluster_ip or "", hold=hold)
+        result = await writeback.commit_selector(host, plan, to_backend=to, text=text, author=author,
                                                  before_write=before_write)
     await _refresh(cluster, plan)
-    await _event(cluster, live, "CutoverCommitted", f"{source} -> {plan.target} in {result.sha[:12]}")
+    reason = "CutoverRolledBack" if hold else "CutoverCommitted"
+    await _event(cluster, live, reason, f"{source} -> {to} in {result.sha[:12]}")
+    if hold:
+        log.info("rollback.committed", source=source, to=to, commit=result.sha, hold=hold)
     verb = "committed" if result.committed else "already in Git at"
-    return Report(summary=f"{source} -> {plan.target}: {verb} {result.sha[:12]}",
-                  data={"committed": result.committed, "commit": result.sha, "url": result.url, "id": ident})
+    return Report(summary=f"{source} -> {to}: {verb} {result.sha[:12]}",
+                  data={"committed": result.committed, "commit": result.sha, "url": result.url, "id": ident,
+                        "to": to})
 
 
 def _proof(proven: Proven, plan: Plan) -> writeback.Proof:
@@ -184,9 +193,11 @@ def switch_problems(trailers: Mapping[str, str], live: ServiceView, *, ready: se
     return problems
 
 
-async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit | None) -> Report:
+async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit | None,
+                  backend: str | None = None) -> Report:
     """The switch as ArgoCD applied it: the same Service object, and endpoints that are the target's Ready pods."""
-    pods, _ = await cluster.pods(plan.service.namespace, plan.backend(plan.target).selector)
+    backend = backend or plan.target
+    pods, _ = await cluster.pods(plan.service.namespace, plan.backend(backend).selector)
     ready = {pod.ip for pod in pods if pod.ready and pod.ip}
     serving = {endpoint.ip for endpoint in await cluster.endpoints(plan.service.namespace, plan.service.name)
                if endpoint.ready}
@@ -195,8 +206,8 @@ async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit 
         await _event(cluster, live, "CutoverVerificationFailed", "; ".join(problems), warning=True)
         raise VerificationFailed("; ".join(problems), hint="the switch did not land as committed; roll back with "
                                                            "the cutover-rollback Job if clients fail")
-    log.info("service.verified", backend=plan.target, endpoints=sorted(serving))
-    return Report(summary=f"verified: the Service selects {plan.target}, same object, {len(serving)} endpoint(s)",
+    log.info("service.verified", backend=backend, endpoints=sorted(serving))
+    return Report(summary=f"verified: the Service selects {backend}, same object, {len(serving)} endpoint(s)",
                   data={"verified": True, "endpoints": sorted(serving)})
 
 
@@ -216,3 +227,86 @@ async def _event(cluster: Cluster, service: ServiceView, reason: str, message: s
             await cluster.record_event(service, reason=reason, message=message, warning=warning, at=Clock().now())
     except (ClusterError, TimeoutError) as exc:
         log.warning("event.failed", reason=reason, error=str(exc))
+
+
+# --- run and rollback --------------------------------------------------------------------------------------
+
+
+async def run(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, author: Author,
+              to: str | None = None, hold: str | None = None) -> Report:
+    """A whole cutover outside a sync: wait, prove, commit, wait for ArgoCD to apply it, verify.
+    An explicit run ignores a rollback's hold: it is how a person lifts it."""
+    to = to or plan.target
+    structlog.contextvars.bind_contextvars(service=f"{plan.service.namespace}/{plan.service.name}",
+                                           cutover=plan.name, phase="rollback" if hold else "run")
+    live = await cluster.service(plan.service.namespace, plan.service.name)
+    current = await host.read(plan.git.path)
+    in_git = manifest.read_selector(current.content, document=plan.git.document,
+                                    selector_path=plan.git.selector_path, source=plan.git.path)
+    loop = asyncio.get_running_loop()
+    committed_at = Clock().now()
+    if dict(in_git) != dict(plan.backend(to).selector) or hold:
+        advanced = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
+                                  to=to, hold=hold)
+        commit = str(advanced.data["commit"])
+    else:
+        last = await writeback.last_cutover(host, plan)
+        commit = last.sha if last else ""
+    started = loop.time()
+    await _await_applied(cluster, plan, to=to, commit=commit, committed_at=committed_at)
+    log.info("argocd.synced", commit=commit[:12], waited=round(loop.time() - started))
+    live = await cluster.service(plan.service.namespace, plan.service.name)
+    report = await _verify(cluster, plan, live, await writeback.last_cutover(host, plan), backend=to)
+    report.data.update(commit=commit, to=to)
+    if hold:
+        log.info("cutover.held", on=hold, commit=commit[:12], hint="change the plan's target to resume cutovers")
+    log.info("cutover.completed", to=to, commit=commit[:12])
+    return report
+
+
+async def rollback(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, author: Author) -> Report:
+    """Back to the backend the last cutover left, by the same guarded path, then hold there."""
+    current = await host.read(plan.git.path)
+    in_git = manifest.read_selector(current.content, document=plan.git.document,
+                                    selector_path=plan.git.selector_path, source=plan.git.path)
+    previous = previous_backend(plan, backend_of(plan, in_git), await writeback.last_cutover(host, plan))
+    return await run(cluster, plan, host, identity=identity, author=author, to=previous, hold=previous)
+
+
+def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:
+    """Where a rollback goes: the last cutover's source, else the plan's only other backend."""
+    if last is not None and last.trailers.get("Cutover-To") == now and last.trailers.get("Cutover-From") in \
+            plan.backends and last.trailers.get("Cutover-From") != now:
+        return last.trailers["Cutover-From"]
+    others = [name for name in plan.backends if name != now]
+    if len(others) == 1:
+        return others[0]
+    raise InvalidInput(f"cannot tell which backend to roll back to (Git selects {now}; no cutover commit says "
+                       f"where it came from)", cause="rollback_unknown",
+                       hint="run `cutover run --to BACKEND` with the backend to go back to")
+
+
+async def _await_applied(cluster: Cluster, plan: Plan, *, to: str, commit: str, committed_at: datetime) -> None:
+    """Until the live Service selects `to` (ArgoCD applied our commit) and the Application is healthy."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SYNC_WAIT
+    target = dict(plan.backend(to).selector)
+    while True:
+        live = await cluster.service(plan.service.namespace, plan.service.name)
+        app = await cluster.application(plan.argocd.namespace, plan.argocd.application) if plan.argocd else None
+        if dict(live.selector) == target and (app is None or (app.health == "Healthy" and
+                                                              app.operation_phase != "Running")):
+            return
+        if app is not None:
+            state = argocd.judge_sync(app, revision=commit, committed_at=committed_at)
+            if state is argocd.SyncState.FAILED:
+                raise SyncTimeout(f"ArgoCD's sync of {commit[:12]} failed", cause="argocd_sync_failed",
+                                  hint=f"read the operation's message: argocd app get {app.name}")
+            if state is argocd.SyncState.REFRESH_AGAIN:
+                log.info("argocd.refresh_again", commit=commit[:12], hint="an older operation ended without it")
+                await _refresh(cluster, plan)
+        if loop.time() + SYNC_POLL > deadline:
+            raise SyncTimeout(f"ArgoCD did not apply {commit[:12]} within {SYNC_WAIT:.0f}s",
+                              hint="check the Application in ArgoCD; re-run to continue from where this stopped")
+        log.info("argocd.waiting", commit=commit[:12], live=backend_of(plan, live.selector))
+        await asyncio.sleep(SYNC_POLL)
