@@ -122,11 +122,6 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     assert result.outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
 
 
-async def test_commands_not_built_yet_say_so(cutover: Run) -> None:
-    result = await cutover("syncfail")
-    assert result.code == 2 and "cause not_implemented" in result.outcome
-
-
 async def test_no_kubeconfig_is_a_clear_failure(cutover: Run, tmp_path: Path) -> None:
     result = await cutover("status", env={"KUBECONFIG": str(tmp_path / "absent")})
     assert result.code == 1 and "cause cluster_config" in result.outcome and "hint: run in a pod" in result.outcome

@@ -375,3 +375,60 @@ def test_previous_backend(now: str, trailers: dict[str, str], previous: str) -> 
 
     last = Commit("abc", "t", "a", None, trailers) if trailers else None
     assert phases.previous_backend(the_plan, now, last) == previous
+
+
+async def test_a_failed_verification_rolls_back_when_configured_and_exits_6(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    argocd_applies(world, repo)
+    world.kube.merge("/v1/pods", "llm-serving", candle.name, {"status": {"conditions": [
+        {"type": "Ready", "status": "False"}]}})  # the target breaks after the switch
+    world.sync_endpoints()
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert caught.value.exit_code == 6 and caught.value.cause == "verification_failed_rolled_back"
+    assert "rolled back to vllm in" in caught.value.message
+    newest = cutover_commits(repo)[0]
+    assert newest.startswith("cutover(reasoning-long-predictor): candle -> vllm") and "Cutover-Hold: vllm" in newest
+
+
+async def test_without_auto_rollback_a_failed_verification_changes_nothing(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    argocd_applies(world, repo)
+    world.delete_pod(candle.name)
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert caught.value.cause == "verification_failed" and len(cutover_commits(repo)) == 1
+
+
+async def test_syncfail_reports_and_with_auto_rollback_brings_git_back_to_what_serves(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)  # Git now selects candle
+    report = await phases.syncfail(kube, the_plan, host, identity="job-syncfail", author=AUTHOR)
+    assert report.data["rolledBack"] is True
+    assert cutover_commits(repo)[0].startswith("cutover(reasoning-long-predictor): candle -> vllm")
+    (failed,) = named(events, "cutover.failed")
+    assert failed["cause"] == "argocd_sync_failed" and failed["serving"] == "vllm" and failed["git"] == "candle"
+    assert "CutoverSyncFailed" in [e["reason"] for e in world.kube.objects("/v1/events", "llm-serving")]
+
+
+async def test_syncfail_without_auto_rollback_changes_nothing(world: World, kube: cluster.Cluster, host: GitHub,
+                                                              repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    report = await phases.syncfail(kube, the_plan, host, identity="job-syncfail", author=AUTHOR)
+    assert report.data == {"rolledBack": False} and len(cutover_commits(repo)) == 1

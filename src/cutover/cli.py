@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
-NOT_YET = ("syncfail",)
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
 _redactor: Redactor | None = None
@@ -104,11 +103,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from cutover.errors import InvalidInput  # noqa: PLC0415
-
-    if args.command in NOT_YET:
-        raise InvalidInput(f"`cutover {args.command}` is not available in this version",
-                           cause="not_implemented", hint="every other command is available")
     if args.command == "demo":
         return _demo(args)
     plans = _plans(args)
@@ -172,6 +166,7 @@ async def _one(args: argparse.Namespace, kube: Any, plan: Plan) -> Report:
         "postsync": lambda: phases.postsync(kube, plan, host, identity=_identity(), author=author),
         "run": lambda: phases.run(kube, plan, host, identity=_identity(), author=author, to=args.to),
         "rollback": lambda: phases.rollback(kube, plan, host, identity=_identity(), author=author),
+        "syncfail": lambda: phases.syncfail(kube, plan, host, identity=_identity(), author=author),
         "presync": lambda: phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME")),
         "plan": lambda: commands.show_plan(kube, plan, host=host),
     }

@@ -22,7 +22,15 @@ import structlog
 from cutover import argocd, lease, manifest, writeback
 from cutover.cluster import Cluster
 from cutover.commands import Report
-from cutover.errors import ClusterError, InvalidInput, LockHeld, NamesNotProven, SyncTimeout, VerificationFailed
+from cutover.errors import (
+    ClusterError,
+    CutoverError,
+    InvalidInput,
+    LockHeld,
+    NamesNotProven,
+    SyncTimeout,
+    VerificationFailed,
+)
 from cutover.githost.base import Author, Commit, GitHost
 from cutover.plan import Plan
 from cutover.views import ServiceView
@@ -132,7 +140,31 @@ async def postsync(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str
     if dict(live.selector) != dict(target):
         await _refresh(cluster, plan)
         return Report(summary=f"Git selects {plan.target}; waiting for ArgoCD to apply it", data={"applied": False})
-    return await _verify(cluster, plan, live, last)
+    try:
+        return await _verify(cluster, plan, live, last)
+    except VerificationFailed as failure:
+        if not plan.rollback_auto:
+            raise
+        raise await _roll_back_after(failure, cluster, plan, host, live=live, in_git=in_git, last=last,
+                                     identity=identity, author=author) from failure
+
+
+async def _roll_back_after(failure: VerificationFailed, cluster: Cluster, plan: Plan, host: GitHost, *,
+                           live: ServiceView, in_git: Mapping[str, str], last: Commit | None, identity: str,
+                           author: Author) -> VerificationFailed:
+    """rollback.auto: commit the previous selector by the same guarded path; the outcome stays exit 6."""
+    previous = previous_backend(plan, backend_of(plan, in_git), last)
+    log.error("cutover.failed", cause="verification_failed", message=failure.message, then=f"roll back to {previous}")
+    try:
+        back = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
+                              to=previous, hold=previous)
+    except CutoverError as exc:
+        return VerificationFailed(f"{failure.message}; the rollback to {previous} failed too: {exc.message}",
+                                  cause="rollback_failed", hint=exc.hint)
+    return VerificationFailed(f"{failure.message}; rolled back to {previous} in {str(back.data['commit'])[:12]}",
+                              cause="verification_failed_rolled_back",
+                              hint="the Service goes back once ArgoCD syncs the rollback; fix the target, then "
+                                   "change the plan's target to try again")
 
 
 async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: ServiceView, in_git: Mapping[str, str],
@@ -310,3 +342,36 @@ async def _await_applied(cluster: Cluster, plan: Plan, *, to: str, commit: str, 
                               hint="check the Application in ArgoCD; re-run to continue from where this stopped")
         log.info("argocd.waiting", commit=commit[:12], live=backend_of(plan, live.selector))
         await asyncio.sleep(SYNC_POLL)
+
+
+# --- syncfail ----------------------------------------------------------------------------------------------
+
+
+async def syncfail(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, author: Author) -> Report:
+    """Say what failed, with its cause; change nothing, unless rollback.auto and Git already holds a selector the
+    failed sync could not apply: then Git goes back to what the Service still selects (and holds there), so that
+    ArgoCD is not left retrying a revision that fails."""
+    structlog.contextvars.bind_contextvars(service=f"{plan.service.namespace}/{plan.service.name}",
+                                           cutover=plan.name, phase="syncfail")
+    message = "the sync failed"
+    if plan.argocd is not None:
+        try:
+            app = await cluster.application(plan.argocd.namespace, plan.argocd.application)
+            message = f"ArgoCD's sync of {(app.operation_revision or '?')[:12]} ended {app.operation_phase}"
+        except ClusterError as exc:
+            log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
+    live = await cluster.service(plan.service.namespace, plan.service.name)
+    current = await host.read(plan.git.path)
+    in_git = manifest.read_selector(current.content, document=plan.git.document,
+                                    selector_path=plan.git.selector_path, source=plan.git.path)
+    serving, wanted = backend_of(plan, live.selector), backend_of(plan, in_git)
+    log.error("cutover.failed", cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
+              hint="read the hook Jobs' logs (kubectl -n cutover logs job/...) and the Application's message")
+    await _event(cluster, live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}", warning=True)
+    if not plan.rollback_auto or serving is None or wanted == serving:
+        return Report(summary=f"{message}; the Service still selects {serving}; nothing changed",
+                      data={"rolledBack": False})
+    back = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
+                          to=serving, hold=serving)
+    return Report(summary=f"{message}; Git goes back to {serving} (held) in {str(back.data['commit'])[:12]}",
+                  data={"rolledBack": True, "commit": back.data["commit"]})
