@@ -116,7 +116,7 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     assert result.code == 0
     body: dict[str, Any] = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
     assert body["liveBackend"] == "vllm" and body["target"] == "candle"
-    assert body["service"] == {"uid": body["service"]["uid"], "clusterIP": "10.96.40.17", "ports": [80, 8080]}
+    assert body["service"] == {"uid": body["service"]["uid"], "clusterIP": world.cluster_ip, "ports": [80, 8080]}
     assert body["backends"]["vllm"]["ready"] == 1 and body["backends"]["candle"]["ready"] == 0
     assert body["backends"]["candle"]["engineProof"] == "generate"
     assert result.outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")

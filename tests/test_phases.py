@@ -169,7 +169,7 @@ async def test_postsync_waits_proves_commits_once_and_asks_argocd_to_refresh(
     assert report.data["committed"] is True
     (message,) = cutover_commits(repo)
     assert message.startswith("cutover(reasoning-long-predictor): vllm -> candle\n\nProven ")
-    assert f"Cutover-Service-Uid: {service['metadata']['uid']}\nCutover-Cluster-Ip: 10.96.40.17" in message
+    assert f"Cutover-Service-Uid: {service['metadata']['uid']}\nCutover-Cluster-Ip: {world.cluster_ip}" in message
     application = world.kube.stored(APPS, "argocd", "llm-serving")
     assert application is not None and application["metadata"]["annotations"] == {
         "argocd.argoproj.io/refresh": "normal"}
@@ -202,7 +202,12 @@ async def test_postsync_after_argocd_applied_verifies_the_switch(
     argocd_applies(world, repo)
     report = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
     assert report.data == {"verified": True, "endpoints": [candle.ip]}
-    assert named(events, "service.verified")
+    (verified,) = named(events, "service.verified")
+    assert verified["ports"] == [80, 8080] and verified["names"] == ["reasoning-long", "reasoning"]
+    # No cluster DNS here: the names went through the ClusterIP, on both Service ports, to the candle pod.
+    assert named(events, "service.dns_unavailable")[0]["using"] == world.cluster_ip
+    assert sorted(set(world.proxied)) == [(80, candle.ip), (8080, candle.ip)]
+    assert len(candle.engine.requests) == 2 + 2 * 2  # the proof before the commit, then one per name per port
 
 
 async def test_a_recreated_service_fails_verification_with_exit_6(
@@ -432,3 +437,17 @@ async def test_syncfail_without_auto_rollback_changes_nothing(world: World, kube
     await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
     report = await phases.syncfail(kube, the_plan, host, identity="job-syncfail", author=AUTHOR)
     assert report.data == {"rolledBack": False} and len(cutover_commits(repo)) == 1
+
+
+async def test_names_failing_through_the_service_fail_verification(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
+    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    argocd_applies(world, repo)
+    candle.engine.fault = "503"  # Ready to the kubelet, failing to clients
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    assert f"through {world.cluster_ip}:80: /v1/chat/completions answered 503" in caught.value.message
+    assert f"through {world.cluster_ip}:8080:" in caught.value.message

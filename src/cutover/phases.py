@@ -19,7 +19,7 @@ from datetime import datetime
 
 import structlog
 
-from cutover import argocd, lease, manifest, writeback
+from cutover import argocd, engines, lease, manifest, writeback
 from cutover.cluster import Cluster
 from cutover.commands import Report
 from cutover.errors import (
@@ -39,6 +39,8 @@ from cutover.wait import Clock, Proven, prove_backend
 PROOF_FRESH = 60.0  # seconds: a commit needs a proof no older than this (SPEC §6.1)
 SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
 SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
+DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
+SERVICE_TRIES, SERVICE_RETRY = 3, 2.0  # proofs through the Service, and seconds between them
 SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
 
 log = structlog.get_logger("cutover")
@@ -234,13 +236,53 @@ async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit 
     serving = {endpoint.ip for endpoint in await cluster.endpoints(plan.service.namespace, plan.service.name)
                if endpoint.ready}
     problems = switch_problems(last.trailers if last else {}, live, ready=ready, serving=serving)
+    if not problems:
+        problems = await _through_the_service(plan, live, backend)
     if problems:
         await _event(cluster, live, "CutoverVerificationFailed", "; ".join(problems), warning=True)
         raise VerificationFailed("; ".join(problems), hint="the switch did not land as committed; roll back with "
                                                            "the cutover-rollback Job if clients fail")
-    log.info("service.verified", backend=backend, endpoints=sorted(serving))
+    log.info("service.verified", backend=backend, endpoints=sorted(serving),
+             names=list(plan.verify.served_names), ports=list(_ports(plan, live)))
     return Report(summary=f"verified: the Service selects {backend}, same object, {len(serving)} endpoint(s)",
                   data={"verified": True, "endpoints": sorted(serving)})
+
+
+def _ports(plan: Plan, live: ServiceView) -> tuple[int, ...]:
+    return plan.service.ports or tuple(port.port for port in live.ports)
+
+
+async def _service_address(live: ServiceView) -> str:
+    """The Service's DNS name when it resolves from here; else its ClusterIP (a selector edit never changes
+    what the name resolves to, so the ClusterIP proves the same path)."""
+    name = f"{live.name}.{live.namespace}.svc"
+    try:
+        async with asyncio.timeout(DNS_TIMEOUT):
+            await asyncio.get_running_loop().getaddrinfo(name, None)
+        return name
+    except (OSError, TimeoutError):
+        log.warning("service.dns_unavailable", name=name, using=live.cluster_ip,
+                    hint="no cluster DNS from here; checking through the ClusterIP read from the API")
+        return live.cluster_ip or name
+
+
+async def _through_the_service(plan: Plan, live: ServiceView, backend: str) -> list[str]:
+    """Every served name, through every Service port, as clients reach it."""
+    profile = plan.backend(backend)
+    method = engines.method_for(profile.engine, plan.verify.proof)
+    address = await _service_address(live)
+    problems: list[str] = []
+    async with engines.new_client(timeout=plan.verify.request_timeout) as client:
+        for port in _ports(plan, live):
+            for attempt in range(SERVICE_TRIES):  # kube-proxy may trail the EndpointSlice by a moment
+                proof = await engines.prove(client, pod=f"Service port {port}", ip=address, port=port,
+                                            engine=profile.engine, names=plan.verify.served_names, method=method)
+                if proof.ok or not all(problem.retryable for problem in proof.problems) or \
+                        attempt == SERVICE_TRIES - 1:
+                    break
+                await asyncio.sleep(SERVICE_RETRY)
+            problems += [f"through {address}:{port}: {problem.message}" for problem in proof.problems]
+    return problems
 
 
 async def _refresh(cluster: Cluster, plan: Plan) -> None:

@@ -72,7 +72,7 @@ async def story(workdir: Path) -> int:
         world.kube.apply("argoproj.io/v1alpha1/applications", {
             "metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
             "status": {"sync": {"status": "Synced", "revision": seed}, "health": {"status": "Healthy"}}})
-        say(f"Simulated cluster: Service {NAMESPACE}/{SERVICE} (ClusterIP 10.96.40.17, ports 80 and 8080), "
+        say(f"Simulated cluster: Service {NAMESPACE}/{SERVICE} (ClusterIP {world.cluster_ip}, ports 80 and 8080), "
             "a GitOps repository, an ArgoCD Application")
         vllm = world.add_pod("vllm", ready=True)
         await asyncio.sleep(0)

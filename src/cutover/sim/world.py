@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import itertools
 import json
 import socket
@@ -157,6 +158,9 @@ class World:
         self.port = _free_port()
         self.pods: dict[str, SimPod] = {}
         self._names = itertools.count(1)
+        self.cluster_ip = f"127.96.{self.number}.17"  # a loopback address the kube-proxy stand-in listens on
+        self._proxies: list[asyncio.Server] = []
+        self.proxied: list[tuple[int, str | None]] = []  # (service port, endpoint chosen or None), per connection
 
     async def __aenter__(self) -> World:
         await self.kube.__aenter__()
@@ -164,9 +168,14 @@ class World:
         self.server = kmock.Server(self.kube, server_cls=server_cls)
         await self.server.__aenter__()
         self._seed()
+        for port in (80, 8080):
+            self._proxies.append(await asyncio.start_server(functools.partial(self._proxy, port), self.cluster_ip,
+                                                            port))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for proxy in self._proxies:
+            proxy.close()
         for pod in self.pods.values():
             if pod.task is not None:
                 pod.task.cancel()
@@ -192,7 +201,7 @@ class World:
                                                           "labels": {"kubernetes.io/metadata.name": name}}})
         self.kube.apply("/v1/services", {
             "metadata": {"name": SERVICE, "namespace": NAMESPACE},
-            "spec": {"type": "ClusterIP", "clusterIP": "10.96.40.17", "selector": dict(BACKENDS["vllm"]["labels"]),
+            "spec": {"type": "ClusterIP", "clusterIP": self.cluster_ip, "selector": dict(BACKENDS["vllm"]["labels"]),
                      "ports": [{"name": "http", "port": 80, "targetPort": self.port, "protocol": "TCP"},
                                {"name": "engine", "port": 8080, "targetPort": self.port, "protocol": "TCP"}]}})
         self.kube.apply("networking.k8s.io/v1/networkpolicies", {
@@ -261,6 +270,39 @@ class World:
                          "labels": {"kubernetes.io/service-name": SERVICE}},
             "addressType": "IPv4", "endpoints": endpoints,
             "ports": [{"name": "http", "port": self.port, "protocol": "TCP"}]})
+
+    # --- kube-proxy -------------------------------------------------------------------------------
+
+    def ready_endpoints(self) -> list[str]:
+        current = self.kube.stored(SLICES, NAMESPACE, f"{SERVICE}-sim") or {}
+        return [address for endpoint in current.get("endpoints") or ()
+                if (endpoint.get("conditions") or {}).get("ready") for address in endpoint.get("addresses") or ()]
+
+    async def _proxy(self, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """What kube-proxy does for the ClusterIP: each new connection to one Ready endpoint, round robin."""
+        ready = self.ready_endpoints()
+        chosen = ready[len(self.proxied) % len(ready)] if ready else None
+        self.proxied.append((port, chosen))
+        if chosen is None:  # no endpoint: kube-proxy rejects the connection
+            writer.close()
+            return
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(chosen, self.port)
+        except OSError:
+            writer.close()
+            return
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 
     # --- the files a user has --------------------------------------------------------------------
 
