@@ -1,0 +1,200 @@
+"""End to end, in fake time: a stand-in for ArgoCD syncs Git to the emulated cluster in ArgoCD's order
+(PreSync, apply with the Service patched in place, PostSync; a commit made during a sync is synced
+by the next one), while a client keeps calling the Service's name through a kube-proxy stand-in and
+counts every failed request. Hooks are our phases, with ArgoCD's hook Job names."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cutover import cluster, errors, manifest, phases, plan
+from cutover.githost.base import Author
+from cutover.githost.github import GitHub
+from cutover.sim.contents import FakeContentsHost
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.world import NAMESPACE, SERVICE, Script, World
+
+pytestmark = pytest.mark.looptime
+
+TOKEN = "ghp_" + "E" * 36
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+AUTHOR = Author("cutover", "cutover@example.invalid")
+APPS = "argoproj.io/v1alpha1/applications"
+
+
+@dataclasses.dataclass
+class Client:
+    """Calls the Service's name once a second, as the poimen client does, and counts failures."""
+
+    url: str
+    sent: int = 0
+    failed: int = 0
+
+    async def run(self) -> None:
+        # A new connection per request, so that each one goes where kube-proxy sends new connections.
+        async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+            while True:
+                self.sent += 1
+                try:
+                    answer = await http.post(self.url, json={"model": "reasoning-long", "max_tokens": 1,
+                                                             "messages": [{"role": "user", "content": "hi"}]})
+                    ok = answer.status_code == 200 and bool(answer.json().get("choices"))
+                except (httpx.HTTPError, ValueError):
+                    ok = False
+                self.failed += 0 if ok else 1
+                await asyncio.sleep(1)
+
+
+@dataclasses.dataclass
+class ArgoCD:
+    """Automated sync with selfHeal, reduced to what the hooks see (reference/argocd-hooks.md §1, §2.4)."""
+
+    world: World
+    kube: cluster.Cluster
+    host: GitHub
+    repo: BareRepo
+    plan: plan.Plan
+    synced: str | None = None
+    outcomes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (revision, phase outcome)
+
+    async def run(self) -> None:
+        while True:
+            head = self.repo.head() or ""
+            application = self.world.kube.stored(APPS, "argocd", "llm-serving") or {}
+            asked = "argocd.argoproj.io/refresh" in ((application.get("metadata") or {}).get("annotations") or {})
+            if head != self.synced or asked:
+                await self.sync(head)
+            await asyncio.sleep(5)
+
+    async def sync(self, revision: str) -> None:
+        self.synced = revision
+        self.world.kube.merge(APPS, "argocd", "llm-serving", {
+            "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+            "status": {"operationState": {"phase": "Running", "syncResult": {"revision": revision}}}})
+        job = f"cutover-presync-{revision[:7]}-presync-1764457200"
+        try:
+            await phases.presync(self.kube, self.plan, self.host, job_name=job)
+        except errors.CutoverError as exc:
+            self.outcomes.append((revision[:7], f"presync failed: {exc.cause}"))
+            self._finish(revision, "Failed")
+            return
+        content, _ = self.repo.read(PATH, revision)  # type: ignore[misc]
+        selector = manifest.read_selector(content, document=self.plan.git.document, selector_path="spec.selector")
+        self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
+        self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})  # in place
+        self.world.sync_endpoints()
+        try:
+            report = await phases.postsync(self.kube, self.plan, self.host, identity=f"postsync-{revision[:7]}",
+                                           author=AUTHOR)
+            self.outcomes.append((revision[:7], f"postsync: {report.summary}"))
+        except errors.CutoverError as exc:
+            self.outcomes.append((revision[:7], f"postsync failed: {exc.cause}"))
+        self._finish(revision, "Succeeded")
+
+    def _finish(self, revision: str, phase: str) -> None:
+        self.world.kube.merge(APPS, "argocd", "llm-serving", {"status": {
+            "sync": {"status": "Synced", "revision": revision}, "health": {"status": "Healthy"},
+            "operationState": {"phase": phase, "syncResult": {"revision": revision}}}})
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> BareRepo:
+    bare = BareRepo(tmp_path / "gitops.git")
+    bare.commit({PATH: FIXTURE}, "Add the Service\n")
+    return bare
+
+
+@pytest.fixture
+async def host(repo: BareRepo) -> AsyncIterator[GitHub]:
+    async with FakeContentsHost(repo, token=TOKEN) as fake:
+        client = GitHub(url="https://github.com/acme/gitops.git", branch="main", token=TOKEN, api_url=fake.url)
+        yield client
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def running(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
+                  the_plan: plan.Plan) -> AsyncIterator[tuple[ArgoCD, Client]]:
+    world.kube.apply(APPS, {"metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
+                            "status": {"sync": {"status": "OutOfSync"}, "health": {"status": "Healthy"}}})
+    argocd = ArgoCD(world, kube, host, repo, the_plan)
+    client = Client(f"http://{world.cluster_ip}:80/v1/chat/completions")
+    tasks = [asyncio.create_task(argocd.run(), name="argocd"), asyncio.create_task(client.run(), name="client")]
+    try:
+        yield argocd, client
+    finally:
+        for task in tasks:
+            task.cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(outcome, asyncio.CancelledError) for outcome in outcomes), outcomes
+
+
+def cutover_commits(repo: BareRepo) -> list[str]:
+    return [e.message.split("\n")[0] for e in repo.log(PATH) if e.message.startswith("cutover(")]
+
+
+async def until(condition: Any, *, within: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        assert loop.time() < deadline, "the story did not reach its end in time"
+        await asyncio.sleep(1)
+
+
+async def test_the_happy_path_has_no_gap_in_the_name(world: World, kube: cluster.Cluster, host: GitHub,
+                                                     repo: BareRepo, make_plan: Any) -> None:
+    vllm = world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", Script(pull=60, load=900))
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=1800)
+        await asyncio.sleep(30)  # clients keep being served after the switch
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+    live = world.kube.stored("/v1/services", NAMESPACE, SERVICE)
+    assert live is not None and live["spec"]["selector"] == the_plan.backends["candle"].selector
+    assert client.failed == 0 and client.sent > 900
+    served = [ip for port, ip in world.proxied if port == 80]
+    assert served.count(vllm.ip) > 900 and served.count(candle.ip) >= 30  # served before, and after
+    phases_seen = [outcome.split(":")[0] for _, outcome in argocd.outcomes]
+    assert phases_seen == ["postsync", "postsync"]  # commit in the first sync, verify in the next
+
+
+async def test_a_target_that_never_becomes_ready_changes_nothing(world: World, kube: cluster.Cluster,
+                                                                 host: GitHub, repo: BareRepo,
+                                                                 make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=20, fault="crash_loop"))
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        await until(lambda: bool(argocd.outcomes), within=600)
+    assert argocd.outcomes[0][1] == "postsync failed: crash_loop"
+    assert cutover_commits(repo) == []
+    live = world.kube.stored("/v1/services", NAMESPACE, SERVICE)
+    assert live is not None and live["spec"]["selector"] == the_plan.backends["vllm"].selector
+    assert client.failed == 0
+
+
+async def test_a_person_committing_during_the_cutover(world: World, kube: cluster.Cluster, host: GitHub,
+                                                      repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=60, load=600))
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        await asyncio.sleep(300)
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        repo.commit({PATH: content.replace("# Ports:", "# Ports (see runbook):")}, "docs: ports\n",
+                    name="Jo Operator", email="jo@example.invalid")
+        await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=1800)
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    assert "# Ports (see runbook):" in content and "llm-reasoning-candle" in content
+    assert client.failed == 0
