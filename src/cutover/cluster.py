@@ -31,17 +31,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable
-from cutover.lock import LeaseView
-from cutover.views import (
-    ApplicationView,
-    ContainerView,
-    EndpointView,
-    PodView,
-    PolicyView,
-    Probe,
-    ServicePort,
-    ServiceView,
-)
+from cutover.payloads import application_view, endpoint_views, lease_view, pod_view, policy_view, service_view
+from cutover.views import ApplicationView, EndpointView, LeaseView, PodView, PolicyView, ServiceView
 
 log = structlog.get_logger("cutover.cluster")
 T = TypeVar("T")
@@ -400,98 +391,3 @@ def _watch_event(payload: Mapping[str, Any]) -> _Event:
     if kind == "BOOKMARK":
         return _Event("BOOKMARK", resource_version=version)
     return _Event(kind, [pod_view(obj)], resource_version=version)
-
-
-# --- payloads into views -------------------------------------------------------------------------------
-
-
-def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
-def _probe(spec: Mapping[str, Any] | None) -> Probe | None:
-    if not spec:
-        return None
-    return Probe(initial_delay=float(spec.get("initialDelaySeconds", 0)),
-                 period=float(spec.get("periodSeconds", 10)),
-                 failure_threshold=int(spec.get("failureThreshold", 3)),
-                 timeout=float(spec.get("timeoutSeconds", 1)))
-
-
-def pod_view(obj: Mapping[str, Any]) -> PodView:
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
-    scheduled = conditions.get("PodScheduled") or {}
-    unschedulable = (scheduled.get("message") or "unschedulable") if (
-        scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable") else None
-    statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
-    containers = tuple(_container_view(c, statuses.get(c.get("name")) or {}) for c in spec.get("containers") or ())
-    return PodView(
-        namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
-        labels=dict(meta.get("labels") or {}), phase=status.get("phase", "Pending"), ip=status.get("podIP"),
-        ready=(conditions.get("Ready") or {}).get("status") == "True",
-        deleting=bool(meta.get("deletionTimestamp")), unschedulable_message=unschedulable,
-        created_at=_time(meta.get("creationTimestamp")), containers=containers,
-    )
-
-
-def _container_view(spec: Mapping[str, Any], status: Mapping[str, Any]) -> ContainerView:
-    state, last = status.get("state") or {}, (status.get("lastState") or {}).get("terminated") or {}
-    waiting, running = state.get("waiting") or {}, state.get("running") or {}
-    return ContainerView(
-        name=spec.get("name", ""), ready=bool(status.get("ready")), started_at=_time(running.get("startedAt")),
-        restarts=int(status.get("restartCount", 0)), waiting_reason=waiting.get("reason"),
-        waiting_message=waiting.get("message"), last_terminated_reason=last.get("reason"),
-        startup_probe=_probe(spec.get("startupProbe")),
-    )
-
-
-def service_view(obj: Mapping[str, Any]) -> ServiceView:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    ports = tuple(ServicePort(name=p.get("name"), port=int(p["port"]), target_port=p.get("targetPort", p["port"]))
-                  for p in spec.get("ports") or ())
-    return ServiceView(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
-                       cluster_ip=spec.get("clusterIP"), selector=dict(spec.get("selector") or {}), ports=ports)
-
-
-def endpoint_views(obj: Mapping[str, Any]) -> list[EndpointView]:
-    views = []
-    for endpoint in obj.get("endpoints") or ():
-        ready = (endpoint.get("conditions") or {}).get("ready")
-        pod = (endpoint.get("targetRef") or {}).get("name")
-        views += [EndpointView(ip=address, ready=ready is not False, pod_name=pod)
-                  for address in endpoint.get("addresses") or ()]
-    return views
-
-
-def policy_view(obj: Mapping[str, Any]) -> PolicyView:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    return PolicyView(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                      pod_selector=spec.get("podSelector") or {},
-                      policy_types=tuple(spec.get("policyTypes") or ()),
-                      ingress=tuple(spec.get("ingress") or ()))
-
-
-def lease_view(obj: Mapping[str, Any]) -> LeaseView:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    return LeaseView(name=meta.get("name", ""), holder=spec.get("holderIdentity"), renewed=_time(spec.get("renewTime")),
-                     duration=float(spec.get("leaseDurationSeconds") or 0), transitions=int(spec.get("leaseTransitions")
-                                                                                        or 0),
-                     resource_version=meta.get("resourceVersion", ""),
-                     annotations=dict(meta.get("annotations") or {}))
-
-
-def application_view(obj: Mapping[str, Any]) -> ApplicationView:
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    operation = status.get("operationState") or {}
-    requested = ((obj.get("operation") or {}).get("sync") or {}).get("revision")
-    synced = (operation.get("syncResult") or {}).get("revision")
-    return ApplicationView(
-        namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-        sync_status=(status.get("sync") or {}).get("status"), sync_revision=(status.get("sync") or {}).get("revision"),
-        health=(status.get("health") or {}).get("status"), operation_phase=operation.get("phase"),
-        operation_revision=synced or ((operation.get("operation") or {}).get("sync") or {}).get("revision")
-        or requested,
-        operation_started=_time(operation.get("startedAt")), operation_finished=_time(operation.get("finishedAt")),
-        refresh_requested="argocd.argoproj.io/refresh" in (meta.get("annotations") or {}),
-    )

@@ -9,26 +9,15 @@ Called by the phases, with `cluster` doing the reads and compare-and-swap writes
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from datetime import datetime, timedelta
+from datetime import datetime
+
+from cutover.views import LeaseView
+
+__all__ = ["DURATION", "RENEW_EVERY", "LeaseView", "Verdict", "judge", "lease_name"]
 
 DURATION = 60  # seconds a Lease lives without renewal
 RENEW_EVERY = DURATION / 3
-
-
-@dataclasses.dataclass(frozen=True)
-class LeaseView:
-    name: str
-    holder: str | None
-    renewed: datetime | None
-    duration: float
-    transitions: int
-    resource_version: str
-    annotations: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def expires(self) -> datetime | None:
-        return self.renewed + timedelta(seconds=self.duration) if self.renewed else None
 
 
 class Verdict(enum.Enum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 
@@ -113,3 +113,17 @@ class ApplicationView:
     operation_started: datetime | None
     operation_finished: datetime | None
     refresh_requested: bool  # metadata.annotations["argocd.argoproj.io/refresh"] is set
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseView:
+    name: str
+    holder: str | None
+    renewed: datetime | None
+    duration: float
+    transitions: int
+    resource_version: str
+    annotations: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def expires(self) -> datetime | None:
+        return self.renewed + timedelta(seconds=self.duration) if self.renewed else None
