@@ -308,6 +308,8 @@ def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
                             check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()
-    assert lines[-1] == "cutover demo: OK — vllm -> candle, committed once, applied in place, verified"
+    assert lines[-1] == ("cutover demo: OK — vllm -> candle, committed once, applied in place, verified; "
+                         "rolled back and held")
+    assert "Cutover-Hold: vllm" in lines
     assert "+    app.kubernetes.io/name: llm-reasoning-candle   # the vLLM pods" in lines
     assert "Cutover-To: candle" in lines

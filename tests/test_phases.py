@@ -16,6 +16,7 @@ from cutover import cluster, manifest, phases, plan, writeback
 from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
+from cutover.sim import argocd as sim_argocd
 from cutover.sim.contents import FakeContentsHost
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import BACKENDS, Script, World
@@ -290,32 +291,11 @@ def test_switch_problems(trailers: dict[str, str], ready: set[str], serving: set
 # --- run and rollback, with a stand-in for ArgoCD's auto-sync -------------------------------------------
 
 
-async def argocd_standin(world: World, repo: BareRepo, *, every: float = 5.0) -> None:
-    """Apply Git to the cluster when asked to refresh, as ArgoCD's automated sync would."""
-    while True:
-        await asyncio.sleep(every)
-        application = world.kube.stored(APPS, "argocd", "llm-serving")
-        if application and "argocd.argoproj.io/refresh" in (application["metadata"].get("annotations") or {}):
-            head = repo.head()
-            argocd_applies(world, repo)
-            world.kube.merge(APPS, "argocd", "llm-serving", {
-                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
-                "status": {"sync": {"status": "Synced", "revision": head}, "health": {"status": "Healthy"},
-                           "operationState": {"phase": "Succeeded", "syncResult": {"revision": head}}}})
-
-
 @contextlib.asynccontextmanager
 async def argocd_running(world: World, repo: BareRepo) -> AsyncIterator[None]:
-    # Started in the test body: looptime makes time fake for the body only, and a timer set up in a
-    # fixture would wait on the real clock's scale.
     seed_application(world)
-    task = asyncio.create_task(argocd_standin(world, repo))
-    try:
+    async with sim_argocd.running(world, repo, PATH):
         yield
-    finally:
-        task.cancel()
-        (outcome,) = await asyncio.gather(task, return_exceptions=True)
-        assert isinstance(outcome, asyncio.CancelledError), outcome  # the stand-in itself never failed
 
 
 async def test_run_waits_proves_commits_waits_for_argocd_and_verifies(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +24,7 @@ from cutover import cluster, logs, manifest, phases, plan
 from cutover.errors import CutoverError
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
+from cutover.sim import argocd as sim_argocd
 from cutover.sim.contents import FakeContentsHost
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import NAMESPACE, SERVICE, Script, World
@@ -56,12 +58,17 @@ spec:
 """
 
 
-def _argocd_applies(world: World, repo: BareRepo, the_plan: plan.Plan) -> None:
-    content, _ = repo.read(SERVICE_FILE)  # type: ignore[misc]
-    selector = manifest.read_selector(content, document=the_plan.git.document, selector_path="spec.selector")
-    world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
-    world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})
-    world.sync_endpoints()
+@dataclasses.dataclass
+class Cast:
+    """Who plays in the story: the world, the repository and the clients cutover uses."""
+
+    world: World
+    repo: BareRepo
+    seed: str
+    kube: cluster.Cluster
+    host: GitHub
+    plan: plan.Plan
+    author: Author
 
 
 async def story(workdir: Path) -> int:
@@ -69,9 +76,7 @@ async def story(workdir: Path) -> int:
     seed = repo.commit({SERVICE_FILE: _service_file()}, "Add the reasoning-long Service\n")
     async with World() as world, FakeContentsHost(repo, token=TOKEN) as fake:
         world.admit_jobs()
-        world.kube.apply("argoproj.io/v1alpha1/applications", {
-            "metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
-            "status": {"sync": {"status": "Synced", "revision": seed}, "health": {"status": "Healthy"}}})
+        sim_argocd.seed_application(world, revision=seed)
         say(f"Simulated cluster: Service {NAMESPACE}/{SERVICE} (ClusterIP {world.cluster_ip}, ports 80 and 8080), "
             "a GitOps repository, an ArgoCD Application")
         vllm = world.add_pod("vllm", ready=True)
@@ -83,27 +88,11 @@ async def story(workdir: Path) -> int:
         (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url))
         kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig")))
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
-        author = Author(the_plan.git.author.name, the_plan.git.author.email)
+        cast = Cast(world, repo, seed, kube, host, the_plan, Author(the_plan.git.author.name,
+                                                                    the_plan.git.author.email))
         try:
-            say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
-            report = await phases.postsync(kube, the_plan, host, identity="cutover-postsync-demo", author=author)
-            print(report.summary)
-            (commit, *_) = repo.log(SERVICE_FILE)
-            say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
-            print(commit.message.rstrip())
-            before, _ = repo.read(SERVICE_FILE, seed)  # type: ignore[misc]
-            after, _ = repo.read(SERVICE_FILE)  # type: ignore[misc]
-            print(manifest.SelectorEdit(before, after, {}, {}).diff(SERVICE_FILE).rstrip())
-            say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
-            gate = await phases.presync(kube, the_plan, host,
-                                        job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
-            print(gate.summary)
-            say("ArgoCD patches the Service's selector in place (same object, same ClusterIP)")
-            _argocd_applies(world, repo, the_plan)
-            say("The PostSync hook of that sync checks the switch: cutover postsync")
-            verified = await phases.postsync(kube, the_plan, host, identity="cutover-postsync-demo-2",
-                                             author=author)
-            print(verified.summary)
+            await _cutover(cast)
+            await _rollback(cast)
         except CutoverError as exc:
             print(f"cutover demo: FAILED (cause {exc.cause}) — {exc.message}")
             return int(exc.exit_code)
@@ -112,9 +101,47 @@ async def story(workdir: Path) -> int:
             await kube.aclose()
         probes = [path for _, path, _ in candle.engine.requests]
         say(f"The candle-vllm double saw {len(probes)} requests, none before it was Ready: {', '.join(probes)}")
-        say("Still to come in the demo: the rollback Job and Slack messages.")
-        print("cutover demo: OK — vllm -> candle, committed once, applied in place, verified")
+        say("Still to come in the demo: Slack messages.")
+        print("cutover demo: OK — vllm -> candle, committed once, applied in place, verified; rolled back and held")
         return 0
+
+
+async def _cutover(cast: Cast) -> None:
+    say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
+    report = await phases.postsync(cast.kube, cast.plan, cast.host, identity="cutover-postsync-demo",
+                                   author=cast.author)
+    print(report.summary)
+    (commit, *_) = cast.repo.log(SERVICE_FILE)
+    say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
+    print(commit.message.rstrip())
+    before, _ = cast.repo.read(SERVICE_FILE, cast.seed)  # type: ignore[misc]
+    after, _ = cast.repo.read(SERVICE_FILE)  # type: ignore[misc]
+    print(manifest.SelectorEdit(before, after, {}, {}).diff(SERVICE_FILE).rstrip())
+    say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
+    gate = await phases.presync(cast.kube, cast.plan, cast.host,
+                                job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
+    print(gate.summary)
+    say("ArgoCD patches the Service's selector in place (same object, same ClusterIP)")
+    sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
+    say("The PostSync hook of that sync checks the switch: cutover postsync")
+    verified = await phases.postsync(cast.kube, cast.plan, cast.host, identity="cutover-postsync-demo-2",
+                                     author=cast.author)
+    print(verified.summary)
+
+
+async def _rollback(cast: Cast) -> None:
+    say("Suppose candle misbehaves: an operator runs the rollback Job "
+        "(kubectl -n cutover create job --from=cronjob/cutover-rollback ...): cutover rollback")
+    async with sim_argocd.running(cast.world, cast.repo, SERVICE_FILE):
+        back = await phases.rollback(cast.kube, cast.plan, cast.host, identity="cutover-rollback-demo",
+                                     author=cast.author)
+    print(back.summary)
+    (rollback_commit, *_) = cast.repo.log(SERVICE_FILE)
+    print(rollback_commit.message.rstrip())
+    say("The next sync's PostSync respects the hold until the plan's target changes: cutover postsync")
+    held = await phases.postsync(cast.kube, cast.plan, cast.host, identity="cutover-postsync-demo-3",
+                                 author=cast.author)
+    print(held.summary)
 
 
 def main(args: argparse.Namespace) -> int:

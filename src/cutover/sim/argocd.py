@@ -1,0 +1,59 @@
+"""A stand-in for ArgoCD's automated sync in the simulated world: when asked to refresh, apply the Service
+selector that Git holds to the live Service, in place, and report the Application synced and healthy.
+Used by the demo and the tests of `run` and `rollback`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from cutover import manifest
+from cutover.plan import GitDocument
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.world import NAMESPACE, SERVICE, World
+
+APPS = "argoproj.io/v1alpha1/applications"
+DOCUMENT = GitDocument("Service", SERVICE)
+
+
+def seed_application(world: World, *, revision: str | None = None) -> None:
+    world.kube.apply(APPS, {"metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
+                            "status": {"sync": {"status": "Synced", "revision": revision},
+                                       "health": {"status": "Healthy"}}})
+
+
+def apply_git(world: World, repo: BareRepo, path: str) -> None:
+    """What a sync does to the Service: patch its selector in place (same object, same ClusterIP)."""
+    content, _ = repo.read(path)  # type: ignore[misc]
+    selector = manifest.read_selector(content, document=DOCUMENT, selector_path="spec.selector")
+    world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
+    world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})
+    world.sync_endpoints()
+
+
+async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.0) -> None:
+    while True:
+        await asyncio.sleep(every)
+        application = world.kube.stored(APPS, "argocd", "llm-serving")
+        if application and "argocd.argoproj.io/refresh" in (application["metadata"].get("annotations") or {}):
+            head = repo.head()
+            apply_git(world, repo, path)
+            world.kube.merge(APPS, "argocd", "llm-serving", {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"sync": {"status": "Synced", "revision": head}, "health": {"status": "Healthy"},
+                           "operationState": {"phase": "Succeeded", "syncResult": {"revision": head}}}})
+
+
+@contextlib.asynccontextmanager
+async def running(world: World, repo: BareRepo, path: str) -> AsyncIterator[None]:
+    """Start it from the code that waits on it: under fake time, a timer set up elsewhere may never fire."""
+    task = asyncio.create_task(autosync(world, repo, path), name="argocd stand-in")
+    try:
+        yield
+    finally:
+        task.cancel()
+        (outcome,) = await asyncio.gather(task, return_exceptions=True)
+        if isinstance(outcome, Exception):  # the stand-in broke: say so, not a confusing timeout elsewhere
+            raise outcome
