@@ -198,3 +198,49 @@ async def test_a_person_committing_during_the_cutover(world: World, kube: cluste
     content, _ = repo.read(PATH)  # type: ignore[misc]
     assert "# Ports (see runbook):" in content and "llm-reasoning-candle" in content
     assert client.failed == 0
+
+
+async def test_manual_rollback_goes_back_without_a_gap_and_holds(world: World, kube: cluster.Cluster,
+                                                                 host: GitHub, repo: BareRepo,
+                                                                 make_plan: Any) -> None:
+    vllm = world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=600)
+        report = await phases.rollback(kube, the_plan, host, identity="cutover-rollback-1", author=AUTHOR)
+        await until(lambda: any("held" in outcome for _, outcome in argocd.outcomes), within=600)
+        await asyncio.sleep(60)  # more syncs come and go: the hold keeps PostSync from re-applying
+    assert report.data["to"] == "vllm" and report.data["verified"] is True
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): candle -> vllm",
+                                     "cutover(reasoning-long-predictor): vllm -> candle"]
+    live = world.kube.stored("/v1/services", NAMESPACE, SERVICE)
+    assert live is not None and live["spec"]["selector"] == the_plan.backends["vllm"].selector
+    assert client.failed == 0
+    assert [ip for port, ip in world.proxied if port == 80][-1] == vllm.ip
+
+
+async def test_a_target_that_breaks_after_the_switch_is_rolled_back(world: World, kube: cluster.Cluster,
+                                                                    host: GitHub, repo: BareRepo,
+                                                                    make_plan: Any) -> None:
+    vllm = world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=600)
+        candle.engine.fault = "503"  # still Ready to the kubelet, failing every client
+        failed_before = client.failed
+        world.kube.merge(APPS, "argocd", "llm-serving",
+                         {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}})  # a sync comes
+        await until(lambda: any("held" in outcome for _, outcome in argocd.outcomes), within=600)
+        recovered = client.failed
+        await asyncio.sleep(60)
+    outcomes = [outcome for _, outcome in argocd.outcomes]
+    assert "postsync failed: verification_failed_rolled_back" in outcomes
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): candle -> vllm",
+                                     "cutover(reasoning-long-predictor): vllm -> candle"]
+    live = world.kube.stored("/v1/services", NAMESPACE, SERVICE)
+    assert live is not None and live["spec"]["selector"] == the_plan.backends["vllm"].selector
+    assert failed_before == 0 and recovered > 0  # clients failed while the broken target was selected...
+    assert client.failed == recovered  # ...and not once after the rollback was applied
+    assert [ip for port, ip in world.proxied if port == 80][-1] == vllm.ip
