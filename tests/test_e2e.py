@@ -65,6 +65,7 @@ class ArgoCD:
     plan: plan.Plan
     synced: str | None = None
     outcomes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (revision, phase outcome)
+    kill_postsync_after: float | None = None  # delete the next PostSync hook mid-run, as ArgoCD may
 
     async def run(self) -> None:
         while True:
@@ -92,9 +93,21 @@ class ArgoCD:
         self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
         self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})  # in place
         self.world.sync_endpoints()
+        hook = asyncio.create_task(phases.postsync(self.kube, self.plan, self.host,
+                                                   identity=f"postsync-{revision[:7]}-{len(self.outcomes)}",
+                                                   author=AUTHOR))
+        if self.kill_postsync_after is not None:
+            done, _ = await asyncio.wait([hook], timeout=self.kill_postsync_after)
+            self.kill_postsync_after = None
+            if not done:  # the hook Job is deleted (SIGTERM): the operation fails and is retried from scratch
+                hook.cancel()
+                await asyncio.gather(hook, return_exceptions=True)
+                self.outcomes.append((revision[:7], "postsync killed"))
+                self.synced = None
+                self._finish(revision, "Failed")
+                return
         try:
-            report = await phases.postsync(self.kube, self.plan, self.host, identity=f"postsync-{revision[:7]}",
-                                           author=AUTHOR)
+            report = await hook
             self.outcomes.append((revision[:7], f"postsync: {report.summary}"))
         except errors.CutoverError as exc:
             self.outcomes.append((revision[:7], f"postsync failed: {exc.cause}"))
@@ -244,3 +257,34 @@ async def test_a_target_that_breaks_after_the_switch_is_rolled_back(world: World
     assert failed_before == 0 and recovered > 0  # clients failed while the broken target was selected...
     assert client.failed == recovered  # ...and not once after the rollback was applied
     assert [ip for port, ip in world.proxied if port == 80][-1] == vllm.ip
+
+
+async def test_a_hook_killed_mid_wait_is_run_again_and_commits_once(world: World, kube: cluster.Cluster,
+                                                                    host: GitHub, repo: BareRepo,
+                                                                    make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=60, load=900))
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        argocd.kill_postsync_after = 400  # mid-wait: the candle pod is still loading
+        await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=1800)
+    outcomes = [outcome.split(":")[0] for _, outcome in argocd.outcomes]
+    assert outcomes == ["postsync killed", "postsync", "postsync"]  # killed, re-run commits, next sync verifies
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+    assert client.failed == 0
+
+
+async def test_run_and_postsync_at_once_one_of_them_holds_the_lease(world: World, kube: cluster.Cluster,
+                                                                   host: GitHub, repo: BareRepo,
+                                                                   make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=60, load=600))
+    the_plan = make_plan()
+    async with running(world, kube, host, repo, the_plan) as (argocd, client):
+        await asyncio.sleep(120)  # PostSync of the first sync holds the Lease and waits for candle
+        with pytest.raises(errors.LockHeld) as caught:
+            await phases.run(kube, the_plan, host, identity="cutover-run-1", author=AUTHOR)
+        await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=1800)
+    assert caught.value.exit_code == 8 and "postsync-" in caught.value.message
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]
+    assert client.failed == 0

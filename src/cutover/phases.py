@@ -244,6 +244,8 @@ async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit 
                                                            "the cutover-rollback Job if clients fail")
     log.info("service.verified", backend=backend, endpoints=sorted(serving),
              names=list(plan.verify.served_names), ports=list(_ports(plan, live)))
+    await _event(cluster, live, "CutoverVerified", f"the Service selects {backend}; every name answered on ports "
+                                                   f"{', '.join(map(str, _ports(plan, live)))}")
     return Report(summary=f"verified: the Service selects {backend}, same object, {len(serving)} endpoint(s)",
                   data={"verified": True, "endpoints": sorted(serving)})
 
