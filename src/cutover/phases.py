@@ -143,7 +143,9 @@ async def postsync(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str
         await _refresh(cluster, plan)
         return Report(summary=f"Git selects {plan.target}; waiting for ArgoCD to apply it", data={"applied": False})
     try:
-        return await _verify(cluster, plan, live, last)
+        verified = await _verify(cluster, plan, live, last)
+        log.info("cutover.completed", to=plan.target, commit=last.sha[:12] if last else None)
+        return verified
     except VerificationFailed as failure:
         if not plan.rollback_auto:
             raise
