@@ -431,3 +431,24 @@ async def test_names_failing_through_the_service_fail_verification(
         await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
     assert f"through {world.cluster_ip}:80: /v1/chat/completions answered 503" in caught.value.message
     assert f"through {world.cluster_ip}:8080:" in caught.value.message
+
+
+async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    token = phases.DRY_RUN.set(True)
+    try:
+        for report in (await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR),
+                       await phases.run(kube, the_plan, host, identity="job-2", author=AUTHOR)):
+            assert report.data["dryRun"] is True and report.summary.startswith("dry run: vllm -> candle")
+            assert "+    app.kubernetes.io/name: llm-reasoning-candle" in report.data["diff"]
+    finally:
+        phases.DRY_RUN.reset(token)
+    assert cutover_commits(repo) == []
+    assert world.kube.stored(LEASES, "llm-serving", "cutover-reasoning-long-predictor") is None
+    application = world.kube.stored(APPS, "argocd", "llm-serving")
+    assert application is not None and not application["metadata"].get("annotations")
+    assert world.kube.objects("/v1/events", "llm-serving") == []

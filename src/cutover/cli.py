@@ -170,6 +170,7 @@ async def _one(args: argparse.Namespace, kube: Any, plan: Plan) -> Report:
         "presync": lambda: phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME")),
         "plan": lambda: commands.show_plan(kube, plan, host=host),
     }
+    phases.DRY_RUN.set(bool(args.dry_run))
     try:
         return await writers[args.command]()
     finally:

@@ -13,6 +13,7 @@ pods; any failure exits non-zero, so ArgoCD aborts the sync and the Service keep
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 from collections.abc import Mapping
 from datetime import datetime
@@ -36,6 +37,8 @@ from cutover.plan import Plan
 from cutover.views import ServiceView
 from cutover.wait import Clock, Proven, prove_backend
 
+# --dry-run: prove, decide and show the diff, but no commit, no Lease, no refresh, no Event (SPEC §5).
+DRY_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("cutover_dry_run", default=False)
 PROOF_FRESH = 60.0  # seconds: a commit needs a proof no older than this (SPEC §6.1)
 SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
 SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
@@ -159,6 +162,8 @@ async def _roll_back_after(failure: VerificationFailed, cluster: Cluster, plan: 
     """rollback.auto: commit the previous selector by the same guarded path; the outcome stays exit 6."""
     previous = previous_backend(plan, backend_of(plan, in_git), last)
     log.error("cutover.failed", cause="verification_failed", message=failure.message, then=f"roll back to {previous}")
+    if DRY_RUN.get():
+        return VerificationFailed(f"{failure.message}; dry run: would roll back to {previous}", hint=failure.hint)
     try:
         back = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
                               to=previous, hold=previous)
@@ -178,7 +183,9 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
     to = to or plan.target
     source = backend_of(plan, in_git)
     target = plan.backend(to)
-    log.info("cutover.started", source=source, to=to)
+    log.info("cutover.started", source=source, to=to, dry_run=DRY_RUN.get())
+    if DRY_RUN.get():
+        return await _would_advance(cluster, plan, host, source=source, to=to)
     async with lease.hold(cluster, namespace=plan.service.namespace, service=plan.service.name, me=identity,
                           now=clock.now) as held:
         proofs: list[Proven] = [await prove_backend(cluster, plan, target, wait=True)]
@@ -207,6 +214,19 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
     return Report(summary=f"{source} -> {to}: {verb} {result.sha[:12]}",
                   data={"committed": result.committed, "commit": result.sha, "url": result.url, "id": ident,
                         "to": to})
+
+
+async def _would_advance(cluster: Cluster, plan: Plan, host: GitHost, *, source: str | None, to: str) -> Report:
+    """--dry-run: the proof (not waiting) and the exact diff; nothing written anywhere."""
+    proven = await prove_backend(cluster, plan, plan.backend(to), wait=False)
+    await _no_foreign_pods(cluster, plan, to)
+    current = await host.read(plan.git.path)
+    edit = manifest.edit_selector(current.content, document=plan.git.document, selector_path=plan.git.selector_path,
+                                  selector=plan.backend(to).selector, source=plan.git.path)
+    log.info("cutover.dry_run", source=source, to=to, would_commit=edit.changed)
+    return Report(summary=f"dry run: {source} -> {to} would be committed (proven on {len(proven.pods)} pod(s)); "
+                          "nothing was written", lines=edit.diff(plan.git.path).splitlines(),
+                  data={"dryRun": True, "to": to, "diff": edit.diff(plan.git.path), "proof": proven.as_data()})
 
 
 def _proof(proven: Proven, plan: Plan) -> writeback.Proof:
@@ -290,7 +310,7 @@ async def _through_the_service(plan: Plan, live: ServiceView, backend: str) -> l
 
 
 async def _refresh(cluster: Cluster, plan: Plan) -> None:
-    if plan.argocd is None or not plan.argocd.refresh:
+    if plan.argocd is None or not plan.argocd.refresh or DRY_RUN.get():
         return
     try:
         await cluster.request_refresh(plan.argocd.namespace, plan.argocd.application)
@@ -300,6 +320,8 @@ async def _refresh(cluster: Cluster, plan: Plan) -> None:
 
 
 async def _event(cluster: Cluster, service: ServiceView, reason: str, message: str, *, warning: bool = False) -> None:
+    if DRY_RUN.get():
+        return
     try:
         async with asyncio.timeout(SIDE_EFFECT_BUDGET):
             await cluster.record_event(service, reason=reason, message=message, warning=warning, at=Clock().now())
@@ -326,6 +348,8 @@ async def run(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, aut
     if dict(in_git) != dict(plan.backend(to).selector) or hold:
         advanced = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
                                   to=to, hold=hold)
+        if DRY_RUN.get():
+            return advanced
         commit = str(advanced.data["commit"])
     else:
         last = await writeback.last_cutover(host, plan)
@@ -414,7 +438,7 @@ async def syncfail(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str
     log.error("cutover.failed", cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
               hint="read the hook Jobs' logs (kubectl -n cutover logs job/...) and the Application's message")
     await _event(cluster, live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}", warning=True)
-    if not plan.rollback_auto or serving is None or wanted == serving:
+    if not plan.rollback_auto or serving is None or wanted == serving or DRY_RUN.get():
         return Report(summary=f"{message}; the Service still selects {serving}; nothing changed",
                       data={"rolledBack": False})
     back = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
