@@ -1,0 +1,42 @@
+"""The README is part of the product: every cause code the code can emit has a row in its troubleshooting
+table, and every exit code has a line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = [path for path in (ROOT / "src" / "cutover").rglob("*.py") if "sim" not in path.parts]
+
+
+def emitted_causes() -> set[str]:
+    causes: set[str] = set()
+    for path in SOURCE:
+        text = path.read_text()
+        causes |= set(re.findall(r'cause="([a-z_]+)"', text))
+        causes |= set(re.findall(r'default_cause = "([a-z_]+)"', text))
+        causes |= set(re.findall(r'Problem\("([a-z_]+)"', text))  # engine problems become causes (wait._judge)
+        causes |= set(re.findall(r'cause="([a-z_]+)", pod=', text))
+    return causes
+
+
+def documented_causes() -> set[str]:
+    table = (ROOT / "README.md").read_text().split("## Troubleshooting: cause codes", 1)[1].split("\n## ", 1)[0]
+    return {code for row in table.splitlines() if row.startswith("| `") for code in re.findall(r"`([a-z_]+)`",
+                                                                                               row.split("|")[1])}
+
+
+def test_every_cause_code_is_in_the_troubleshooting_table() -> None:
+    causes = emitted_causes()
+    assert len(causes) > 40  # the scan finds them (it would find none if the patterns went stale)
+    missing = sorted(causes - documented_causes())
+    assert missing == [], f"add these to the README's troubleshooting table: {missing}"
+
+
+def test_every_exit_code_is_documented() -> None:
+    from cutover.errors import ExitCode
+
+    readme = (ROOT / "README.md").read_text()
+    for code in ExitCode:
+        assert re.search(rf"^\| {int(code)} \| ", readme, re.MULTILINE), code
