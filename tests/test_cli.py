@@ -313,3 +313,26 @@ def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
     assert "Cutover-Hold: vllm" in lines
     assert "+    app.kubernetes.io/name: llm-reasoning-candle   # the vLLM pods" in lines
     assert "Cutover-To: candle" in lines
+
+
+async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(cutover: Run, world: World,
+                                                                            tmp_path: Path) -> None:
+    from cutover.sim.contents import FakeContentsHost
+    from cutover.sim.gitrepo import BareRepo
+    from cutover.sim.slack import FakeSlack
+
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
+    from cutover.sim.argocd import seed_application
+
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await asyncio.sleep(0.05)
+    async with FakeContentsHost(repo, token=TOKEN) as host, FakeSlack() as slack:
+        result = await cutover("postsync", plan=world.plan_text(git_api_url=host.url, slack=True),
+                               env={"CUTOVER_SLACK_WEBHOOK": slack.webhook})
+    assert result.code == 0, result.stderr
+    stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
+    assert stages == ["started", "target ready", "names proven", "committed"]
+    assert "secretpath" not in result.stdout + result.stderr

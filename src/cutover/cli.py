@@ -144,11 +144,49 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
-    kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+    sender = _slack(args, plans)
     try:
-        return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
+        kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+        try:
+            return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
+        finally:
+            await kube.aclose()
     finally:
-        await kube.aclose()
+        if sender is not None:
+            await sender.flush()  # at most 5 s: Slack never holds the outcome (SPEC §6.7)
+
+
+def _slack(args: argparse.Namespace, plans: list[Plan]) -> Any:
+    """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands."""
+    from cutover import logs, notify  # noqa: PLC0415
+
+    settings = next((plan.slack for plan in plans if plan.slack), None)
+    if settings is None or args.dry_run or args.command in ("verify", "status", "plan", "diff"):
+        return None
+    webhook = _read_secret(settings.webhook_file, "CUTOVER_SLACK_WEBHOOK")
+    token = _read_secret(settings.bot_token_file, "CUTOVER_SLACK_BOT_TOKEN")
+    transport: Any
+    if token and settings.channel:
+        transport = notify.Bot(token, settings.channel)
+    elif webhook:
+        transport = notify.Webhook(webhook)
+    else:
+        return None
+    outbox = notify.Outbox()
+    global _redactor  # noqa: PLW0603 -- the same process-wide redactor, now with the Slack sink behind it
+    known = (_redactor.secrets if _redactor else []) + [value for value in (webhook, token) if value]
+    _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=known,
+                               sinks=[notify.SlackSink(outbox, min_level=settings.min_level)])
+    sender = notify.Sender(transport, outbox)
+    sender.start()
+    return sender
+
+
+def _read_secret(path: str | None, env: str) -> str | None:
+    if path:
+        with contextlib.suppress(OSError):
+            return Path(path).read_text(encoding="utf-8").strip() or None
+    return os.environ.get(env) or None
 
 
 async def _one(args: argparse.Namespace, kube: Any, plan: Plan) -> Report:

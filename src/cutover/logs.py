@@ -56,6 +56,10 @@ class Redactor:
                 event[key] = self.scrub(value)
         return event
 
+    @property
+    def secrets(self) -> list[str]:
+        return list(self._secrets)
+
     def scrub(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.scrub_text(value)
@@ -79,6 +83,7 @@ def configure(
     level: str = "info",
     secrets: Iterable[str] = (),
     stream: TextIO | None = None,
+    sinks: Iterable[Any] = (),
 ) -> Redactor:
     """Set up structlog for this process; returns the redactor so output paths can reuse it."""
     stream = stream or sys.stderr
@@ -98,6 +103,7 @@ def configure(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             *exc_step,
             redactor,
+            *sinks,  # after the redactor: a sink only ever sees redacted events
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),

@@ -320,7 +320,8 @@ class World:
         return path
 
     def plan_text(self, *, target: str = "candle", max_wait: str = "30m", proof: str = "auto",
-                  min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None) -> str:
+                  min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None,
+                  slack: bool = False) -> str:
         def selector(backend: str) -> str:
             return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items())
 
@@ -359,7 +360,7 @@ argocd:
   application: llm-serving
 rollback:
   auto: true
-"""
+""" + ("notify:\n  slack:\n    minLevel: info\n" if slack else "")
 
 
 def _free_port() -> int:

@@ -1,0 +1,268 @@
+"""Slack as a structlog sink: milestones (and events at or above `minLevel`) become Slack messages.
+
+Processor order: the Redactor runs before this sink, so only redacted events reach it. The sink only
+enqueues and returns (a log call never waits on Slack); a named background task sends, at most one
+request per second, honouring 429 Retry-After and retrying 5xx and network errors (tenacity); progress
+is coalesced to at most one post per 60 s; when the queue is full the oldest progress message goes and
+the drop is counted. At exit, `flush()` waits at most 5 s. A Slack failure never changes an outcome.
+
+Webhook mode posts one message per milestone. Bot-token mode (`chat.postMessage`, `chat.update`) opens
+one thread per cutover, keeps its head message updated with the current stage, and replies once per
+milestone. Called by the CLI, which builds the sink from the plan's `notify.slack`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+from collections.abc import MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import structlog
+import tenacity
+
+log = structlog.get_logger("cutover.notify")
+
+MILESTONES = {
+    "cutover.started": "started", "target.waiting": "waiting for the target", "target.ready": "target ready",
+    "names.proven": "names proven", "git.committed": "committed", "git.change_opened": "pull request opened",
+    "argocd.synced": "synced by ArgoCD", "service.verified": "verified", "cutover.completed": "completed",
+    "cutover.failed": "failed", "target.failed_fast": "failed", "target.budget_exhausted": "failed",
+    "names.failed": "failed", "rollback.committed": "rolled back", "cutover.held": "held",
+}
+PROGRESS = "target.waiting"
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+QUEUE_SIZE = 50
+PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
+SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
+FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (SPEC §6.7)
+QUIET = "_notify_internal"  # marks this module's own log lines so they are never sent to Slack
+
+
+@dataclasses.dataclass
+class Message:
+    key: str  # one thread per cutover: the service and the cutover id when known
+    stage: str
+    event: dict[str, Any]
+
+    @property
+    def progress(self) -> bool:
+        return self.event.get("event") == PROGRESS
+
+
+class SlackFailed(Exception):
+    def __init__(self, message: str, *, retry_after: float | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retry_after, self.retryable = retry_after, retryable
+
+
+# --- Block Kit (pure) --------------------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def blocks(message: Message) -> list[dict[str, Any]]:
+    """A header, up to 10 fields and, on failure, the cause and the hint; within Slack's documented limits
+    (header text 150, field 2000, section text 3000 characters; at most 50 blocks)."""
+    event = message.event
+    service = str(event.get("service", "?"))
+    move = f"{event.get('source') or event.get('from') or ''} → {event.get('to') or event.get('backend') or ''}"
+    fields = [("Stage", message.stage)]
+    for key, label in (("elapsed", "Elapsed (s)"), ("budget_left", "Budget left (s)"), ("pods", "Pods"),
+                       ("names", "Names"), ("commit", "Commit"), ("url", "Link"), ("ready", "Ready pods")):
+        if event.get(key) not in (None, "", []):
+            value = event[key]
+            fields.append((label, ", ".join(map(str, value)) if isinstance(value, list) else str(value)))
+    result: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(f"cutover {service} {move}".strip(), 150)}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
+                                       for label, value in fields[:10]]},
+    ]
+    if event.get("cause"):
+        detail = f"*Cause* `{event['cause']}`: {event.get('message', '')}\n*Hint* {event.get('hint', '')}"
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(detail, 3000)}})
+    return result[:50]
+
+
+def text(message: Message) -> str:
+    """The plain-text fallback (notifications, screen readers)."""
+    return _clip(f"cutover {message.event.get('service', '')}: {message.stage}", 3000)
+
+
+# --- transports --------------------------------------------------------------------------------------------
+
+
+class Webhook:
+    """An incoming webhook: one message per milestone. Only the host is ever logged."""
+
+    def __init__(self, url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url, self.host = url, urlsplit(url).hostname or "?"
+        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False)
+
+    async def send(self, message: Message) -> None:
+        response = await self.client.post(self.url, json={"text": text(message), "blocks": blocks(message)})
+        _check(response)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class Bot:
+    """A bot token and a channel: one thread per cutover, its head message updated in place."""
+
+    def __init__(self, token: str, channel: str, *, api: str = "https://slack.com/api",
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.channel, self.host = channel, urlsplit(api).hostname or "?"
+        self.client = httpx.AsyncClient(base_url=api, timeout=5.0, transport=transport, trust_env=False,
+                                        headers={"Authorization": f"Bearer {token}"})
+        self.threads: dict[str, str] = {}  # cutover key -> ts of the head message
+
+    async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self.client.post(f"/{method}", json=body)
+        _check(response)
+        answer: dict[str, Any] = response.json()
+        if not answer.get("ok"):
+            error = str(answer.get("error", "unknown"))
+            raise SlackFailed(f"Slack {method}: {error}", retryable=error in ("ratelimited", "internal_error",
+                                                                               "service_unavailable"))
+        return answer
+
+    async def send(self, message: Message) -> None:
+        head = self.threads.get(message.key)
+        payload = {"channel": self.channel, "text": text(message), "blocks": blocks(message)}
+        if head is None:
+            answer = await self._call("chat.postMessage", payload)
+            self.threads[message.key] = str(answer["ts"])
+            return
+        await self._call("chat.update", {**payload, "ts": head})
+        if not message.progress:  # progress lives in the head message only: no stream of replies
+            await self._call("chat.postMessage", {**payload, "thread_ts": head})
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _check(response: httpx.Response) -> None:
+    if response.status_code == 429:
+        after = response.headers.get("retry-after", "")
+        raise SlackFailed("Slack rate limit (429)", retry_after=float(after) if after.isdigit() else SEND_EVERY)
+    if response.status_code >= 500:
+        raise SlackFailed(f"Slack answered {response.status_code}")
+    if response.status_code >= 400:
+        raise SlackFailed(f"Slack refused the message ({response.status_code})", retryable=False)
+
+
+# --- the queue, the sender and the sink --------------------------------------------------------------------
+
+
+class Outbox:
+    """What waits to be sent, bounded: when full, the oldest progress message gives way."""
+
+    def __init__(self, size: int = QUEUE_SIZE) -> None:
+        self.items: collections.deque[Message] = collections.deque()
+        self.size, self.dropped = size, 0
+        self.ready = asyncio.Event()
+        self.drained = asyncio.Event()  # set whenever nothing waits any more
+        self.drained.set()
+        self._last_progress: dict[str, float] = {}
+
+    def put(self, message: Message, *, now: float) -> None:
+        if message.progress:
+            last = self._last_progress.get(message.key)
+            if last is not None and now - last < PROGRESS_EVERY:
+                return  # coalesced: progress is one updated message, not a stream
+            self._last_progress[message.key] = now
+        if len(self.items) >= self.size:
+            oldest = next((item for item in self.items if item.progress), self.items[0])
+            self.items.remove(oldest)
+            self.dropped += 1
+        self.items.append(message)
+        self.drained.clear()
+        self.ready.set()
+
+
+class Sender:
+    def __init__(self, transport: Webhook | Bot, outbox: Outbox) -> None:
+        self.transport, self.outbox = transport, outbox
+        self.sent = 0
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="slack sender")
+
+    async def _run(self) -> None:
+        while True:
+            if not self.outbox.items:
+                self.outbox.ready.clear()
+                await self.outbox.ready.wait()
+                continue
+            message = self.outbox.items[0]
+            try:
+                await self._deliver(message)
+                self.sent += 1
+            except (SlackFailed, httpx.HTTPError) as exc:  # given up: Slack never changes an outcome
+                log.warning("slack.dropped", error=str(exc), stage=message.stage, host=self.transport.host,
+                            **{QUIET: True})
+            if self.outbox.items and self.outbox.items[0] is message:
+                self.outbox.items.popleft()
+            if not self.outbox.items:
+                self.outbox.drained.set()
+            await asyncio.sleep(SEND_EVERY)
+
+    async def _deliver(self, message: Message) -> None:
+        async for attempt in tenacity.AsyncRetrying(
+                retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, httpx.TransportError) or (
+                    isinstance(exc, SlackFailed) and exc.retryable)),
+                wait=_wait, stop=tenacity.stop_after_attempt(4), reraise=True):
+            with attempt:
+                await self.transport.send(message)
+
+    async def flush(self, budget: float = FLUSH_BUDGET) -> None:
+        """Give queued messages up to `budget` seconds, then stop; never longer (SPEC §6.7)."""
+        with contextlib.suppress(TimeoutError):  # what is left is counted below, then dropped
+            await asyncio.wait_for(self.outbox.drained.wait(), budget)
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.outbox.items or self.outbox.dropped:
+            log.warning("slack.unsent", left=len(self.outbox.items), dropped=self.outbox.dropped,
+                        host=self.transport.host, **{QUIET: True})
+        await self.transport.aclose()
+
+
+def _wait(state: tenacity.RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    asked = getattr(exc, "retry_after", None)
+    return float(asked) if asked is not None else min(8.0, 2.0 ** (state.attempt_number - 1))
+
+
+class SlackSink:
+    """The structlog processor: decides what is worth a message, enqueues it, returns at once."""
+
+    def __init__(self, outbox: Outbox, *, min_level: str = "info") -> None:
+        self.outbox, self.min_level = outbox, LEVELS.get(min_level, 20)
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if event.pop(QUIET, False):
+            return event
+        name = str(event.get("event", ""))
+        stage = MILESTONES.get(name)
+        # Outside the milestones only warnings and errors, however low minLevel is: every info line in
+        # Slack is the spam ArgoCD users complain about most (argo-cd#14316).
+        if stage is None and LEVELS.get(method, 20) >= max(self.min_level, LEVELS["warning"]):
+            stage = name
+        if stage is None:
+            return event
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:  # no loop: nothing can send it anyway
+            return event
+        key = f"{event.get('service', '')}:{event.get('cutover', '')}"
+        self.outbox.put(Message(key, stage, dict(event)), now=now)
+        return event

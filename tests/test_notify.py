@@ -1,0 +1,131 @@
+"""Slack from structlog: message shapes, webhook and bot-token modes, coalesced progress, rate limits,
+failures that never block or change an outcome, and no secret anywhere; against a Slack double."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from cutover import logs, notify
+from cutover.sim.slack import FakeSlack
+
+pytestmark = pytest.mark.looptime
+
+SERVICE = "llm-serving/reasoning-long-predictor"
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as double:
+        yield double
+
+
+@pytest.fixture
+def output() -> Iterator[io.StringIO]:
+    stream = io.StringIO()
+    yield stream
+    structlog.reset_defaults()
+
+
+def wire(transport: notify.Webhook | notify.Bot, output: io.StringIO, secrets: list[str],
+         size: int = notify.QUEUE_SIZE) -> notify.Sender:
+    outbox = notify.Outbox(size)
+    logs.configure(fmt="json", stream=output, secrets=secrets, sinks=[notify.SlackSink(outbox)])
+    sender = notify.Sender(transport, outbox)
+    sender.start()
+    return sender
+
+
+def story(log: Any) -> None:
+    log.info("cutover.started", source="vllm", to="candle")
+    log.info("lock.acquired", lease="x")  # not a milestone, not a warning: not for Slack
+    for elapsed in range(30, 300, 30):
+        log.info("target.waiting", elapsed=elapsed, budget_left=1800 - elapsed)
+    log.info("target.ready", pods=["candle-0"])
+    log.info("names.proven", names=["reasoning-long", "reasoning"], pods=["candle-0"])
+    log.info("git.committed", commit="2fd4d74dc3c6", url="https://github.com/acme/gitops/commit/2fd4d74")
+
+
+async def test_webhook_mode_posts_one_message_per_milestone(slack: FakeSlack, output: io.StringIO) -> None:
+    sender = wire(notify.Webhook(slack.webhook), output, [slack.webhook])
+    log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
+    story(log)
+    await sender.flush(budget=60)
+    stages = [post.body["blocks"][1]["fields"][0]["text"] for post in slack.posted]
+    assert stages == ["*Stage*\nstarted", "*Stage*\nwaiting for the target", "*Stage*\ntarget ready",
+                      "*Stage*\nnames proven", "*Stage*\ncommitted"]  # progress coalesced to one in 60 s
+    header = slack.posted[0].body["blocks"][0]["text"]["text"]
+    assert header == "cutover llm-serving/reasoning-long-predictor vllm → candle"
+    assert "secretpath" not in output.getvalue()
+
+
+async def test_bot_mode_one_thread_with_its_head_updated_in_place(slack: FakeSlack, output: io.StringIO) -> None:
+    bot = notify.Bot(slack.token, "C0123", api=slack.url + "/api")
+    sender = wire(bot, output, [slack.token])
+    log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
+    story(log)
+    await sender.flush(budget=60)
+    calls = [(post.path.rsplit("/", 1)[-1], "thread_ts" in post.body, "ts" in post.body) for post in slack.posted]
+    assert calls[0] == ("chat.postMessage", False, False)  # the head message opens the thread
+    head_updates = [call for call in calls if call[0] == "chat.update"]
+    replies = [call for call in calls if call[1]]
+    assert len(head_updates) == 4 and len(replies) == 3  # progress updates the head only; milestones reply
+    assert len(slack.posted) <= 10
+    assert all(post.authorization == f"Bearer {slack.token}" for post in slack.posted)
+    assert slack.token not in output.getvalue()
+
+
+async def test_429_waits_as_asked_and_500_is_retried(slack: FakeSlack, output: io.StringIO) -> None:
+    slack.faults = [(429, {"Retry-After": "7"}), (500, {})]
+    sender = wire(notify.Webhook(slack.webhook), output, [slack.webhook])
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    structlog.get_logger("cutover").info("cutover.started", service=SERVICE, to="candle")
+    await sender.flush(budget=60)
+    assert len(slack.posted) == 1
+    assert loop.time() - start >= 7 + 2  # waited as asked, then backed off once
+
+
+async def test_a_hanging_slack_never_holds_the_exit_longer_than_5s(slack: FakeSlack, output: io.StringIO) -> None:
+    slack.hang = True
+    sender = wire(notify.Webhook(slack.webhook), output, [slack.webhook])
+    structlog.get_logger("cutover").info("cutover.completed", service=SERVICE, to="candle")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await sender.flush()
+    assert loop.time() - start == pytest.approx(5, abs=0.1)
+    unsent = [json.loads(line) for line in output.getvalue().splitlines() if '"slack.unsent"' in line]
+    assert unsent and unsent[0]["left"] == 1 and unsent[0]["host"] == "127.0.0.1"
+
+
+async def test_an_unreachable_slack_is_dropped_quietly(output: io.StringIO) -> None:
+    sender = wire(notify.Webhook("http://127.0.0.1:9/services/T/B/hidden-token-path"), output,
+                  ["http://127.0.0.1:9/services/T/B/hidden-token-path"])
+    structlog.get_logger("cutover").info("cutover.started", service=SERVICE)
+    await sender.flush(budget=60)
+    dropped = [json.loads(line) for line in output.getvalue().splitlines() if '"slack.dropped"' in line]
+    assert len(dropped) == 1 and "hidden-token-path" not in output.getvalue()
+
+
+def test_a_full_queue_drops_the_oldest_progress_and_counts() -> None:
+    outbox = notify.Outbox(size=3)
+    for index, name in enumerate(("target.waiting", "cutover.started", "names.proven", "git.committed")):
+        outbox.put(notify.Message(f"k{index}", name, {"event": name}), now=index * 100.0)
+    assert [m.event["event"] for m in outbox.items] == ["cutover.started", "names.proven", "git.committed"]
+    assert outbox.dropped == 1
+
+
+def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
+    event = {"event": "cutover.failed", "service": "s" * 500, "to": "candle", "cause": "crash_loop",
+             "message": "m" * 5000, "hint": "read the logs", **{f"k{i}": i for i in range(30)}}
+    rendered = notify.blocks(notify.Message("k", "failed", event))
+    assert len(rendered[0]["text"]["text"]) <= 150
+    assert all(len(field["text"]) <= 2000 for field in rendered[1]["fields"]) and len(rendered[1]["fields"]) <= 10
+    assert len(rendered[2]["text"]["text"]) <= 3000 and "`crash_loop`" in rendered[2]["text"]["text"]
+    assert len(rendered) <= 50
