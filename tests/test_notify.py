@@ -129,3 +129,41 @@ def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
     assert all(len(field["text"]) <= 2000 for field in rendered[1]["fields"]) and len(rendered[1]["fields"]) <= 10
     assert len(rendered[2]["text"]["text"]) <= 3000 and "`crash_loop`" in rendered[2]["text"]["text"]
     assert len(rendered) <= 50
+
+
+async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: FakeSlack, output: io.StringIO,
+                                                                      world: Any, kube: Any) -> None:
+    from cutover import threads
+    from cutover.sim.world import NAMESPACE
+    from cutover.sim.world import SERVICE as NAME
+
+    def process() -> notify.Sender:  # each hook Job is a new process with a new sender
+        bot = notify.Bot(slack.token, "C0123", api=slack.url + "/api")
+        outbox = notify.Outbox()
+        logs.configure(fmt="json", stream=output, sinks=[notify.SlackSink(outbox)])
+        sender = notify.Sender(bot, outbox, store=threads.LeaseThreads(kube, namespace=NAMESPACE, service=NAME))
+        sender.start()
+        return sender
+
+    def logger() -> Any:  # bound after configuring: a bound logger keeps the processors it was bound with
+        return structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long", cutover_id="c0ffee")
+
+    first = process()
+    log = logger()
+    log.info("cutover.started", source="vllm", to="candle")
+    log.info("git.committed", commit="2fd4d74")
+    await first.flush(budget=60)
+    second = process()  # the next sync's PostSync, or a re-run of the same Job
+    log = logger()
+    log.info("cutover.started", source="vllm", to="candle")  # said again by a re-run: not posted again
+    log.info("service.verified", backend="candle")
+    await second.flush(budget=60)
+    heads = [post.body["ts"] for post in slack.posted if "ts" in post.body]
+    replies = [post.body["thread_ts"] for post in slack.posted if "thread_ts" in post.body]
+    opened = [post for post in slack.posted if post.path.endswith("chat.postMessage") and "thread_ts" not in post.body]
+    assert len(opened) == 1  # one thread for the cutover, across both processes
+    assert set(heads) == set(replies) == {"1700000000.000001"}
+    stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
+    assert stages.count("started") == 1 and "verified" in stages
+    lease = world.kube.stored("coordination.k8s.io/v1/leases", NAMESPACE, f"cutover-{NAME}")
+    assert lease["metadata"]["annotations"]["cutover.dev/slack-thread-ts"] == "1700000000.000001"

@@ -144,23 +144,23 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
-    sender = _slack(args, plans)
+    kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+    sender = _slack(args, plans, kube)
     try:
-        kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
-        try:
-            return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
-        finally:
-            await kube.aclose()
+        return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
     finally:
         if sender is not None:
             await sender.flush()  # at most 5 s: Slack never holds the outcome (SPEC §6.7)
+        await kube.aclose()
 
 
-def _slack(args: argparse.Namespace, plans: list[Plan]) -> Any:
-    """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands."""
-    from cutover import logs, notify  # noqa: PLC0415
+def _slack(args: argparse.Namespace, plans: list[Plan], kube: Any) -> Any:
+    """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands.
+    Its thread and announced milestones live on that plan's Service Lease, for the next Job to find."""
+    from cutover import logs, notify, threads  # noqa: PLC0415
 
-    settings = next((plan.slack for plan in plans if plan.slack), None)
+    chosen = next((plan for plan in plans if plan.slack), None)
+    settings = chosen.slack if chosen else None
     if settings is None or args.dry_run or args.command in ("verify", "status", "plan", "diff"):
         return None
     webhook = _read_secret(settings.webhook_file, "CUTOVER_SLACK_WEBHOOK")
@@ -177,7 +177,9 @@ def _slack(args: argparse.Namespace, plans: list[Plan]) -> Any:
     known = (_redactor.secrets if _redactor else []) + [value for value in (webhook, token) if value]
     _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=known,
                                sinks=[notify.SlackSink(outbox, min_level=settings.min_level)])
-    sender = notify.Sender(transport, outbox)
+    assert chosen is not None
+    store = threads.LeaseThreads(kube, namespace=chosen.service.namespace, service=chosen.service.name)
+    sender = notify.Sender(transport, outbox, store=store)
     sender.start()
     return sender
 

@@ -18,7 +18,7 @@ import collections
 import contextlib
 import dataclasses
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -52,6 +52,15 @@ class Message:
     @property
     def progress(self) -> bool:
         return self.event.get("event") == PROGRESS
+
+
+class ThreadStore(Protocol):
+    """Where a cutover's Slack thread and announced milestones outlive the process (the next hook Job reads
+    them): `cutover.threads.LeaseThreads` keeps them in annotations on the Service's Lease."""
+
+    async def load(self, key: str) -> tuple[str | None, set[str]]: ...
+
+    async def save(self, key: str, ts: str | None, announced: set[str]) -> None: ...
 
 
 class SlackFailed(Exception):
@@ -188,10 +197,11 @@ class Outbox:
 
 
 class Sender:
-    def __init__(self, transport: Webhook | Bot, outbox: Outbox) -> None:
-        self.transport, self.outbox = transport, outbox
+    def __init__(self, transport: Webhook | Bot, outbox: Outbox, *, store: ThreadStore | None = None) -> None:
+        self.transport, self.outbox, self.store = transport, outbox, store
         self.sent = 0
         self.task: asyncio.Task[None] | None = None
+        self._announced: dict[str, set[str]] = {}
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name="slack sender")
@@ -204,8 +214,10 @@ class Sender:
                 continue
             message = self.outbox.items[0]
             try:
-                await self._deliver(message)
-                self.sent += 1
+                if await self._fresh(message):
+                    await self._deliver(message)
+                    self.sent += 1
+                    await self._remember(message)
             except (SlackFailed, httpx.HTTPError) as exc:  # given up: Slack never changes an outcome
                 log.warning("slack.dropped", error=str(exc), stage=message.stage, host=self.transport.host,
                             **{QUIET: True})
@@ -214,6 +226,23 @@ class Sender:
             if not self.outbox.items:
                 self.outbox.drained.set()
             await asyncio.sleep(SEND_EVERY)
+
+    async def _fresh(self, message: Message) -> bool:
+        """False for a milestone this cutover already announced (a re-run of the same Job says it again)."""
+        if message.key not in self._announced:
+            ts, announced = await self.store.load(message.key) if self.store else (None, set())
+            self._announced[message.key] = announced
+            if ts and isinstance(self.transport, Bot):
+                self.transport.threads.setdefault(message.key, ts)
+        return message.progress or message.stage not in self._announced[message.key]
+
+    async def _remember(self, message: Message) -> None:
+        if message.progress:
+            return
+        self._announced[message.key].add(message.stage)
+        if self.store is not None:
+            ts = self.transport.threads.get(message.key) if isinstance(self.transport, Bot) else None
+            await self.store.save(message.key, ts, self._announced[message.key])
 
     async def _deliver(self, message: Message) -> None:
         async for attempt in tenacity.AsyncRetrying(
@@ -263,6 +292,6 @@ class SlackSink:
             now = asyncio.get_running_loop().time()
         except RuntimeError:  # no loop: nothing can send it anyway
             return event
-        key = f"{event.get('service', '')}:{event.get('cutover', '')}"
+        key = str(event.get("cutover_id") or f"{event.get('service', '')}:{event.get('cutover', '')}")
         self.outbox.put(Message(key, stage, dict(event)), now=now)
         return event

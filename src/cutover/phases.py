@@ -142,6 +142,8 @@ async def postsync(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str
                       data={"held": hold})
     if dict(in_git) != dict(target):
         return await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author)
+    if last is not None and last.trailers.get("Cutover-Id"):  # the same cutover, seen by a later Job
+        structlog.contextvars.bind_contextvars(cutover_id=last.trailers["Cutover-Id"])
     if dict(live.selector) != dict(target):
         await _refresh(cluster, plan)
         return Report(summary=f"Git selects {plan.target}; waiting for ArgoCD to apply it", data={"applied": False})
@@ -200,6 +202,7 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
                 await _no_foreign_pods(cluster, plan, to)
 
         ident = cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
+        structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover
         text = writeback.message(plan, from_backend=source, to_backend=to, cutover_id=ident,
                                  proof=_proof(proofs[-1], plan), service_uid=live.uid,
                                  cluster_ip=live.cluster_ip or "", hold=hold)

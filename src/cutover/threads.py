@@ -1,0 +1,54 @@
+"""A cutover's Slack thread and announced milestones, kept in annotations on the Service's Lease so that
+the next hook Job (a later phase, or a re-run) finds the thread and does not announce a milestone twice.
+
+The Lease is the one object cutover may write in the Service's namespace (SPEC §6.3); its annotations
+outlive each holder. Writes are compare-and-swap, retried on conflict with the holder's renewals.
+Called by the CLI, which hands it to the Slack sender (`notify.ThreadStore`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cutover import lock
+from cutover.cluster import Cluster
+from cutover.errors import ClusterConflict, ClusterError
+
+KEY = "cutover.dev/slack-key"
+TS = "cutover.dev/slack-thread-ts"
+ANNOUNCED = "cutover.dev/slack-announced"
+
+
+class LeaseThreads:
+    def __init__(self, cluster: Cluster, *, namespace: str, service: str) -> None:
+        self.cluster, self.namespace, self.name = cluster, namespace, lock.lease_name(service)
+
+    async def load(self, key: str) -> tuple[str | None, set[str]]:
+        try:
+            current = await self.cluster.lease(self.namespace, self.name)
+        except ClusterError:
+            return None, set()  # best effort: at worst a new thread
+        notes = current.annotations if current else {}
+        if notes.get(KEY) != key:
+            return None, set()  # another cutover's thread
+        return notes.get(TS) or None, {stage for stage in notes.get(ANNOUNCED, "").split(",") if stage}
+
+    async def save(self, key: str, ts: str | None, announced: set[str]) -> None:
+        notes = {KEY: key, ANNOUNCED: ",".join(sorted(announced)), **({TS: ts} if ts else {})}
+        for _ in range(3):
+            try:
+                current = await self.cluster.lease(self.namespace, self.name)
+                spec: dict[str, Any] = {"holderIdentity": None, "leaseDurationSeconds": 1}
+                if current is not None:
+                    spec = {"holderIdentity": current.holder, "leaseDurationSeconds": int(current.duration),
+                            "leaseTransitions": current.transitions}
+                if current and current.renewed:
+                    spec["renewTime"] = current.renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                await self.cluster.write_lease(self.namespace, self.name, spec=spec,
+                                               annotations={**(current.annotations if current else {}), **notes},
+                                               previous=current)
+                return
+            except ClusterConflict:
+                continue
+            except ClusterError:
+                return
