@@ -9,6 +9,8 @@ Ratios are taken inside one run because these machines are noisy. Measured:
   5. peak RSS of `cutover verify --wait`
   6. a compare-and-swap commit round trip (read, edit, guard, write) per Git provider on the local doubles
   7. the selector edit with its guard on a 2,000-line multi-document file
+  8. the cost per logged event of the Slack sink with Slack down and its queue full
+  9. Slack messages posted for a whole 30-minute cutover in bot mode, and requests in all (fake time)
 """
 
 from __future__ import annotations
@@ -215,6 +217,69 @@ def bench_edit(runs: int) -> tuple[float, int]:
     return statistics.median(samples), len(text.splitlines())
 
 
+def bench_slack_overhead(events: int) -> float:
+    """Microseconds per event added by the sink, Slack down and the queue full, in one loop."""
+    import io
+
+    from cutover import logs, notify
+
+    async def measure(with_sink: bool) -> float:
+        outbox = notify.Outbox(size=10)
+        for index in range(10):
+            outbox.put(notify.Message(f"k{index}", "started", {"event": "cutover.started"}), now=0.0)
+        logs.configure(fmt="json", stream=io.StringIO(), sinks=[notify.SlackSink(outbox)] if with_sink else [])
+        log = structlog.get_logger("cutover")
+        start = time.perf_counter()
+        for index in range(events):
+            log.info("git.committed", service="ns/svc", cutover="c", commit=str(index))
+        return (time.perf_counter() - start) / events * 1e6
+
+    base = asyncio.run(measure(False))
+    sink = asyncio.run(measure(True))
+    structlog.reset_defaults()
+    return sink - base
+
+
+async def _slack_messages() -> tuple[int, int]:
+    from cutover import logs, notify
+    from cutover.githost.github import GitHub
+    from cutover.sim.slack import FakeSlack
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = BareRepo(Path(tmp) / "gitops.git")
+        repo.commit({GIT_PATH: SERVICE_FILE.read_text()}, "seed\n")
+        async with World() as world, FakeContentsHost(repo, token="t") as fake, FakeSlack() as slack:
+            world.admit_jobs()
+            world.add_pod("vllm", ready=True)
+            world.add_pod("candle", Script(pull=60, load=27 * 60))
+            (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url))
+            outbox = notify.Outbox()
+            import io
+
+            logs.configure(fmt="json", stream=io.StringIO(), sinks=[notify.SlackSink(outbox)])
+            sender = notify.Sender(notify.Bot(slack.token, "C1", api=slack.url + "/api"), outbox)
+            sender.start()
+            kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
+            host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
+            from cutover import phases
+
+            await phases.postsync(kube, the_plan, host, identity="bench", author=Author("c", "c@example.invalid"))
+            await sender.flush(budget=120)
+            await host.aclose()
+            await kube.aclose()
+            structlog.reset_defaults()
+            posted = sum(1 for post in slack.posted if post.path.endswith("chat.postMessage"))
+            return posted, len(slack.posted)
+
+
+def bench_slack_messages() -> tuple[int, int]:
+    loop = looptime.new_event_loop(start=0)
+    try:
+        return loop.run_until_complete(_slack_messages())
+    finally:
+        loop.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -225,6 +290,8 @@ def main() -> int:
     cli = asyncio.run(_serve_and_run(2 if args.smoke else 7))
     git = asyncio.run(bench_git(2 if args.smoke else 20))
     edit, lines = bench_edit(2 if args.smoke else 10)
+    overhead = bench_slack_overhead(2000 if args.smoke else 20000)
+    slack_posts = bench_slack_messages()
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -236,6 +303,9 @@ def main() -> int:
         ("5. peak RSS of `cutover verify --wait` (MB)", f"{cli['rss_mb']:.0f}", "≤ 80"),
         *((f"6. CAS commit round trip p50, {name} (s)", f"{value:.3f}", "") for name, value in git.items()),
         (f"7. edit + guard, {lines}-line multi-document file (s)", f"{edit:.3f}", ""),
+        ("8. Slack sink cost per event, Slack down, queue full (µs)", f"{overhead:.1f}", "≤ 1000"),
+        ("9. Slack messages posted, whole 30-minute cutover, bot mode", str(slack_posts[0]), "≤ 10"),
+        ("9. Slack requests in all (progress updates the head ≤ 1/min)", str(slack_posts[1]), ""),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -246,7 +316,7 @@ def main() -> int:
     for name, value, goal in rows:
         print(f"| {name.ljust(width)} | {value} | {goal} |")
     print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
-                      "git": git, "edit": edit}))
+                      "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts}))
     return 0
 
 

@@ -336,3 +336,20 @@ async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(c
     stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
     assert stages == ["started", "target ready", "names proven", "committed"]
     assert "secretpath" not in result.stdout + result.stderr
+
+
+async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path) -> None:
+    from cutover.sim.slack import FakeSlack
+
+    async with FakeSlack() as slack:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cutover", "demo", stdin=asyncio.subprocess.DEVNULL,
+            env={"PATH": os.environ["PATH"], "CUTOVER_SLACK_WEBHOOK": slack.webhook},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()[-2000:]
+    lines = out.decode().strip().splitlines()
+    assert lines[-1] == f"cutover demo: {len(slack.posted)} message(s) posted to Slack (127.0.0.1)"
+    stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
+    assert "committed" in stages and "verified" in stages and "rolled back" in stages and "held" in stages
+    assert "secretpath" not in out.decode() + err.decode()

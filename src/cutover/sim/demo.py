@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 import looptime
 
-from cutover import cluster, logs, manifest, phases, plan
+from cutover import cluster, logs, manifest, notify, phases, plan
 from cutover.errors import CutoverError
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
@@ -33,6 +34,7 @@ SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 HEADER = """# reasoning-long-predictor: the stable name clients use for the long-context reasoning model.
 # cutover edits only the selector below; every other line, this comment included, stays as it is.
 """
+SLACK_BUDGET = 30.0  # seconds of real time to post the story's milestones, one a second
 TOKEN = "demo-token-of-the-simulated-git-host"  # noqa: S105 -- the simulated host's own
 
 
@@ -101,7 +103,6 @@ async def story(workdir: Path) -> int:
             await kube.aclose()
         probes = [path for _, path, _ in candle.engine.requests]
         say(f"The candle-vllm double saw {len(probes)} requests, none before it was Ready: {', '.join(probes)}")
-        say("Still to come in the demo: Slack messages.")
         print("cutover demo: OK — vllm -> candle, committed once, applied in place, verified; rolled back and held")
         return 0
 
@@ -144,12 +145,37 @@ async def _rollback(cast: Cast) -> None:
     print(held.summary)
 
 
+def _slack_from_env() -> notify.Webhook | notify.Bot | None:
+    """CUTOVER_SLACK_WEBHOOK, or CUTOVER_SLACK_BOT_TOKEN with CUTOVER_SLACK_CHANNEL: see the messages first."""
+    token, channel = os.environ.get("CUTOVER_SLACK_BOT_TOKEN"), os.environ.get("CUTOVER_SLACK_CHANNEL")
+    if token and channel:
+        return notify.Bot(token, channel, api=os.environ.get("CUTOVER_SLACK_API", "https://slack.com/api"))
+    webhook = os.environ.get("CUTOVER_SLACK_WEBHOOK")
+    return notify.Webhook(webhook) if webhook else None
+
+
+async def _post(outbox: notify.Outbox, transport: notify.Webhook | notify.Bot) -> int:
+    """After the story: send what it said, in real time (the story itself ran in fake time)."""
+    sender = notify.Sender(transport, outbox)
+    sender.start()
+    await sender.flush(budget=SLACK_BUDGET)
+    return sender.sent
+
+
 def main(args: argparse.Namespace) -> int:
+    transport = _slack_from_env()
+    outbox = notify.Outbox()
+    secrets = [value for value in (os.environ.get("CUTOVER_SLACK_WEBHOOK"), os.environ.get("CUTOVER_SLACK_BOT_TOKEN"))
+               if value]
     logs.configure(fmt=args.log_format or ("console" if sys.stdout.isatty() else "json"), level=args.log_level,
-                   stream=sys.stdout)
+                   stream=sys.stdout, secrets=secrets, sinks=[notify.SlackSink(outbox)] if transport else [])
     loop = looptime.new_event_loop(start=0)
     try:
         with tempfile.TemporaryDirectory(prefix="cutover-demo-") as workdir:
-            return loop.run_until_complete(story(Path(workdir)))
+            code = loop.run_until_complete(story(Path(workdir)))
     finally:
         loop.close()
+    if transport is not None:
+        sent = asyncio.run(_post(outbox, transport))
+        print(f"cutover demo: {sent} message(s) posted to Slack ({transport.host})")
+    return code
