@@ -63,6 +63,9 @@ async def test_no_change_pending_passes_at_once(world: World, kube: cluster.Clus
     assert report.data == {"changed": False} and "nothing to gate" in report.summary
     assert vllm.engine.requests == [] and candle.engine.requests == []  # no proof, no waiting
     assert named(events, "presync.no_change")
+    from cutover import notify
+
+    assert [e for e in events if e["event"] in notify.MILESTONES] == []  # so nothing for Slack either
 
 
 async def test_a_change_to_a_ready_backend_is_proven(world: World, kube: cluster.Cluster, host: GitHub,
