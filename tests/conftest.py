@@ -17,7 +17,14 @@ import structlog
 from structlog.testing import LogCapture
 
 from cutover import cluster, plan
+from cutover.githost.github import GitHub
+from cutover.sim.contents import FakeContentsHost
+from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import World
+
+GIT_TOKEN = "ghp_" + "C" * 36
+SERVICE_PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+SERVICE_FILE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +56,23 @@ def make_plan(world: World) -> Any:
         return one
 
     return build
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> BareRepo:
+    """The GitOps repository: a real bare repository holding the reference Service file."""
+    bare = BareRepo(tmp_path / "gitops.git")
+    bare.commit({SERVICE_PATH: SERVICE_FILE}, "Add the Service\n")
+    return bare
+
+
+@pytest.fixture
+async def host(repo: BareRepo) -> AsyncIterator[GitHub]:
+    """The GitHub provider, talking to a GitHub double over that repository."""
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        client = GitHub(url="https://github.com/acme/gitops.git", branch="main", token=GIT_TOKEN, api_url=fake.url)
+        yield client
+        await client.aclose()
 
 
 @pytest.fixture

@@ -18,13 +18,11 @@ import pytest
 from cutover import cluster, errors, manifest, phases, plan
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from cutover.sim.contents import FakeContentsHost
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import NAMESPACE, SERVICE, Script, World
 
 pytestmark = pytest.mark.looptime
 
-TOKEN = "ghp_" + "E" * 36
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 AUTHOR = Author("cutover", "cutover@example.invalid")
@@ -118,20 +116,6 @@ class ArgoCD:
             "sync": {"status": "Synced", "revision": revision}, "health": {"status": "Healthy"},
             "operationState": {"phase": phase, "syncResult": {"revision": revision}}}})
 
-
-@pytest.fixture
-def repo(tmp_path: Path) -> BareRepo:
-    bare = BareRepo(tmp_path / "gitops.git")
-    bare.commit({PATH: FIXTURE}, "Add the Service\n")
-    return bare
-
-
-@pytest.fixture
-async def host(repo: BareRepo) -> AsyncIterator[GitHub]:
-    async with FakeContentsHost(repo, token=TOKEN) as fake:
-        client = GitHub(url="https://github.com/acme/gitops.git", branch="main", token=TOKEN, api_url=fake.url)
-        yield client
-        await client.aclose()
 
 
 @contextlib.asynccontextmanager

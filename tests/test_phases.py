@@ -17,31 +17,15 @@ from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.sim import argocd as sim_argocd
-from cutover.sim.contents import FakeContentsHost
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import BACKENDS, Script, World
 from helpers import named
 
 pytestmark = pytest.mark.looptime
 
-TOKEN = "ghp_" + "P" * 36
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 
-
-@pytest.fixture
-def repo(tmp_path: Path) -> BareRepo:
-    bare = BareRepo(tmp_path / "gitops.git")
-    bare.commit({PATH: FIXTURE}, "Add the Service\n")
-    return bare
-
-
-@pytest.fixture
-async def host(repo: BareRepo) -> AsyncIterator[GitHub]:
-    async with FakeContentsHost(repo, token=TOKEN) as fake:
-        client = GitHub(url="https://github.com/acme/gitops.git", branch="main", token=TOKEN, api_url=fake.url)
-        yield client
-        await client.aclose()
 
 
 def switch(repo: BareRepo, the_plan: plan.Plan, to: str) -> str:
