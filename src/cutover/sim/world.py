@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import random
 import socket
 import ssl
 from pathlib import Path
@@ -44,7 +45,9 @@ BACKENDS: dict[str, dict[str, Any]] = {
 }
 PODS = "/v1/pods"
 SLICES = "discovery.k8s.io/v1/endpointslices"
-_worlds = itertools.count(1)
+# Each world takes its own block of loopback addresses; the start is random so that two test processes on
+# one machine (a developer's run beside CI's) rarely meet on the same ClusterIP ports.
+_worlds = itertools.count(random.randrange(1, 250))
 
 
 @dataclasses.dataclass
@@ -158,7 +161,8 @@ class World:
         self.port = _free_port()
         self.pods: dict[str, SimPod] = {}
         self._names = itertools.count(1)
-        self.cluster_ip = f"127.96.{self.number}.17"  # a loopback address the kube-proxy stand-in listens on
+        # A loopback address for the ClusterIP; the kube-proxy stand-in listens on it.
+        self.cluster_ip = f"127.96.{self.number}.{random.randrange(1, 255)}"
         self._proxies: list[asyncio.Server] = []
         self.proxied: list[tuple[int, str | None]] = []  # (service port, endpoint chosen or None), per connection
 
