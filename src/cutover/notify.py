@@ -213,19 +213,22 @@ class Sender:
                 await self.outbox.ready.wait()
                 continue
             message = self.outbox.items[0]
+            posted = False
             try:
                 if await self._fresh(message):
                     await self._deliver(message)
+                    posted = True
                     self.sent += 1
                     await self._remember(message)
-            except (SlackFailed, httpx.HTTPError) as exc:  # given up: Slack never changes an outcome
+            except Exception as exc:
                 log.warning("slack.dropped", error=str(exc), stage=message.stage, host=self.transport.host,
                             **{QUIET: True})
             if self.outbox.items and self.outbox.items[0] is message:
                 self.outbox.items.popleft()
             if not self.outbox.items:
                 self.outbox.drained.set()
-            await asyncio.sleep(SEND_EVERY)
+            if posted:
+                await asyncio.sleep(SEND_EVERY)  # one request a second, per channel
 
     async def _fresh(self, message: Message) -> bool:
         """False for a milestone this cutover already announced (a re-run of the same Job says it again)."""
