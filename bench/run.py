@@ -11,6 +11,8 @@ Ratios are taken inside one run because these machines are noisy. Measured:
   7. the selector edit with its guard on a 2,000-line multi-document file
   8. the cost per logged event of the Slack sink with Slack down and its queue full
   9. Slack messages posted for a whole 30-minute cutover in bot mode, and requests in all (fake time)
+ 10. installed size of cutover and its runtime dependencies (what the image adds to python:3.11-slim + git);
+     full runs only, as it installs from the package index
 """
 
 from __future__ import annotations
@@ -280,6 +282,15 @@ def bench_slack_messages() -> tuple[int, int]:
         loop.close()
 
 
+def bench_installed_size() -> float:
+    """MB that `pip install .` puts on disk, without the demo and test extras."""
+    with tempfile.TemporaryDirectory() as target:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", target,
+                        str(ROOT)], check=True, capture_output=True)
+        total = sum(path.stat().st_size for path in Path(target).rglob("*") if path.is_file())
+    return total / 1e6
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -291,6 +302,7 @@ def main() -> int:
     git = asyncio.run(bench_git(2 if args.smoke else 20))
     edit, lines = bench_edit(2 if args.smoke else 10)
     overhead = bench_slack_overhead(2000 if args.smoke else 20000)
+    installed = None if args.smoke else bench_installed_size()
     slack_posts = bench_slack_messages()
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
@@ -306,6 +318,8 @@ def main() -> int:
         ("8. Slack sink cost per event, Slack down, queue full (µs)", f"{overhead:.1f}", "≤ 1000"),
         ("9. Slack messages posted, whole 30-minute cutover, bot mode", str(slack_posts[0]), "≤ 10"),
         ("9. Slack requests in all (progress updates the head ≤ 1/min)", str(slack_posts[1]), ""),
+        ("10. installed size, cutover + runtime dependencies (MB)",
+         f"{installed:.0f}" if installed is not None else "(full runs)", ""),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
