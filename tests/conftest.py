@@ -79,6 +79,7 @@ async def host(repo: BareRepo) -> AsyncIterator[GitHub]:
 def events() -> Iterator[list[dict[str, Any]]]:
     """Structured log events of the test, as dicts (structlog's own capture)."""
     capture = LogCapture()
+    structlog.reset_defaults()  # whatever an earlier test configured (a level filter, say) must not leak in
     structlog.configure(processors=[structlog.processors.add_log_level, capture])
     yield capture.entries
     structlog.reset_defaults()

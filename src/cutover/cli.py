@@ -139,7 +139,7 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
         if args.command == "verify":
             plan.backend(args.backend)
         if args.to is not None:
-            plan.backend(args.to)
+            plan.backend(args.to, field="--to")
     main_task = asyncio.current_task()
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):

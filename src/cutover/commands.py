@@ -141,7 +141,7 @@ def _wanted_selector(plan: Plan, *, to: str | None, selector: str | None) -> dic
         raise InvalidInput("diff: expected exactly one of --to BACKEND or --selector K=V,K=V",
                            hint="name a backend of the plan, or spell the selector out")
     if to is not None:
-        return dict(plan.backend(to).selector)
+        return dict(plan.backend(to, field="--to").selector)
     pairs = [part.partition("=") for part in (selector or "").split(",") if part.strip()]
     if not pairs or any(not key.strip() or sep != "=" for key, sep, _ in pairs):
         raise InvalidInput(f"--selector: expected K=V pairs separated by commas, found {selector!r}",

@@ -115,10 +115,10 @@ class Plan:
     rollback_auto: bool = True
     slack: Slack | None = None
 
-    def backend(self, name: str) -> Backend:
+    def backend(self, name: str, *, field: str = "--backend") -> Backend:
         if name not in self.backends:
             raise InvalidInput(
-                f"--backend: expected one of {', '.join(sorted(self.backends))}, found {name!r}",
+                f"{field}: expected one of {', '.join(sorted(self.backends))}, found {name!r}",
                 hint="name a key under `backends:` in the plan",
             )
         return self.backends[name]

@@ -1,0 +1,99 @@
+"""The bad-input corpus through the command line, in process: every case exits 2 with a message naming what
+is wrong, before anything is touched. KUBECONFIG points nowhere, so a command that went on to the cluster
+would end with `cluster_config` (exit 1) instead: exit 2 proves it stopped first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import structlog
+
+from cutover import cli
+from test_plan import BAD, GOOD
+
+FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+
+
+def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str,
+        plan: str = GOOD, service: str | None = None) -> tuple[int, str]:
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(plan)
+    monkeypatch.setenv("CUTOVER_PLAN", str(plan_file))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.setenv("CUTOVER_TERMINATION_LOG", str(tmp_path / "termination-log"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    if service is not None:
+        (tmp_path / "svc.yaml").write_text(service)
+    try:
+        with pytest.raises(SystemExit) as caught:
+            cli.main(["--log-level", "error", *args])
+    finally:
+        structlog.reset_defaults()  # the CLI configures logging for the process: not for the next test
+    outcome = capsys.readouterr().out.strip().splitlines()[-1]
+    return int(caught.value.code or 0), outcome
+
+
+PLAN_CASES = [(why, text, f"{field}: expected") for why, text, field, _ in BAD]
+
+FILE_CASES = [
+    ("file not yaml", "kind: [oops\n", "not valid YAML"),
+    ("file without the document", FIXTURE.replace("kind: Service", "kind: ConfigMap"), "no document with kind"),
+    ("file with it twice", FIXTURE + "---\n" + FIXTURE, "2 documents match"),
+    ("file without the selector", FIXTURE.replace("  selector:", "  chooser:"), "spec.selector: missing"),
+    ("selector as a list", FIXTURE.replace("""  selector:
+    app.kubernetes.io/name: llm-reasoning             # the vLLM deployment
+    component: predictor
+    serving.kserve.io/inferenceservice: reasoning     # KServe's own label on the vLLM pods
+""", "  selector: [a, b]\n"), "expected a mapping of labels"),
+    ("tab indentation", FIXTURE.replace("    component: predictor", "\tcomponent: predictor"),
+     "a tab in the indentation"),
+    ("duplicate label", FIXTURE.replace("    component: predictor\n", "    component: predictor\n"
+                                                                   "    component: again\n"), "duplicate key"),
+    ("label not a string", FIXTURE.replace("component: predictor", "component: 2"), "not a string"),
+]
+
+CLI_CASES = [
+    ("no command", (), "invalid arguments"),
+    ("unknown command", ("launch",), "invalid arguments"),
+    ("verify without a backend", ("verify",), "invalid arguments"),
+    ("verify an unknown backend", ("verify", "--backend", "sglang"), "--backend: expected one of candle, vllm"),
+    ("run to an unknown backend", ("run", "--to", "tgi"), "--to: expected one of candle, vllm, found 'tgi'"),
+    ("diff to an unknown backend", ("diff", "--file", "svc.yaml", "--to", "tgi"), "--to: expected one of"),
+    ("unknown output format", ("status", "--output", "yaml"), "invalid arguments"),
+    ("unknown log format", ("--log-format", "xml", "status"), "invalid arguments"),
+    ("diff without a file", ("diff", "--to", "candle"), "invalid arguments"),
+    ("diff with both targets", ("diff", "--file", "svc.yaml", "--to", "candle", "--selector", "a=b"),
+     "exactly one of --to BACKEND or --selector"),
+    ("diff with a broken selector", ("diff", "--file", "svc.yaml", "--selector", "a"), "expected K=V pairs"),
+    ("diff with a bad label", ("diff", "--file", "svc.yaml", "--selector", "a=b c"), "must be at most 63"),
+    ("--name not in the plan", ("--name", "other", "status"), "--name: expected a metadata.name"),
+    ("plan file missing", ("--plan", "/nowhere/plan.yaml", "status"), "file not found"),
+]
+
+
+def test_the_corpus_is_large() -> None:
+    assert len(PLAN_CASES) + len(FILE_CASES) + len(CLI_CASES) >= 30
+
+
+@pytest.mark.parametrize(("why", "text", "words"), PLAN_CASES, ids=[case[0] for case in PLAN_CASES])
+def test_bad_plans(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str,
+                   text: str, words: str) -> None:
+    code, outcome = run(capsys, tmp_path, monkeypatch, "postsync", plan=text)
+    assert code == 2 and words in outcome and "hint:" in outcome
+
+
+@pytest.mark.parametrize(("why", "text", "words"), FILE_CASES, ids=[case[0] for case in FILE_CASES])
+def test_bad_service_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           why: str, text: str, words: str) -> None:
+    code, outcome = run(capsys, tmp_path, monkeypatch, "diff", "--file", str(tmp_path / "svc.yaml"), "--to",
+                        "candle", service=text)
+    assert code == 2 and words in outcome
+
+
+@pytest.mark.parametrize(("why", "args", "words"), CLI_CASES, ids=[case[0] for case in CLI_CASES])
+def test_bad_command_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           why: str, args: tuple[str, ...], words: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, outcome = run(capsys, tmp_path, monkeypatch, *args, service=FIXTURE)
+    assert code == 2 and words in outcome
