@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import kubernetes.client
@@ -35,7 +35,6 @@ from cutover.payloads import application_view, endpoint_views, lease_view, pod_v
 from cutover.views import ApplicationView, EndpointView, LeaseView, PodView, PolicyView, ServiceView
 
 log = structlog.get_logger("cutover.cluster")
-T = TypeVar("T")
 
 SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 WATCH_SECONDS = 290  # server-side watch timeout; a fresh watch resumes from the last resourceVersion

@@ -58,10 +58,6 @@ class Assessment:
     pods: tuple[PodProgress, ...]
 
     @property
-    def done(self) -> bool:
-        return self.failure is not None or self.satisfied
-
-    @property
     def satisfied(self) -> bool:
         return self.failure is None and bool(self.ready)
 

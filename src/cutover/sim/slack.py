@@ -75,20 +75,18 @@ class FakeSlack:
         return request.headers.get("Authorization") == f"Bearer {self.token}"
 
     async def _post_message(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return web.json_response({"ok": False, "error": "invalid_auth"})
-        fault = await self._record(request)
-        if fault is not None:
-            return fault
-        body = self.posted[-1].body
-        return web.json_response({"ok": True, "channel": body.get("channel"), "ts": f"1700000000.{next(self._ts):06d}",
-                                  "message": {"text": body.get("text")}})
+        return await self._api(request, lambda body: f"1700000000.{next(self._ts):06d}")
 
     async def _update(self, request: web.Request) -> web.Response:
+        return await self._api(request, lambda body: body.get("ts"))
+
+    async def _api(self, request: web.Request, ts: Any) -> web.Response:
+        """A Web API method: auth, faults, the record, then Slack's `ok` answer with the message's ts."""
         if not self._authorized(request):
             return web.json_response({"ok": False, "error": "invalid_auth"})
         fault = await self._record(request)
         if fault is not None:
             return fault
         body = self.posted[-1].body
-        return web.json_response({"ok": True, "channel": body.get("channel"), "ts": body.get("ts")})
+        return web.json_response({"ok": True, "channel": body.get("channel"), "ts": ts(body),
+                                  "message": {"text": body.get("text")}})
