@@ -58,7 +58,7 @@ async def test_help_lists_every_command(cutover: Run) -> None:
 
 async def test_verify_a_ready_backend(cutover: Run, world: World, tmp_path: Path) -> None:
     world.add_pod("candle", ready=True)
-    await asyncio.sleep(0.05)
+    await world.settled()
     result = await cutover("verify", "--backend", "candle")
     assert result.code == 0, result.stderr
     assert result.outcome.startswith("cutover verify: OK — backend candle proven: 1 pod(s) serve reasoning-long, "
@@ -72,7 +72,7 @@ async def test_verify_a_ready_backend(cutover: Run, world: World, tmp_path: Path
 
 async def test_verify_not_ready_exits_3_with_cause_and_hint(cutover: Run, world: World) -> None:
     world.add_pod("candle")  # still pulling its image
-    await asyncio.sleep(0.05)
+    await world.settled()
     result = await cutover("verify", "--backend", "candle")
     assert result.code == 3
     assert "FAILED (exit 3, cause target_not_ready_now)" in result.outcome and "hint: run with --wait" in result.outcome
@@ -82,7 +82,7 @@ async def test_verify_not_ready_exits_3_with_cause_and_hint(cutover: Run, world:
 
 async def test_a_name_not_served_exits_4(cutover: Run, world: World) -> None:
     world.add_pod("vllm", ready=True)
-    await asyncio.sleep(0.05)
+    await world.settled()
     result = await cutover("verify", "--backend", "vllm", plan=world.plan_text(names=("reasoning-xl",)))
     assert result.code == 4 and "cause name_not_listed" in result.outcome
 
@@ -111,7 +111,7 @@ async def test_bad_arguments_exit_2(cutover: Run) -> None:
 async def test_status_as_json(cutover: Run, world: World) -> None:
     world.add_pod("vllm", ready=True)
     world.add_pod("candle")
-    await asyncio.sleep(0.05)
+    await world.settled()
     result = await cutover("status", "--output", "json")
     assert result.code == 0
     body: dict[str, Any] = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
@@ -141,7 +141,7 @@ async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover:
     token_file = tmp_path / "token"
     token_file.write_text(secret + "\n")
     world.add_pod("candle", ready=True)
-    await asyncio.sleep(0.05)
+    await world.settled()
     # Someone pasted the token where the plan's name belongs: it must still never be printed.
     text = world.plan_text().replace("name: reasoning-long\n", f"name: {secret}\n", 1).replace(
         "  branch: main\n", f"  branch: main\n  tokenFile: {token_file}\n")
@@ -203,7 +203,7 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
     repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
-    await asyncio.sleep(0.05)
+    await world.settled()
     async with FakeContentsHost(repo, token=TOKEN) as host:
         result = await cutover("plan", plan=world.plan_text(git_api_url=host.url))
     assert result.code == 0, result.stderr
@@ -239,7 +239,7 @@ async def test_presync_passes_without_a_change_and_aborts_a_change_to_an_unsched
     first = repo.commit({path: FIXTURE.read_text()}, "seed\n")
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", Script(fault="unschedulable"))
-    await asyncio.sleep(0.05)
+    await world.settled()
     async with FakeContentsHost(repo, token=TOKEN) as host:
         text = world.plan_text(git_api_url=host.url)
         quiet = await cutover("presync", plan=text, env={"CUTOVER_JOB_NAME": f"cutover-presync-{first[:7]}-presync-"
@@ -283,7 +283,7 @@ async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World,
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cutover", "postsync", env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=stderr)
-        for _ in range(400):  # until the wait has begun (the log says so)
+        for _ in range(400):  # until the wait has begun (the log says so); a bounded poll of another process
             if b"target.watching" in log_file.read_bytes():
                 break
             await asyncio.sleep(0.05)
@@ -328,7 +328,7 @@ async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(c
     seed_application(world)
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
-    await asyncio.sleep(0.05)
+    await world.settled()
     async with FakeContentsHost(repo, token=TOKEN) as host, FakeSlack() as slack:
         result = await cutover("postsync", plan=world.plan_text(git_api_url=host.url, slack=True),
                                env={"CUTOVER_SLACK_WEBHOOK": slack.webhook})

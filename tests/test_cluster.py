@@ -21,7 +21,7 @@ from helpers import PODS, fail_first, requests
 async def test_pods_by_selector_service_slices_and_policies(world: World, kube: cluster.Cluster) -> None:
     serving = world.add_pod("vllm", ready=True)
     world.add_pod("candle", Script(pull=3600))
-    await _settle()
+    await world.settled()
     pods, version = await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
     assert [pod.name for pod in pods] == [serving.name] and int(version) > 0
     assert pods[0].ready and pods[0].ip == serving.ip
@@ -44,7 +44,7 @@ async def test_in_cluster_over_https_with_the_service_account_token(tmp_path: Pa
     authority.issue_cert("127.0.0.1").configure_cert(context)
     async with World(ssl_context=context) as world:
         world.add_pod("vllm", ready=True)
-        await _settle()
+        await world.settled()
         account = tmp_path / "serviceaccount"
         account.mkdir()
         (account / "token").write_text("in-cluster-token-0123456789")
@@ -157,10 +157,3 @@ async def test_a_dropped_watch_reconnects(world: World, kube: cluster.Cluster) -
         while pod.name not in watch.pods:
             await watch.changed(None)
     assert len(requests(world, watch=True)) >= 2
-
-
-async def _settle() -> None:
-    import asyncio
-
-    for _ in range(20):
-        await asyncio.sleep(0)

@@ -82,7 +82,7 @@ async def story(workdir: Path) -> int:
         say(f"Simulated cluster: Service {NAMESPACE}/{SERVICE} (ClusterIP {world.cluster_ip}, ports 80 and 8080), "
             "a GitOps repository, an ArgoCD Application")
         vllm = world.add_pod("vllm", ready=True)
-        await asyncio.sleep(0)
+        await world.settled()
         say(f"vLLM pod {vllm.name} serves 'reasoning-long' and 'reasoning' at {vllm.ip}")
         candle = world.add_pod("candle", Script(pull=45, load=11 * 60))
         say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "

@@ -160,6 +160,7 @@ class World:
         self.number = next(_worlds) % 250 + 1
         self.port = _free_port()
         self.pods: dict[str, SimPod] = {}
+        self._becoming_ready: list[asyncio.Task[None]] = []
         self._names = itertools.count(1)
         # A loopback address for the ClusterIP; the kube-proxy stand-in listens on it.
         self.cluster_ip = f"127.96.{self.number}.{random.randrange(1, 255)}"
@@ -233,9 +234,16 @@ class World:
         self.kube.apply(PODS, pod.manifest())
         if ready:
             pod.task = asyncio.create_task(self._ready_now(pod), name=f"sim pod {name}")
+            self._becoming_ready.append(pod.task)
         else:
             pod.task = asyncio.create_task(pod.live(), name=f"sim pod {name}")
         return pod
+
+    async def settled(self) -> None:
+        """Until every pod added as ready serves, and every script has taken its first, instant step."""
+        await asyncio.gather(*self._becoming_ready)
+        self._becoming_ready.clear()
+        await asyncio.sleep(0)  # a yield, not a wait: lets scripts run up to their first timed step
 
     async def _ready_now(self, pod: SimPod) -> None:
         await pod._start()
