@@ -439,3 +439,40 @@ async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(
     application = world.kube.stored(APPS, "argocd", "llm-serving")
     assert application is not None and not application["metadata"].get("annotations")
     assert world.kube.objects("/v1/events", "llm-serving") == []
+
+
+async def test_run_asks_again_when_an_operation_that_began_during_the_wait_ends_without_its_commit(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """argo-cd#21902: a refresh asked for while an older operation runs can be lost with it."""
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(pull=30, load=300))
+    old = repo.head()
+
+    def refresh_asked() -> bool:
+        application = world.kube.stored(APPS, "argocd", "llm-serving") or {}
+        return "argocd.argoproj.io/refresh" in ((application.get("metadata") or {}).get("annotations") or {})
+
+    async def lossy_argocd() -> None:
+        await asyncio.sleep(100)  # an operation on the old revision begins while run still waits for candle
+        world.kube.merge(APPS, "argocd", "llm-serving", {"status": {"operationState": {
+            "phase": "Running", "startedAt": world.kube.stamp(), "syncResult": {"revision": old}}}})
+        while not refresh_asked():  # noqa: ASYNC110 -- ArgoCD notices by polling too (fake time)
+            await asyncio.sleep(1)
+        world.kube.merge(APPS, "argocd", "llm-serving",
+                         {"metadata": {"annotations": {"argocd.argoproj.io/refresh": None}}})  # swallowed
+        await asyncio.sleep(20)
+        world.kube.merge(APPS, "argocd", "llm-serving", {"status": {
+            "sync": {"status": "OutOfSync", "revision": old},
+            "operationState": {"phase": "Succeeded", "finishedAt": world.kube.stamp()}}})
+        await sim_argocd.autosync(world, repo, PATH)  # from now on, an ordinary ArgoCD
+
+    argocd_task = asyncio.create_task(lossy_argocd())
+    try:
+        report = await phases.run(kube, make_plan(), host, identity="job-run", author=AUTHOR)
+    finally:
+        argocd_task.cancel()
+        await asyncio.gather(argocd_task, return_exceptions=True)
+    assert report.data["verified"] is True
+    assert len(named(events, "argocd.refresh_again")) == 1

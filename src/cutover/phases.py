@@ -347,16 +347,19 @@ async def run(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, aut
     in_git = manifest.read_selector(current.content, document=plan.git.document,
                                     selector_path=plan.git.selector_path, source=plan.git.path)
     loop = asyncio.get_running_loop()
-    committed_at = Clock().now()
     if dict(in_git) != dict(plan.backend(to).selector) or hold:
         advanced = await _advance(cluster, plan, host, live=live, in_git=in_git, identity=identity, author=author,
                                   to=to, hold=hold)
         if DRY_RUN.get():
             return advanced
         commit = str(advanced.data["commit"])
+        # When the commit landed, not when the run began: the wait before it may have taken 30 minutes, and an
+        # operation that began during that wait is one that can end without our commit (argo-cd#21902).
+        committed_at = Clock().now()
     else:
         last = await writeback.last_cutover(host, plan)
         commit = last.sha if last else ""
+        committed_at = last.date if last and last.date else Clock().now()
     started = loop.time()
     await _await_applied(cluster, plan, to=to, commit=commit, committed_at=committed_at)
     log.info("argocd.synced", commit=commit[:12], waited=round(loop.time() - started))
