@@ -251,6 +251,8 @@ def connect(
                                   environ=environ).load_and_set(config)
             own = (incluster_dir / "namespace").read_text().strip()
         else:
+            # KUBECONFIG read now, not when the kubernetes package was imported (its default is fixed then)
+            kubeconfig = kubeconfig or environ.get("KUBECONFIG") or None
             kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
                                                client_configuration=config)
             own = environ.get("POD_NAMESPACE") or _kubeconfig_namespace(kubeconfig, context)
@@ -345,6 +347,9 @@ class PodWatch:
             async with self.cluster.streams().stream(
                     "GET", f"/api/v1/namespaces/{self.namespace}/pods", params=params,
                     headers=self.cluster.auth_headers()) as response:
+                if response.status_code == 410:  # the version expired before the stream began: Gone, as a status
+                    log.info("cluster.watch_expired", namespace=self.namespace, then="re-list")
+                    return None
                 if response.status_code != 200:
                     await response.aread()
                     raise ApiException(status=response.status_code, reason=response.text[:200])
