@@ -57,8 +57,10 @@ async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: 
         yield held
     finally:
         renewer.cancel()
-        await asyncio.gather(renewer, return_exceptions=True)
-        await _release(cluster, held, now=now)
+        try:
+            await asyncio.gather(renewer, return_exceptions=True)
+        finally:  # a SIGTERM that lands as the block ends arrives in the await above: give the Lease back anyway
+            await _release(cluster, held, now=now)
 
 
 async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: Any,
