@@ -44,6 +44,7 @@ SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their com
 SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
 DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
 SERVICE_TRIES, SERVICE_RETRY = 3, 2.0  # proofs through the Service, and seconds between them
+ENDPOINTS_SETTLE, ENDPOINTS_POLL = 60.0, 2.0  # seconds EndpointSlices may trail a selector change, and between looks
 SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
 
 log = structlog.get_logger("cutover")
@@ -256,11 +257,7 @@ async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit 
                   backend: str | None = None) -> Report:
     """The switch as ArgoCD applied it: the same Service object, and endpoints that are the target's Ready pods."""
     backend = backend or plan.target
-    pods, _ = await cluster.pods(plan.service.namespace, plan.backend(backend).selector)
-    ready = {pod.ip for pod in pods if pod.ready and pod.ip}
-    serving = {endpoint.ip for endpoint in await cluster.endpoints(plan.service.namespace, plan.service.name)
-               if endpoint.ready}
-    problems = switch_problems(last.trailers if last else {}, live, ready=ready, serving=serving)
+    problems, serving = await _settled_endpoints(cluster, plan, live, last, backend)
     if not problems:
         problems = await _through_the_service(plan, live, backend)
     if problems:
@@ -273,6 +270,27 @@ async def _verify(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit 
                                                    f"{', '.join(map(str, _ports(plan, live)))}")
     return Report(summary=f"verified: the Service selects {backend}, same object, {len(serving)} endpoint(s)",
                   data={"verified": True, "endpoints": sorted(serving)})
+
+
+async def _settled_endpoints(cluster: Cluster, plan: Plan, live: ServiceView, last: Commit | None,
+                             backend: str) -> tuple[list[str], set[str]]:
+    """`switch_problems`, looked at again while only the endpoints differ: the EndpointSlice controller rewrites
+    the slices after it sees the selector change, seconds later on a busy cluster. A re-created Service or a new
+    ClusterIP is final at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ENDPOINTS_SETTLE
+    while True:
+        pods, _ = await cluster.pods(plan.service.namespace, plan.backend(backend).selector)
+        ready = {pod.ip for pod in pods if pod.ready and pod.ip}
+        serving = {endpoint.ip for endpoint in await cluster.endpoints(plan.service.namespace, plan.service.name)
+                   if endpoint.ready}
+        problems = switch_problems(last.trailers if last else {}, live, ready=ready, serving=serving)
+        only_endpoints = problems == switch_problems({}, live, ready=ready, serving=serving)
+        if not problems or not only_endpoints or loop.time() + ENDPOINTS_POLL > deadline:
+            return problems, serving
+        log.info("service.endpoints_waiting", serving=sorted(serving), ready=sorted(ready),
+                 hint="the EndpointSlice controller has not caught up with the selector yet")
+        await asyncio.sleep(ENDPOINTS_POLL)
 
 
 def _ports(plan: Plan, live: ServiceView) -> tuple[int, ...]:
@@ -364,7 +382,14 @@ async def run(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str, aut
     await _await_applied(cluster, plan, to=to, commit=commit, committed_at=committed_at)
     log.info("argocd.synced", commit=commit[:12], waited=round(loop.time() - started))
     live = await cluster.service(plan.service.namespace, plan.service.name)
-    report = await _verify(cluster, plan, live, await writeback.last_cutover(host, plan), backend=to)
+    last = await writeback.last_cutover(host, plan)
+    try:
+        report = await _verify(cluster, plan, live, last, backend=to)
+    except VerificationFailed as failure:
+        if hold or not plan.rollback_auto:  # a rollback that fails to verify is not rolled back again
+            raise
+        raise await _roll_back_after(failure, cluster, plan, host, live=live, in_git=plan.backend(to).selector,
+                                     last=last, identity=identity, author=author) from failure
     report.data.update(commit=commit, to=to)
     if hold:
         log.info("cutover.held", on=hold, commit=commit[:12], hint="change the plan's target to resume cutovers")
@@ -377,7 +402,11 @@ async def rollback(cluster: Cluster, plan: Plan, host: GitHost, *, identity: str
     current = await host.read(plan.git.path)
     in_git = manifest.read_selector(current.content, document=plan.git.document,
                                     selector_path=plan.git.selector_path, source=plan.git.path)
-    previous = previous_backend(plan, backend_of(plan, in_git), await writeback.last_cutover(host, plan))
+    now, last = backend_of(plan, in_git), await writeback.last_cutover(host, plan)
+    if last is not None and last.trailers.get("Cutover-Hold") and last.trailers["Cutover-Hold"] == now:
+        previous = now  # a rollback is in Git already (its Job was killed, or it ran twice): finish that one
+    else:
+        previous = previous_backend(plan, now, last)
     return await run(cluster, plan, host, identity=identity, author=author, to=previous, hold=previous)
 
 
