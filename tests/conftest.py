@@ -83,3 +83,18 @@ def events() -> Iterator[list[dict[str, Any]]]:
     structlog.configure(processors=[structlog.processors.add_log_level, capture])
     yield capture.entries
     structlog.reset_defaults()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault-injection suite's table: fault, outcome (exit codes of each run), commits, cause."""
+    import sys
+
+    rows = getattr(sys.modules.get("test_faults"), "TABLE", None)
+    if not rows:
+        return
+    header = ("area", "fault", "exits", "commits", "cause")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    terminalreporter.section(f"fault injection: {len(rows)} cases")
+    for row in [header, tuple("-" * width for width in widths), *rows]:
+        cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
+        terminalreporter.write_line("  ".join(cells).rstrip())

@@ -75,31 +75,61 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     raise SystemExit(run(args))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, observers: Sequence[Any] = ()) -> int:
     """Run one command; every way it can end becomes an exit code and a one-line outcome."""
-    from cutover import logs  # noqa: PLC0415 -- after parsing: keep --help fast
-    from cutover.errors import CutoverError, ExitCode  # noqa: PLC0415
-
-    global _redactor  # noqa: PLW0603 -- one redactor per process, shared by the log and the outcome line
-    _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES))
+    _start(args, observers)
     try:
         return _dispatch(args)
-    except CutoverError as exc:
+    except BaseException as exc:
+        return _ending(args, exc)
+
+
+async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
+    """`main` for a caller that owns the event loop: the same parsing, outcome line and exit codes. The fault
+    suite runs every command this way, in fake time; `observers` are structlog processors that see each
+    (redacted) event, which is how it kills a command at a chosen step."""
+    args = build_parser().parse_args(argv)
+    _start(args, observers)
+    try:
+        if args.command == "demo":
+            raise ValueError("the demo owns its event loop: run it with main()")
+        plans = _plans(args)
+        _print(args, [_diff(args, plans)] if args.command == "diff" else await _execute(args, plans))
+        return 0
+    except BaseException as exc:
+        return _ending(args, exc)
+
+
+def _start(args: argparse.Namespace, observers: Sequence[Any]) -> None:
+    from cutover import logs  # noqa: PLC0415 -- after parsing: keep --help fast
+
+    global _redactor  # noqa: PLW0603 -- one redactor per process, shared by the log and the outcome line
+    args.observers = list(observers)
+    _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES),
+                               sinks=args.observers)
+
+
+def _ending(args: argparse.Namespace, exc: BaseException) -> int:
+    """How a command that did not succeed ends: its exit code, after the outcome line."""
+    from cutover.errors import CutoverError, ExitCode  # noqa: PLC0415
+
+    if isinstance(exc, CutoverError):
         _fail(args.command, exc)
         return int(exc.exit_code)
-    except KeyboardInterrupt:
+    if isinstance(exc, KeyboardInterrupt):
         _outcome(f"cutover {args.command}: interrupted (exit 130)")
         return 130
-    except asyncio.CancelledError:  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
+    if isinstance(exc, asyncio.CancelledError):  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
         _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)")
         return 143
-    except Exception as exc:  # a bug: say so, with the (redacted) traceback in the log
-        import structlog  # noqa: PLC0415
+    if not isinstance(exc, Exception):
+        raise exc
+    import structlog  # noqa: PLC0415 -- a bug: say so, with the (redacted) traceback in the log
 
-        structlog.get_logger("cutover").exception("cutover.internal_error", cause="internal",
-                                                  hint="this is a bug; please report it with this log")
-        _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)")
-        return int(ExitCode.INTERNAL)
+    structlog.get_logger("cutover").error("cutover.internal_error", cause="internal", exc_info=exc,
+                                          hint="this is a bug; please report it with this log")
+    _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)")
+    return int(ExitCode.INTERNAL)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -107,12 +137,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _demo(args)
     plans = _plans(args)
     if args.command == "diff":  # offline: no cluster, no Git host
-        from cutover import commands  # noqa: PLC0415
-
-        _print(args, [commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector)])
+        _print(args, [_diff(args, plans)])
         return 0
     _print(args, asyncio.run(_execute(args, plans)))
     return 0
+
+
+def _diff(args: argparse.Namespace, plans: list[Plan]) -> Report:
+    from cutover import commands  # noqa: PLC0415
+
+    return commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector)
 
 
 def _plans(args: argparse.Namespace) -> list[Plan]:
@@ -152,6 +186,8 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
         if sender is not None:
             await sender.flush()  # at most 5 s: Slack never holds the outcome (SPEC §6.7)
         await kube.aclose()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
 
 def _slack(args: argparse.Namespace, plans: list[Plan], kube: Any) -> Any:
@@ -176,7 +212,7 @@ def _slack(args: argparse.Namespace, plans: list[Plan], kube: Any) -> Any:
     global _redactor  # noqa: PLW0603 -- the same process-wide redactor, now with the Slack sink behind it
     known = (_redactor.secrets if _redactor else []) + [value for value in (webhook, token) if value]
     _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=known,
-                               sinks=[notify.SlackSink(outbox, min_level=settings.min_level)])
+                               sinks=[*args.observers, notify.SlackSink(outbox, min_level=settings.min_level)])
     assert chosen is not None
     store = threads.LeaseThreads(kube, namespace=chosen.service.namespace, service=chosen.service.name)
     sender = notify.Sender(transport, outbox, store=store)

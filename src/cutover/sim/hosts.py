@@ -20,7 +20,9 @@ class Fault:
     status: int
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     body: Any = None
-    reset_connection: bool = False
+    reset_connection: bool = False  # drop the connection instead of answering; nothing is written
+    after_write: bool = False  # serve the request (the write lands), then drop the connection: the client
+    #                            never learns that it succeeded
 
 
 @dataclasses.dataclass
@@ -98,6 +100,12 @@ class FakeHost:
         if self.validator is not None:
             self.validator(request, raw)
         fault = next((f for f in self.faults if f.method == request.method), None)
+        if fault is not None and fault.after_write:
+            self.faults.remove(fault)
+            served: web.StreamResponse = await handler(request)
+            assert request.transport is not None
+            request.transport.abort()
+            return served
         if fault is not None:
             self.faults.remove(fault)
             if fault.reset_connection:

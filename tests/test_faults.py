@@ -1,0 +1,486 @@
+"""Fault injection, table-driven: each case breaks one thing on the way of a whole cutover and states what must
+come of it: the exit code, the exact commits in Git, the Service file's comments intact, and the cause on the
+final line. Commands run through the command line in process (`cli.arun`), in fake time, against the emulated
+cluster, the engine doubles, a Git host double (GitHub and Forgejo doubles checked against the official OpenAPI
+descriptions), a Slack double and an ArgoCD stand-in that polls Git as ArgoCD does.
+
+A kill is a cancellation of the command's task right after it logged a step, which is what SIGTERM does to a
+hook Job (SPEC §5: the Lease is given back, exit 143); a hard kill also leaves the Lease held, as SIGKILL would.
+The run after it must finish the job without a second commit (SPEC §6.5). The session prints every case as a
+table (conftest's terminal summary)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import re
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+import structlog
+
+from contracts import Recorder, spec
+from cutover import cli
+from cutover.sim import argocd as sim_argocd
+from cutover.sim.contents import FakeContentsHost
+from cutover.sim.engines import Blackhole
+from cutover.sim.githttp import GitHttpServer
+from cutover.sim.gitlab import FakeGitLab
+from cutover.sim.gitrepo import BareRepo
+from cutover.sim.hosts import FakeHost, Fault
+from cutover.sim.slack import FakeSlack
+from cutover.sim.world import NAMESPACE, SERVICE, Script, SimPod, World
+from helpers import PODS, fail_first
+
+pytestmark = pytest.mark.looptime
+
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+TOKEN = "ghp_" + "F" * 36
+SWITCH = "cutover(reasoning-long-predictor): vllm -> candle"
+BACK = "cutover(reasoning-long-predictor): candle -> vllm"
+DOCS = "docs: ports"
+LEASES = "coordination.k8s.io/v1/leases"
+SERVICES = kmock.resource("", "v1", "services")
+SLICES = kmock.resource("discovery.k8s.io", "v1", "endpointslices")
+EVENTS = kmock.resource("", "v1", "events")
+LEASE = kmock.resource("coordination.k8s.io", "v1", "leases")
+APPLICATIONS = kmock.resource("argoproj.io", "v1alpha1", "applications")
+TABLE: list[tuple[str, str, str, str, str]] = []  # (area, fault, outcome, commits, cause), for the summary
+
+
+@dataclasses.dataclass
+class Stage:
+    """What a case may break, and when: `when(event, action)` runs the action as the command logs the event."""
+
+    world: World
+    repo: BareRepo
+    host: FakeHost | GitHttpServer
+    slack: FakeSlack
+    candle: SimPod
+    argocd: dict[str, Any] = dataclasses.field(default_factory=dict)  # options of the ArgoCD stand-in
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    seen: list[str] = dataclasses.field(default_factory=list)
+    triggers: dict[str, list[Callable[[], None]]] = dataclasses.field(default_factory=dict)
+    cleanups: list[Callable[[], Any]] = dataclasses.field(default_factory=list)
+    held: dict[str, Any] | None = None  # the Lease as a hard kill left it
+    ended: float = 0.0  # loop time of the command's last word (its Slack sender's aside)
+    tail: float = 0.0  # seconds from there to its exit: what Slack and Events may add (SPEC §6.7: at most 5 s)
+
+    def when(self, event: str, action: Callable[[], None]) -> None:
+        self.triggers.setdefault(event, []).append(action)
+
+    def observe(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        self.seen.append(str(event.get("event")))
+        if not str(event.get("event")).startswith("slack."):
+            self.ended = asyncio.get_running_loop().time()
+        for action in self.triggers.pop(str(event.get("event")), []):
+            action()
+        return event
+
+    def other_commit(self, subject: str, edit: Callable[[str], str]) -> None:
+        content, _ = self.repo.read(PATH)  # type: ignore[misc]
+        self.repo.commit({PATH: edit(content)}, f"{subject}\n", name="Jo Operator", email="jo@example.invalid")
+
+    def docs_change(self) -> None:
+        self.other_commit(DOCS, lambda text: text.replace("# Ports:", "# Ports (see runbook):"))
+
+    def engine(self, fault: str | None) -> Callable[[], None]:
+        def act() -> None:
+            self.candle.engine.fault = fault
+        return act
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    argv: tuple[str, ...]
+    exit: int
+    kill_at: str | None = None  # cancel the command right after it logs this event
+    hard: bool = False  # the kill leaves the Lease held (SIGKILL: no unwinding)
+    later: float = 0.0  # seconds after the previous step that this one starts (ArgoCD retrying a sync)
+
+
+RUN = (Step(("run",), 0),)
+
+
+def nothing(stage: Stage) -> None:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    area: str
+    fault: str
+    arrange: Callable[[Stage], None] = nothing
+    steps: tuple[Step, ...] = RUN
+    commits: tuple[str, ...] = (SWITCH,)
+    cause: str = "-"
+    saw: tuple[str, ...] = ()  # events that prove the fault was met
+    host: str = "github"
+    candle: Script = dataclasses.field(default_factory=lambda: Script(pull=30, load=240))
+    slack: bool = False
+    plan: Callable[[str], str] = lambda text: text
+
+
+# --- the faults ----------------------------------------------------------------------------------------------
+
+
+def kube(verb: str, resource: Any, reaction: Any) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        stage.world.kube[verb, resource] << reaction
+    return arrange
+
+
+def slow(seconds: float) -> Callable[[Any], Any]:
+    async def react(request: Any) -> Any:
+        await asyncio.sleep(seconds)
+        raise NotImplementedError  # then the emulator answers
+    return react
+
+
+def host_faults(*faults: Fault) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        assert isinstance(stage.host, FakeHost)
+        stage.host.faults.extend(faults)
+    return arrange
+
+
+def before_write(action: Callable[[Stage], None]) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        if isinstance(stage.host, GitHttpServer):
+            stage.host.before_push = lambda: action(stage)
+        else:
+            stage.host.before_write = lambda: action(stage)
+    return arrange
+
+
+def at(event: str, action: Callable[[Stage], None]) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        stage.when(event, lambda: action(stage))
+    return arrange
+
+
+def ready_but_silent(*, hole: bool = False) -> Callable[[Stage], None]:
+    """The pod turns Ready 300 s in (its probe passed) while its engine does not listen: connections are refused,
+    or with `hole`, SYNs are dropped and connects time out."""
+    def arrange(stage: Stage) -> None:
+        if hole:
+            dropping = Blackhole(stage.candle.ip, stage.world.port).__enter__()
+            stage.cleanups.append(lambda: dropping.__exit__(None, None, None))
+        asyncio.get_running_loop().call_later(300, stage.candle.become_ready)
+    return arrange
+
+
+def switch_to_candle(text: str) -> str:
+    kserve = "    serving.kserve.io/inferenceservice: reasoning     # KServe's own label on the vLLM pods\n"
+    return text.replace("name: llm-reasoning ", "name: llm-reasoning-candle ").replace(kserve, "")
+
+
+def switched_by_hand(stage: Stage) -> None:
+    """A person commits the switch; ArgoCD's PreSync hook Job for that revision gates it."""
+    stage.other_commit("ops: switch to candle", switch_to_candle)
+    stage.env["CUTOVER_JOB_NAME"] = f"cutover-presync-{(stage.repo.head() or '')[:7]}-presync-1764457200"
+
+
+def held_lease(stage: Stage) -> None:
+    now = stage.world.kube.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stage.world.kube.apply(LEASES, {"metadata": {"name": f"cutover-{SERVICE}", "namespace": NAMESPACE},
+                                    "spec": {"holderIdentity": "cutover-postsync-other", "leaseDurationSeconds": 3600,
+                                             "acquireTime": now, "renewTime": now, "leaseTransitions": 1}})
+
+
+def slack_down(stage: Stage) -> None:
+    stage.env["CUTOVER_SLACK_WEBHOOK"] = "http://127.0.0.1:9/services/T000/B000/secretpath"  # nothing listens
+
+
+def slack_faults(*faults: tuple[int, dict[str, str]]) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        stage.slack.faults.extend(faults)
+    return arrange
+
+
+def slack_hangs(stage: Stage) -> None:
+    stage.slack.hang = True
+
+
+def argocd(**options: Any) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        stage.argocd.update(options)
+    return arrange
+
+
+def both(*arranges: Callable[[Stage], None]) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        for one in arranges:
+            one(stage)
+    return arrange
+
+
+def kill(argv: tuple[str, ...], event: str, *, hard: bool = False, before: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Killed at `event`, then run again; after a hard kill, the next Job comes 45 s later (an immediate one
+    would rightly find a Lease renewed moments ago, exit 8) and waits out the rest of the Lease."""
+    return (*before, Step(argv, 143, kill_at=event, hard=hard), Step(argv, 0, later=45.0 if hard else 0.0))
+
+
+CASES = [
+    # Kubernetes API
+    Case("kubernetes", "pods list 503 twice", kube("list", PODS, fail_first(2, 503)), saw=("cluster.retry",)),
+    Case("kubernetes", "Service read 500 three times", kube("get", SERVICES, fail_first(3, 500)),
+         saw=("cluster.retry",)),
+    Case("kubernetes", "watch answered 410 Gone", kube("watch", PODS, fail_first(1, 410))),
+    Case("kubernetes", "watch dropped twice", kube("watch", PODS, fail_first(2, 500))),
+    Case("kubernetes", "every API answer 2 s slow", kube("*", kmock.resource("", "", ""), slow(2))),
+    Case("kubernetes", "Lease write 503 twice", kube("create", LEASE, fail_first(2, 503)), saw=("cluster.retry",)),
+    Case("kubernetes", "EndpointSlices lag the selector by 20 s", argocd(endpoint_lag=20)),
+    Case("kubernetes", "Event writes always fail", kube("create", EVENTS, fail_first(99, 500)),
+         saw=("event.failed",)),
+    Case("kubernetes", "refresh annotation refused (ArgoCD polls Git)",
+         kube("patch", APPLICATIONS, fail_first(99, 403)), saw=("argocd.refresh_failed",)),
+    Case("kubernetes", "pods list forbidden (RBAC)", kube("list", PODS, fail_first(1, 403)), commits=(),
+         steps=(Step(("run",), 1),), cause="cluster_forbidden"),
+    Case("kubernetes", "API server down", kube("get", SERVICES, fail_first(99, 503)), commits=(),
+         steps=(Step(("run",), 1),), cause="cluster_api_unavailable"),
+    Case("kubernetes", "Lease held by another live Job", held_lease, commits=(), steps=(Step(("run",), 8),),
+         cause="lock_held"),
+    # Git hosts
+    Case("git", "GitHub 409 on the write", host_faults(Fault("PUT", 409)), saw=("git.conflict_retry",)),
+    Case("git", "GitHub 422 validation failed", host_faults(Fault("PUT", 422, body={"message": "Invalid request."})),
+         commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("git", "GitHub 429 with Retry-After", host_faults(Fault("PUT", 429, {"Retry-After": "30"})),
+         saw=("git.retry",)),
+    Case("git", "GitHub 403 rate limit, no Retry-After",
+         host_faults(Fault("PUT", 403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "0"},
+                           body={"message": "API rate limit exceeded"})), saw=("git.retry",)),
+    Case("git", "GitHub 502 on the write", host_faults(Fault("PUT", 502)), saw=("git.retry",)),
+    Case("git", "GitHub 500 on reads", host_faults(Fault("GET", 500), Fault("GET", 500)), saw=("git.retry",)),
+    Case("git", "connection dropped before the write", host_faults(Fault("PUT", 0, reset_connection=True)),
+         saw=("git.retry",)),
+    Case("git", "connection dropped after the write landed", host_faults(Fault("PUT", 0, after_write=True)),
+         saw=("git.already",)),
+    Case("git", "GitHub token expired (401)", host_faults(Fault("GET", 401)), commits=(),
+         steps=(Step(("run",), 5),), cause="git_auth"),
+    Case("git", "someone edits a comment while we write", before_write(Stage.docs_change),
+         commits=(DOCS, SWITCH), saw=("git.conflict_retry",)),
+    Case("git", "someone switches first", before_write(lambda stage: stage.other_commit(
+        "ops: switch to candle", switch_to_candle)),
+         commits=("ops: switch to candle",), saw=("git.already",)),
+    Case("git", "someone selects a canary meanwhile", at("names.proven", lambda stage: stage.other_commit(
+        "ops: canary", lambda text: text.replace("component: predictor", "component: canary"))),
+         commits=("ops: canary",), steps=(Step(("run",), 5),), cause="git_conflict"),
+    Case("git", "Forgejo 422 stale sha", host_faults(Fault("PUT", 422, body={"message": "sha does not match"})),
+         host="gitea", saw=("git.conflict_retry",)),
+    Case("git", "Forgejo 500 on the write", host_faults(Fault("PUT", 500)), host="gitea", saw=("git.retry",)),
+    Case("git", "Forgejo token revoked (401)", host_faults(Fault("GET", 401)), host="gitea", commits=(),
+         steps=(Step(("run",), 5),), cause="git_auth"),
+    Case("git", "GitLab 400 stale last_commit_id", host_faults(Fault("POST", 400, body={
+        "message": "You are attempting to update a file that has changed since you started editing it."})),
+        host="gitlab", saw=("git.conflict_retry",)),
+    Case("git", "GitLab 429 with Retry-After", host_faults(Fault("POST", 429, {"Retry-After": "10"})),
+         host="gitlab", saw=("git.retry",)),
+    Case("git", "GitLab token expired (401)", host_faults(Fault("GET", 401)), host="gitlab", commits=(),
+         steps=(Step(("run",), 5),), cause="git_auth"),
+    Case("git", "plain git: push rejected, someone pushed", before_write(Stage.docs_change), host="git",
+         commits=(DOCS, SWITCH), saw=("git.conflict_retry",)),
+    Case("git", "plain git: server 503", lambda stage: setattr(stage.host, "fail_next", [503]), host="git",
+         saw=("git.retry",)),
+    Case("git", "plain git: wrong token", lambda stage: stage.env.update(CUTOVER_GIT_TOKEN="glpat-" + "W" * 24),
+         host="git", commits=(), steps=(Step(("run",), 5),), cause="git_auth"),
+    # engines
+    Case("engine", "target answers 503 for a while", both(
+        at("target.ready", lambda stage: stage.engine("503")()),
+        at("names.retry", lambda stage: asyncio.get_running_loop().call_later(60, stage.engine(None)))),
+        saw=("names.retry",)),
+    Case("engine", "target refuses connections", ready_but_silent(), candle=Script(pull=30, fault="never_binds"),
+         commits=(), steps=(Step(("run",), 4),), cause="refused", saw=("names.retry",)),
+    Case("engine", "target drops SYNs (connect timeout)", ready_but_silent(hole=True),
+         candle=Script(pull=30, fault="never_binds"), commits=(), steps=(Step(("run",), 4),),
+         cause="connect_timeout", saw=("names.retry",)),
+    Case("engine", "target resets connections", at("target.ready", lambda stage: stage.engine("reset")()),
+         commits=(), steps=(Step(("run",), 4),), cause="reset"),
+    Case("engine", "target answers 503 forever", at("target.ready", lambda stage: stage.engine("503")()),
+         commits=(), steps=(Step(("run",), 4),), cause="http_status"),
+    Case("engine", "target answers garbage JSON", at("target.ready", lambda stage: stage.engine("garbage")()),
+         commits=(), steps=(Step(("run",), 4),), cause="bad_json"),
+    Case("engine", "target answers a 2 MB body", at("target.ready", lambda stage: stage.engine("huge")()),
+         commits=(), steps=(Step(("run",), 4),), cause="too_large"),
+    Case("engine", "target never answers (read timeout)", at("target.ready", lambda stage: stage.engine("slow")()),
+         commits=(), steps=(Step(("run",), 4),), cause="read_timeout"),
+    Case("engine", "target generates no token", at("target.ready", lambda stage: stage.engine("no-token")()),
+         commits=(), steps=(Step(("run",), 4),), cause="no_token"),
+    Case("engine", "target stops answering after the proof",
+         at("git.committed", lambda stage: stage.engine("503")()), commits=(SWITCH, BACK),
+         steps=(Step(("run",), 6),), cause="verification_failed_rolled_back"),
+    Case("engine", "a NetworkPolicy drops the Job's packets", both(lambda stage: stage.world.kube.remove(
+        "networking.k8s.io/v1/networkpolicies", NAMESPACE, "llm-serving-ingress-cutover"),
+        ready_but_silent(hole=True)), candle=Script(pull=30, fault="never_binds"), commits=(),
+        steps=(Step(("run",), 4),), cause="network_policy_blocks", saw=("network.diagnosis",)),
+    Case("engine", "target crash-loops", commits=(), candle=Script(pull=30, fault="crash_loop"),
+         steps=(Step(("run",), 3),), cause="crash_loop"),
+    Case("engine", "target image cannot be pulled", commits=(), candle=Script(pull=30, fault="image_pull"),
+         steps=(Step(("run",), 3),), cause="image_pull"),
+    Case("engine", "target cannot be scheduled", commits=(), candle=Script(fault="unschedulable"),
+         steps=(Step(("run",), 3),), cause="unschedulable"),
+    Case("engine", "target slower than maxWait", commits=(), candle=Script(pull=30, load=3000),
+         steps=(Step(("run",), 3),), cause="startup_budget_exhausted"),
+    # Slack
+    Case("slack", "Slack unreachable", slack_down, slack=True, saw=("slack.dropped",)),
+    Case("slack", "Slack 429 with Retry-After", slack_faults((429, {"Retry-After": "3"}), (429, {})), slack=True),
+    Case("slack", "Slack 500 five times", slack_faults(*[(500, {})] * 5), slack=True),
+    Case("slack", "Slack hangs", slack_hangs, slack=True, saw=("slack.unsent",)),
+    # kills and re-runs
+    *[Case("kill", f"run killed at {event}", steps=kill(("run",), event), saw=(event,))
+      for event in ("lock.acquired", "target.watching", "target.ready", "names.proven", "git.committed",
+                    "argocd.refresh_requested", "argocd.waiting", "argocd.synced", "service.verified")],
+    Case("kill", "run hard-killed at names.proven", steps=kill(("run",), "names.proven", hard=True),
+         saw=("names.proven", "lock.waiting")),
+    Case("kill", "run hard-killed at git.committed", steps=kill(("run",), "git.committed", hard=True),
+         saw=("git.committed",)),  # the commit is in Git: the next Job has nothing left to lock for
+    *[Case("kill", f"postsync killed at {event}", steps=kill(("postsync",), event), saw=(event,))
+      for event in ("lock.acquired", "target.ready", "names.proven", "git.committed", "argocd.refresh_requested")],
+    *[Case("kill", f"rollback killed at {event}", steps=kill(("rollback",), event, before=RUN),
+           commits=(SWITCH, BACK), saw=(event,))
+      for event in ("lock.acquired", "names.proven", "git.committed", "argocd.synced")],
+    Case("kill", "presync killed at presync.gating", switched_by_hand, commits=("ops: switch to candle",),
+         steps=kill(("presync",), "presync.gating"), saw=("presync.gating",)),
+    Case("kill", "syncfail killed at cutover.failed", commits=(),
+         steps=kill(("syncfail",), "cutover.failed"), saw=("cutover.failed",)),
+]
+
+
+# --- the harness ---------------------------------------------------------------------------------------------
+
+
+# --- the harness ---------------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def git_host(kind: str, repo: BareRepo, root: Path) -> AsyncIterator[tuple[FakeHost | GitHttpServer, str]]:
+    """A Git host double over the repository, and the plan's git block pointing at it."""
+    if kind == "git":
+        async with GitHttpServer(root, username="x-access-token", password=TOKEN) as server:
+            yield server, f"provider: git\n  url: {server.url}/gitops.git\n  allowInsecure: true"
+        return
+    if kind == "gitlab":
+        async with FakeGitLab(repo, token=TOKEN) as lab:
+            yield lab, f"provider: gitlab\n  url: https://gitlab.example/acme/gitops.git\n  apiUrl: {lab.url}\n" \
+                       "  allowInsecure: true"
+        return
+    async with FakeContentsHost(repo, flavor=kind, token=TOKEN) as fake:
+        recorder = Recorder(spec("github"), "https://api.github.com") if kind == "github" else \
+            Recorder(spec("forgejo"), "http://127.0.0.1")
+        fake.validator = recorder
+        url = "https://github.com/acme/gitops.git" if kind == "github" else "https://codeberg.example/acme/gitops.git"
+        yield fake, f"provider: {kind}\n  url: {url}\n  apiUrl: {fake.url}\n  allowInsecure: true"
+        assert recorder.violations == [], recorder.violations  # every request, faults or not, is one the host accepts
+
+
+def plan_text(world: World, git: str, *, slack: bool) -> str:
+    text = world.plan_text(git_api_url="http://replaced", slack=slack)
+    block = re.search(r"provider: github\n  url: \S+\n  apiUrl: \S+\n  allowInsecure: true", text)
+    assert block is not None
+    return text.replace(block.group(0), git)
+
+
+async def run_step(stage: Stage, step: Step, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    command: asyncio.Task[int]
+
+    def killed() -> None:
+        if step.hard:  # SIGKILL: whatever the process does on its way out never reaches the cluster
+            stage.held = copy.deepcopy(stage.world.kube.stored(LEASES, NAMESPACE, f"cutover-{SERVICE}"))
+        command.cancel()
+
+    if step.kill_at:
+        stage.when(step.kill_at, killed)
+    stage.held = None
+    command = asyncio.create_task(cli.arun(["--log-format", "json", *step.argv], observers=[stage.observe]))
+    try:
+        code = await command
+    finally:
+        structlog.reset_defaults()
+    stage.tail = asyncio.get_running_loop().time() - stage.ended
+    if stage.held is not None:
+        stage.world.kube.apply(LEASES, stage.held)
+    output = capsys.readouterr()
+    assert TOKEN not in output.out + output.err and "secretpath" not in output.out + output.err
+    return code, output.out.strip().splitlines()[-1]
+
+
+def outside_the_selector(text: str) -> list[str]:
+    """The file's lines except the selector block: what a commit must never change."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("  selector:"):
+            inside = True
+            continue
+        if inside and line.startswith("    "):
+            continue
+        inside = False
+        lines.append(line)
+    return lines
+
+
+def label(subject: str) -> str:
+    return {SWITCH: "vllm->candle", BACK: "candle->vllm"}.get(subject, f"theirs ({subject})")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{case.area}: {case.fault}" for case in CASES])
+async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({PATH: FIXTURE}, "Add the Service\n")
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", case.candle)
+    sim_argocd.seed_application(world, revision=repo.head())
+    async with git_host(case.host, repo, tmp_path) as (host, git), FakeSlack() as slack:
+        stage = Stage(world, repo, host, slack, candle, env={"CUTOVER_SLACK_WEBHOOK": slack.webhook})
+        case.arrange(stage)
+        (tmp_path / "plan.yaml").write_text(case.plan(plan_text(world, git, slack=case.slack)))
+        environ = {"CUTOVER_PLAN": str(tmp_path / "plan.yaml"), "CUTOVER_GIT_TOKEN": TOKEN,
+                   "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")),
+                   "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log"), **stage.env}
+        for name, value in environ.items():
+            monkeypatch.setenv(name, value)
+        codes = []
+        try:
+            async with sim_argocd.running(world, repo, PATH, poll=180, **stage.argocd):
+                for number, step in enumerate(case.steps):
+                    monkeypatch.setenv("HOSTNAME", f"cutover-job-{number}")  # each Job is a new pod
+                    await asyncio.sleep(step.later)
+                    code, outcome = await run_step(stage, step, capsys)
+                    codes.append(code)
+        finally:
+            for cleanup in stage.cleanups:
+                cleanup()
+        left = (host.faults if isinstance(host, FakeHost) else host.fail_next, slack.faults)
+    commits = [entry.message.split("\n")[0] for entry in reversed(repo.log(PATH))][1:]
+    found = re.search(r"cause (\w+)", outcome)
+    cause = found.group(1) if found else "-"
+    TABLE.append((case.area, case.fault, "→".join(map(str, codes)), ", ".join(map(label, commits)) or "none", cause))
+
+    assert codes == [step.exit for step in case.steps], outcome
+    assert commits == list(case.commits)
+    assert cause == case.cause, outcome
+    assert [event for event in case.saw if event not in stage.seen] == [], "the fault was never met"
+    assert left == ([], []), "an injected fault was never met"
+    assert stage.tail <= 5.5, f"the exit waited {stage.tail:.1f} s after the outcome"
+    theirs = next(entry.sha for entry in repo.log(PATH) if not entry.message.startswith("cutover("))
+    final, _ = repo.read(PATH)  # type: ignore[misc]
+    before, _ = repo.read(PATH, theirs)  # type: ignore[misc]
+    assert outside_the_selector(final) == outside_the_selector(before)  # comments and all, byte for byte
+    lease = world.kube.stored(LEASES, NAMESPACE, f"cutover-{SERVICE}") or {}
+    dead = {f"cutover-job-{number}" for number, step in enumerate(case.steps) if step.hard} | {
+        "cutover-postsync-other"}  # a hard-killed Job's Lease expires by itself; another cutover's is theirs
+    assert (lease.get("spec") or {}).get("holderIdentity") in {None, *dead}, "the Lease was left held"
+
+
+def test_the_table_covers_every_area_with_forty_faults_or_more() -> None:
+    areas = {case.area for case in CASES}
+    assert len(CASES) >= 40 and areas == {"kubernetes", "git", "engine", "slack", "kill"}
+    assert {case.host for case in CASES} == {"github", "gitea", "gitlab", "git"}
+    assert {step.argv[0] for case in CASES if case.area == "kill" for step in case.steps} == {
+        "run", "postsync", "rollback", "presync", "syncfail"}
