@@ -20,7 +20,7 @@ from datetime import datetime
 
 import structlog
 
-from cutover import argocd, engines, lease, manifest, writeback
+from cutover import argocd, engines, gate, lease, manifest, writeback
 from cutover.cluster import Cluster
 from cutover.commands import Report
 from cutover.errors import (
@@ -30,6 +30,7 @@ from cutover.errors import (
     LockHeld,
     NamesNotProven,
     SyncTimeout,
+    TargetNotReady,
     VerificationFailed,
 )
 from cutover.githost.base import Author, Commit, GitHost
@@ -39,7 +40,6 @@ from cutover.wait import Clock, Proven, prove_backend
 
 # --dry-run: prove, decide and show the diff, but no commit, no Lease, no refresh, no Event (SPEC §5).
 DRY_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("cutover_dry_run", default=False)
-PROOF_FRESH = 60.0  # seconds: a commit needs a proof no older than this (SPEC §6.1)
 SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
 SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
 DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
@@ -96,19 +96,39 @@ async def _syncing_revision(cluster: Cluster, plan: Plan, job_name: str | None) 
 
 
 async def _no_foreign_pods(cluster: Cluster, plan: Plan, target: str) -> None:
-    """Guarantee 1: the new selector must pick none of another backend's pods."""
-    selector = plan.backend(target).selector
-    chosen, _ = await cluster.pods(plan.service.namespace, selector)
-    for name, backend in plan.backends.items():
-        if name == target:
-            continue
-        foreign = [pod.name for pod in chosen if pod.matches(backend.selector)]
-        if foreign:
-            raise NamesNotProven(
-                f"the {target} selector also picks pods of backend {name}: {', '.join(foreign)}",
-                cause="selector_overlap",
-                hint=f"make the {target} selector pick only its own pods (add a distinguishing label)")
+    """Guarantee 1, early: the new selector must pick none of another backend's pods."""
+    selected, _ = await cluster.pods(plan.service.namespace, plan.backend(target).selector)
+    _refuse_foreign(gate.foreign(selected, target=target, backends=_selectors(plan)), target)
 
+
+def _selectors(plan: Plan) -> dict[str, Mapping[str, str]]:
+    return {name: backend.selector for name, backend in plan.backends.items()}
+
+
+def _refuse_foreign(found: tuple[tuple[str, str], ...], target: str) -> None:
+    if found:
+        backend = found[0][1]
+        raise NamesNotProven(
+            f"the {target} selector also picks pods of backend {backend}: {', '.join(pod for pod, _ in found)}",
+            cause="selector_overlap",
+            hint=f"make the {target} selector pick only its own pods (add a distinguishing label)")
+
+
+async def _gate(cluster: Cluster, plan: Plan, to: str, proofs: list[Proven], now: datetime) -> None:
+    """SPEC §6.1 right before the write, on the pods the selector picks now: prove again once if the proof went
+    stale or pods left Ready since; a pod of another backend, or still too few, stops the commit."""
+    for attempt in range(2):
+        selected, _ = await cluster.pods(plan.service.namespace, plan.backend(to).selector)
+        proven = {proof.pod: proofs[-1].proven_at for proof in proofs[-1].proofs}
+        verdict = gate.judge(selected, target=to, backends=_selectors(plan), proven=proven, now=now,
+                             min_ready=plan.verify.min_ready_pods)
+        _refuse_foreign(verdict.foreign, to)
+        if verdict.open:
+            return
+        if attempt:
+            raise TargetNotReady(f"backend {to} changed after its proof: {verdict.short}", cause="target_changed",
+                                 hint="the target's pods are not steady; look at their restarts and probes")
+        proofs.append(await prove_backend(cluster, plan, plan.backend(to), wait=False))
 
 
 # --- postsync --------------------------------------------------------------------------------------------
@@ -198,9 +218,7 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
             if held.lost.is_set():
                 raise LockHeld("the Service's Lease was taken over during the cutover", cause="lock_lost",
                                hint="another cutover runs now; this one committed nothing")
-            if (clock.now() - proofs[-1].proven_at).total_seconds() > PROOF_FRESH:
-                proofs.append(await prove_backend(cluster, plan, target, wait=False))
-                await _no_foreign_pods(cluster, plan, to)
+            await _gate(cluster, plan, to, proofs, clock.now())
 
         ident = cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
         structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover
