@@ -13,6 +13,8 @@ Ratios are taken inside one run because these machines are noisy. Measured:
   9. Slack messages posted for a whole 30-minute cutover in bot mode, and requests in all (fake time)
  10. installed size of cutover and its runtime dependencies (what the image adds to python:3.11-slim + git);
      full runs only, as it installs from the package index
+ 11. 50 Services in one `cutover postsync` (fake time): its timeline against the slowest Service alone, API
+     requests per Service against that one, and the CPU the process spent on it
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
 from cutover.githost.gitpush import GitPush
+from cutover.sim import fleet
 from cutover.sim.contents import FakeContentsHost
 from cutover.sim.githttp import GitHttpServer
 from cutover.sim.gitlab import FakeGitLab
@@ -291,6 +294,22 @@ def bench_installed_size() -> float:
     return total / 1e6
 
 
+def bench_scale(count: int) -> dict[str, float]:
+    starts = fleet.startups(count)
+    slowest = max(starts, key=lambda script: script.pull + script.load)
+    loop = looptime.new_event_loop(start=0)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            one = loop.run_until_complete(fleet.cutover([slowest], Path(tmp) / "one"))
+            many = loop.run_until_complete(fleet.cutover(starts, Path(tmp) / "many"))
+    finally:
+        loop.close()
+    assert (one.code, one.commits, many.code, many.commits) == (0, 1, 0, count), (one, many)
+    return {"count": count, "timeline_ratio": many.seconds / one.seconds, "minutes": many.seconds / 60,
+            "requests_per_service": many.requests / count, "requests_one": one.requests, "cpu_many": many.cpu,
+            "cpu_one": one.cpu}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -304,6 +323,7 @@ def main() -> int:
     overhead = bench_slack_overhead(2000 if args.smoke else 20000)
     installed = None if args.smoke else bench_installed_size()
     slack_posts = bench_slack_messages()
+    scale = bench_scale(10 if args.smoke else 50)
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -320,6 +340,12 @@ def main() -> int:
         ("9. Slack requests in all (progress updates the head ≤ 1/min)", str(slack_posts[1]), ""),
         ("10. installed size, cutover + runtime dependencies (MB)",
          f"{installed:.0f}" if installed is not None else "(full runs)", ""),
+        (f"11. {scale['count']} Services, one process: timeline / slowest alone ({scale['minutes']:.0f} min)",
+         f"{scale['timeline_ratio']:.2f}×", "≤ 2×"),
+        (f"11. API requests per Service, {scale['count']} Services / one alone",
+         f"{scale['requests_per_service']:.0f} / {scale['requests_one']}", "no worse"),
+        (f"11. CPU seconds, {scale['count']} Services / one alone",
+         f"{scale['cpu_many']:.1f} / {scale['cpu_one']:.1f}", ""),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -330,7 +356,8 @@ def main() -> int:
     for name, value, goal in rows:
         print(f"| {name.ljust(width)} | {value} | {goal} |")
     print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
-                      "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts}))
+                      "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
+                      "scale": scale}))
     return 0
 
 

@@ -18,6 +18,7 @@ import json
 import random
 import socket
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ class SimPod:
         self.engine = EngineDouble(spec["engine"], ip=ip, port=world.port, served_names=SERVED_NAMES,
                                    model_id=SERVED_NAMES[0])
         self.restarts = 0
+        self.extra_labels: dict[str, str] = {}
         self.started_loop_time: float | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -76,7 +78,8 @@ class SimPod:
             if handler in probe:
                 probe[handler]["port"] = self.world.port
         return {
-            "metadata": {"name": self.name, "namespace": NAMESPACE, "labels": dict(spec["labels"])},
+            "metadata": {"name": self.name, "namespace": NAMESPACE,
+                         "labels": {**spec["labels"], **self.extra_labels}},
             "spec": {"containers": [{"name": "engine", "image": f"example.invalid/{spec['engine']}:1",
                                      "ports": [{"containerPort": self.world.port, "name": "http"}],
                                      "startupProbe": probe}]},
@@ -225,11 +228,14 @@ class World:
                          "kubernetes.io/metadata.name": JOB_NAMESPACE}}}],
                                   "ports": [{"protocol": "TCP", "port": self.port}]}]}})
 
-    def add_pod(self, backend: str, script: Script | None = None, *, ready: bool = False) -> SimPod:
-        """A pod of `backend` that starts now on its script; `ready=True` makes one already serving."""
+    def add_pod(self, backend: str, script: Script | None = None, *, ready: bool = False,
+                labels: Mapping[str, str] | None = None) -> SimPod:
+        """A pod of `backend` that starts now on its script; `ready=True` makes one already serving. `labels`
+        are added to the backend's (the scale run tells many Services' pods apart by one)."""
         number = next(self._names)
         name = f"{SERVICE}-{backend}-{number:05x}"
         pod = SimPod(self, backend, name, f"127.77.{self.number}.{number}", script or Script())
+        pod.extra_labels = dict(labels or {})
         self.pods[name] = pod
         self.kube.apply(PODS, pod.manifest())
         if ready:
