@@ -1,19 +1,37 @@
 # cutover: small, non-root, and happy with a read-only root filesystem (only /tmp needs to be writable,
 # e.g. an emptyDir; nothing else is written at run time).
+#
+#   docker build -t cutover .                          the default image: GitHub, GitLab, Gitea/Forgejo
+#   docker build -t cutover:git --target with-git .    adds git, for `git.provider: git` (HTTPS or SSH)
+#
+# Size: python:3.11-slim, plus about 25 MB of packages once packaging/prune.py has dropped what cutover never
+# loads (the kubernetes package's generated models and APIs and its asyncio client: 84 MB of the 109 MB
+# `pip install .` puts on disk; measured by `make bench`), plus their byte code. git with its Debian
+# dependencies (perl among them) adds about 75 MB, hence the separate target.
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
+COPY packaging ./packaging
 RUN pip install --no-cache-dir --prefix=/install . \
+ && python packaging/prune.py /install/lib/python3.11/site-packages \
  && find /install -name '__pycache__' -prune -exec rm -rf {} + \
  && python -m compileall -q /install
 
-FROM python:3.11-slim
-# git: the plain-git provider pushes with it.
+FROM python:3.11-slim AS with-git
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates \
+ && apt-get install -y --no-install-recommends git \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
+COPY --from=build /install /usr/local
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
+USER 65532:65532
+ENTRYPOINT ["cutover"]
+CMD ["--help"]
+
+# The default (last) stage: the hosting-API providers need no git program.
+FROM python:3.11-slim
+RUN useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
 USER 65532:65532

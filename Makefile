@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench packaging
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -1,0 +1,49 @@
+"""Drop from an installed site-packages what cutover never loads, to keep the image small.
+
+- kubernetes/aio: the package's asyncio client (~42 MB); cutover uses the synchronous ApiClient and reads
+  watch streams with httpx.
+- kubernetes/client/api and kubernetes/client/models: the generated API classes and models (~33 MB). cutover
+  calls ApiClient.param_serialize/call_api and reads raw JSON; it never builds or deserializes a model. Both
+  packages' __init__ files import their members lazily (kubernetes 37), so the empty packages still import.
+- aiohttp and what only it needs: pulled in by kubernetes/aio alone (the simulated world's use of it is the
+  demo extra's, not the image's).
+
+Usage: python packaging/prune.py SITE_PACKAGES. tests/test_image.py runs cutover against a pruned tree and
+checks that none of it is ever imported.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+TREES = ("kubernetes/aio", "aiohttp", "aiohappyeyeballs", "aiosignal", "frozenlist", "multidict", "propcache",
+         "yarl")
+GENERATED = ("kubernetes/client/api", "kubernetes/client/models")
+
+
+def prune(site: Path) -> int:
+    """Remove the trees and the generated modules (keeping their packages' __init__.py); bytes freed."""
+    freed = 0
+    for name in TREES:
+        for path in [site / name, *site.glob(f"{name.split('/')[-1]}-*.dist-info")] if "/" not in name else \
+                [site / name]:
+            if path.exists():
+                freed += _size(path)
+                shutil.rmtree(path)
+    for name in GENERATED:
+        for module in (site / name).glob("*.py"):
+            if module.name != "__init__.py":
+                freed += module.stat().st_size
+                module.unlink()
+        shutil.rmtree(site / name / "__pycache__", ignore_errors=True)
+    return freed
+
+
+def _size(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+
+
+if __name__ == "__main__":
+    print(f"pruned {prune(Path(sys.argv[1])) / 1e6:.0f} MB from {sys.argv[1]}")
