@@ -327,6 +327,19 @@ CASES = [
          steps=(Step(("run",), 3),), cause="unschedulable"),
     Case("engine", "target slower than maxWait", commits=(), candle=Script(pull=30, load=3000),
          steps=(Step(("run",), 3),), cause="startup_budget_exhausted"),
+    # payloads: what the APIs hand back is input too
+    Case("payload", "the file in Git is not YAML", at("lock.acquired", lambda stage: stage.other_commit(
+        "ops: oops", lambda text: text.replace("  selector:", "  selector: [oops"))), commits=("ops: oops",),
+        steps=(Step(("run",), 2),), cause="invalid_file"),
+    Case("payload", "the file in Git lost the Service", lambda stage: stage.other_commit(
+        "ops: move the Service", lambda text: text.replace("kind: Service", "kind: ConfigMap")),
+        commits=("ops: move the Service",), steps=(Step(("run",), 2),), cause="document_not_found"),
+    Case("payload", "GitHub answers a read without content", host_faults(Fault("GET", 200, body={"sha": "x"})),
+         commits=(), steps=(Step(("run",), 5),), cause="git_not_found"),
+    Case("payload", "GitHub answers a read with a directory", host_faults(Fault("GET", 200, body=[{"name": "a"}])),
+         commits=(), steps=(Step(("run",), 5),), cause="git_not_found"),
+    Case("payload", "the plan's Service does not exist", lambda stage: stage.world.kube.remove(
+        "/v1/services", NAMESPACE, SERVICE), commits=(), steps=(Step(("run",), 2),), cause="service_not_found"),
     # Slack
     Case("slack", "Slack unreachable", slack_down, slack=True, saw=("slack.dropped",)),
     Case("slack", "Slack 429 with Retry-After", slack_faults((429, {"Retry-After": "3"}), (429, {})), slack=True),
@@ -480,7 +493,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
 
 def test_the_table_covers_every_area_with_forty_faults_or_more() -> None:
     areas = {case.area for case in CASES}
-    assert len(CASES) >= 40 and areas == {"kubernetes", "git", "engine", "slack", "kill"}
+    assert len(CASES) >= 40 and areas == {"kubernetes", "git", "engine", "payload", "slack", "kill"}
     assert {case.host for case in CASES} == {"github", "gitea", "gitlab", "git"}
     assert {step.argv[0] for case in CASES if case.area == "kill" for step in case.steps} == {
         "run", "postsync", "rollback", "presync", "syncfail"}

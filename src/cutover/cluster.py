@@ -30,7 +30,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable
+from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable, InvalidInput
 from cutover.payloads import application_view, endpoint_views, lease_view, pod_view, policy_view, service_view
 from cutover.views import ApplicationView, EndpointView, LeaseView, PodView, PolicyView, ServiceView
 
@@ -157,8 +157,17 @@ class Cluster:
         return [pod_view(item) for item in body.get("items", [])], body["metadata"].get("resourceVersion", "")
 
     async def service(self, namespace: str, name: str) -> ServiceView:
-        body = await self.get(f"/api/v1/namespaces/{namespace}/services/{name}",
-                              what=f"read Service {namespace}/{name}")
+        """The plan's Service; its absence is a plan that names the wrong thing (exit 2), not an outage."""
+        try:
+            body = await self.get(f"/api/v1/namespaces/{namespace}/services/{name}",
+                                  what=f"read Service {namespace}/{name}")
+        except ClusterError as exc:
+            if exc.cause != "cluster_not_found":
+                raise
+            raise InvalidInput(f"service: expected an existing Service {namespace}/{name}, found none",
+                               cause="service_not_found",
+                               hint="check service.namespace and service.name in the plan (cutover never creates "
+                                    "the Service: ArgoCD does)") from exc
         return service_view(body)
 
     async def endpoints(self, namespace: str, service: str) -> list[EndpointView]:

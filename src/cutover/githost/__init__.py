@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from cutover.errors import InvalidInput
@@ -41,6 +42,11 @@ def connect(settings: GitSettings) -> GitHost:
         return GitLab(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
     if settings.provider == "git":
         from cutover.githost.gitpush import GitPush  # noqa: PLC0415
+
+        if shutil.which("git") is None:
+            raise InvalidInput("git.provider git: expected the git program on PATH, found none",
+                               cause="git_missing", hint="use the image built with --target with-git, or a hosting "
+                                                         "API provider (github, gitlab, gitea, forgejo)")
 
         if settings.url.startswith(("https://", "http://")):
             return GitPush(url=settings.url, branch=settings.branch, token=token(settings))

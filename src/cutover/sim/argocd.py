@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from cutover import manifest
+from cutover.errors import CutoverError
 from cutover.plan import GitDocument
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.world import NAMESPACE, SERVICE, World
@@ -52,7 +53,14 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
         if application is None or not (asked or (polled and repo.head() != synced)):
             continue
         synced = head = repo.head()
-        apply_git(world, repo, path, endpoints=not endpoint_lag)
+        try:
+            apply_git(world, repo, path, endpoints=not endpoint_lag)
+        except CutoverError as exc:  # a file ArgoCD cannot render: its sync fails, the live objects stay
+            world.kube.merge(APPS, "argocd", "llm-serving", {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"operationState": {"phase": "Failed", "message": exc.message,
+                                              "syncResult": {"revision": head}}}})
+            continue
         if endpoint_lag:
             loop.call_later(endpoint_lag, world.sync_endpoints)
         world.kube.merge(APPS, "argocd", "llm-serving", {
