@@ -69,6 +69,7 @@ class Stage:
     triggers: dict[str, list[Callable[[], None]]] = dataclasses.field(default_factory=dict)
     cleanups: list[Callable[[], Any]] = dataclasses.field(default_factory=list)
     held: dict[str, Any] | None = None  # the Lease as a hard kill left it
+    met: int | None = None  # requests a kmock reaction of the case answered (None: the case has none)
     ended: float = 0.0  # loop time of the command's last word (its Slack sender's aside)
     tail: float = 0.0  # seconds from there to its exit: what Slack and Events may add (SPEC §6.7: at most 5 s)
 
@@ -130,16 +131,32 @@ class Case:
 # --- the faults ----------------------------------------------------------------------------------------------
 
 
-def kube(verb: str, resource: Any, reaction: Any) -> Callable[[Stage], None]:
+def kube(verb: Any, resource: Any, reaction: Any) -> Callable[[Stage], None]:
+    """A kmock reaction in front of the emulator; the case fails unless it answered at least one request."""
     def arrange(stage: Stage) -> None:
-        stage.world.kube[verb, resource] << reaction
+        def counted(request: Any) -> Any:
+            answer = reaction(request)  # raises NotImplementedError when it steps aside
+            stage.met += 1
+            return answer
+        stage.met = stage.met or 0  # 0, not None: this case expects its reaction to be met
+        stage.world.kube[verb if resource is None else (verb, resource)] << counted
     return arrange
 
 
-def slow(seconds: float) -> Callable[[Any], Any]:
-    async def react(request: Any) -> Any:
-        await asyncio.sleep(seconds)
-        raise NotImplementedError  # then the emulator answers
+def slow(seconds: float, times: int = 10**6) -> Callable[[Any], Any]:
+    """Hold the first `times` matching requests `seconds` before the emulator answers them. (One-shot reads
+    run in a thread, where looptime cannot skip the wait: keep those few and short.)"""
+    held: list[object] = []
+
+    def react(request: Any) -> Any:
+        if len(held) >= times:
+            raise NotImplementedError
+        held.append(request)
+
+        async def later() -> Any:
+            await asyncio.sleep(seconds)
+            raise NotImplementedError  # then the emulator answers
+        return later()
     return react
 
 
@@ -234,7 +251,8 @@ CASES = [
          saw=("cluster.retry",)),
     Case("kubernetes", "watch answered 410 Gone", kube("watch", PODS, fail_first(1, 410))),
     Case("kubernetes", "watch dropped twice", kube("watch", PODS, fail_first(2, 500))),
-    Case("kubernetes", "every API answer 2 s slow", kube("*", kmock.resource("", "", ""), slow(2))),
+    Case("kubernetes", "every watch answered 20 s late", kube(kmock.action.WATCH, None, slow(20))),
+    Case("kubernetes", "reads answered 1 s late, five times", kube(kmock.method.GET, None, slow(1, times=5))),
     Case("kubernetes", "Lease write 503 twice", kube("create", LEASE, fail_first(2, 503)), saw=("cluster.retry",)),
     Case("kubernetes", "EndpointSlices lag the selector by 20 s", argocd(endpoint_lag=20)),
     Case("kubernetes", "Event writes always fail", kube("create", EVENTS, fail_first(99, 500)),
@@ -479,7 +497,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
     assert commits == list(case.commits)
     assert cause == case.cause, outcome
     assert [event for event in case.saw if event not in stage.seen] == [], "the fault was never met"
-    assert left == ([], []), "an injected fault was never met"
+    assert left == ([], []) and stage.met != 0, "an injected fault was never met"
     assert stage.tail <= 5.5, f"the exit waited {stage.tail:.1f} s after the outcome"
     theirs = next(entry.sha for entry in repo.log(PATH) if not entry.message.startswith("cutover("))
     final, _ = repo.read(PATH)  # type: ignore[misc]

@@ -92,7 +92,10 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
     _start(args, observers)
     try:
         if args.command == "demo":
-            raise ValueError("the demo owns its event loop: run it with main()")
+            from cutover.errors import InvalidInput  # noqa: PLC0415
+
+            raise InvalidInput("demo: expected a command that runs in the caller's loop, found the demo, which "
+                               "runs its own", cause="invalid_arguments", hint="run the demo with `cutover demo`")
         plans = _plans(args)
         _print(args, [_diff(args, plans)] if args.command == "diff" else await _execute(args, plans))
         return 0
