@@ -114,13 +114,13 @@ def _refuse_foreign(found: tuple[tuple[str, str], ...], target: str) -> None:
             hint=f"make the {target} selector pick only its own pods (add a distinguishing label)")
 
 
-async def _gate(cluster: Cluster, plan: Plan, to: str, proofs: list[Proven], now: datetime) -> None:
+async def _gate(cluster: Cluster, plan: Plan, to: str, proofs: list[Proven], clock: Clock) -> None:
     """SPEC §6.1 right before the write, on the pods the selector picks now: prove again once if the proof went
     stale or pods left Ready since; a pod of another backend, or still too few, stops the commit."""
     for attempt in range(2):
         selected, _ = await cluster.pods(plan.service.namespace, plan.backend(to).selector)
         proven = {proof.pod: proofs[-1].proven_at for proof in proofs[-1].proofs}
-        verdict = gate.judge(selected, target=to, backends=_selectors(plan), proven=proven, now=now,
+        verdict = gate.judge(selected, target=to, backends=_selectors(plan), proven=proven, now=clock.now(),
                              min_ready=plan.verify.min_ready_pods)
         _refuse_foreign(verdict.foreign, to)
         if verdict.open:
@@ -218,7 +218,7 @@ async def _advance(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
             if held.lost.is_set():
                 raise LockHeld("the Service's Lease was taken over during the cutover", cause="lock_lost",
                                hint="another cutover runs now; this one committed nothing")
-            await _gate(cluster, plan, to, proofs, clock.now())
+            await _gate(cluster, plan, to, proofs, clock)
 
         ident = cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
         structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover
