@@ -34,7 +34,7 @@ from cutover.sim.gitlab import FakeGitLab
 from cutover.sim.gitrepo import BareRepo
 from cutover.sim.hosts import FakeHost, Fault
 from cutover.sim.slack import FakeSlack
-from cutover.sim.world import NAMESPACE, SERVICE, Script, SimPod, World
+from cutover.sim.world import BACKENDS, NAMESPACE, SERVICE, Script, SimPod, World
 from helpers import PODS, fail_first
 
 pytestmark = pytest.mark.looptime
@@ -62,7 +62,7 @@ class Stage:
     repo: BareRepo
     host: FakeHost | GitHttpServer
     slack: FakeSlack
-    candle: SimPod
+    target: SimPod  # the pod of the backend the cutover goes to
     argocd: dict[str, Any] = dataclasses.field(default_factory=dict)  # options of the ArgoCD stand-in
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     seen: list[str] = dataclasses.field(default_factory=list)
@@ -93,7 +93,7 @@ class Stage:
 
     def engine(self, fault: str | None) -> Callable[[], None]:
         def act() -> None:
-            self.candle.engine.fault = fault
+            self.target.engine.fault = fault
         return act
 
 
@@ -123,7 +123,8 @@ class Case:
     cause: str = "-"
     saw: tuple[str, ...] = ()  # events that prove the fault was met
     host: str = "github"
-    candle: Script = dataclasses.field(default_factory=lambda: Script(pull=30, load=240))
+    script: Script = dataclasses.field(default_factory=lambda: Script(pull=30, load=240))  # the target pod's
+    back: bool = False  # the other way round: candle-vllm serves, a vLLM pod starts, the plan's target is vllm
     slack: bool = False
     plan: Callable[[str], str] = lambda text: text
 
@@ -187,9 +188,9 @@ def ready_but_silent(*, hole: bool = False) -> Callable[[Stage], None]:
     or with `hole`, SYNs are dropped and connects time out."""
     def arrange(stage: Stage) -> None:
         if hole:
-            dropping = Blackhole(stage.candle.ip, stage.world.port).__enter__()
+            dropping = Blackhole(stage.target.ip, stage.world.port).__enter__()
             stage.cleanups.append(lambda: dropping.__exit__(None, None, None))
-        asyncio.get_running_loop().call_later(300, stage.candle.become_ready)
+        asyncio.get_running_loop().call_later(300, stage.target.become_ready)
     return arrange
 
 
@@ -313,10 +314,10 @@ CASES = [
         at("target.ready", lambda stage: stage.engine("503")()),
         at("names.retry", lambda stage: asyncio.get_running_loop().call_later(60, stage.engine(None)))),
         saw=("names.retry",)),
-    Case("engine", "target refuses connections", ready_but_silent(), candle=Script(pull=30, fault="never_binds"),
+    Case("engine", "target refuses connections", ready_but_silent(), script=Script(pull=30, fault="never_binds"),
          commits=(), steps=(Step(("run",), 4),), cause="refused", saw=("names.retry",)),
     Case("engine", "target drops SYNs (connect timeout)", ready_but_silent(hole=True),
-         candle=Script(pull=30, fault="never_binds"), commits=(), steps=(Step(("run",), 4),),
+         script=Script(pull=30, fault="never_binds"), commits=(), steps=(Step(("run",), 4),),
          cause="connect_timeout", saw=("names.retry",)),
     Case("engine", "target resets connections", at("target.ready", lambda stage: stage.engine("reset")()),
          commits=(), steps=(Step(("run",), 4),), cause="reset"),
@@ -333,17 +334,20 @@ CASES = [
     Case("engine", "target stops answering after the proof",
          at("git.committed", lambda stage: stage.engine("503")()), commits=(SWITCH, BACK),
          steps=(Step(("run",), 6),), cause="verification_failed_rolled_back"),
+    Case("engine", "vLLM target: a served name disappears after the proof", at("git.committed", lambda stage: setattr(
+        stage.target.engine, "served_names", ("reasoning-long",))), back=True, commits=(BACK, SWITCH),
+        steps=(Step(("run",), 6),), cause="verification_failed_rolled_back"),
     Case("engine", "a NetworkPolicy drops the Job's packets", both(lambda stage: stage.world.kube.remove(
         "networking.k8s.io/v1/networkpolicies", NAMESPACE, "llm-serving-ingress-cutover"),
-        ready_but_silent(hole=True)), candle=Script(pull=30, fault="never_binds"), commits=(),
+        ready_but_silent(hole=True)), script=Script(pull=30, fault="never_binds"), commits=(),
         steps=(Step(("run",), 4),), cause="network_policy_blocks", saw=("network.diagnosis",)),
-    Case("engine", "target crash-loops", commits=(), candle=Script(pull=30, fault="crash_loop"),
+    Case("engine", "target crash-loops", commits=(), script=Script(pull=30, fault="crash_loop"),
          steps=(Step(("run",), 3),), cause="crash_loop"),
-    Case("engine", "target image cannot be pulled", commits=(), candle=Script(pull=30, fault="image_pull"),
+    Case("engine", "target image cannot be pulled", commits=(), script=Script(pull=30, fault="image_pull"),
          steps=(Step(("run",), 3),), cause="image_pull"),
-    Case("engine", "target cannot be scheduled", commits=(), candle=Script(fault="unschedulable"),
+    Case("engine", "target cannot be scheduled", commits=(), script=Script(fault="unschedulable"),
          steps=(Step(("run",), 3),), cause="unschedulable"),
-    Case("engine", "target slower than maxWait", commits=(), candle=Script(pull=30, load=3000),
+    Case("engine", "target slower than maxWait", commits=(), script=Script(pull=30, load=3000),
          steps=(Step(("run",), 3),), cause="startup_budget_exhausted"),
     # payloads: what the APIs hand back is input too
     Case("payload", "the file in Git is not YAML", at("lock.acquired", lambda stage: stage.other_commit(
@@ -462,15 +466,22 @@ def label(subject: str) -> str:
 @pytest.mark.parametrize("case", CASES, ids=[f"{case.area}: {case.fault}" for case in CASES])
 async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                      capsys: pytest.CaptureFixture[str]) -> None:
+    source, target = ("candle", "vllm") if case.back else ("vllm", "candle")
     repo = BareRepo(tmp_path / "gitops.git")
-    repo.commit({PATH: FIXTURE}, "Add the Service\n")
-    world.add_pod("vllm", ready=True)
-    candle = world.add_pod("candle", case.candle)
+    repo.commit({PATH: switch_to_candle(FIXTURE) if case.back else FIXTURE}, "Add the Service\n")
+    if case.back:
+        world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
+        world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": BACKENDS["candle"]["labels"]}})
+    world.add_pod(source, ready=True)
+    pod = world.add_pod(target, case.script)
+    await world.settled()
+    world.sync_endpoints()
     sim_argocd.seed_application(world, revision=repo.head())
     async with git_host(case.host, repo, tmp_path) as (host, git), FakeSlack() as slack:
-        stage = Stage(world, repo, host, slack, candle, env={"CUTOVER_SLACK_WEBHOOK": slack.webhook})
+        stage = Stage(world, repo, host, slack, pod, env={"CUTOVER_SLACK_WEBHOOK": slack.webhook})
         case.arrange(stage)
-        (tmp_path / "plan.yaml").write_text(case.plan(plan_text(world, git, slack=case.slack)))
+        text = case.plan(plan_text(world, git, slack=case.slack))
+        (tmp_path / "plan.yaml").write_text(text.replace("target: candle", f"target: {target}"))
         environ = {"CUTOVER_PLAN": str(tmp_path / "plan.yaml"), "CUTOVER_GIT_TOKEN": TOKEN,
                    "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")),
                    "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log"), **stage.env}
