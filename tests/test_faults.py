@@ -499,7 +499,10 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
             for cleanup in stage.cleanups:
                 cleanup()
         left = (host.faults if isinstance(host, FakeHost) else host.fail_next, slack.faults)
-    commits = [entry.message.split("\n")[0] for entry in reversed(repo.log(PATH))][1:]
+        assert TOKEN not in repr([posted.body for posted in slack.posted])  # SPEC §6.6, in Slack too
+    history = repo.log(PATH)
+    assert not any(TOKEN in entry.message for entry in history)  # and in commits
+    commits = [entry.message.split("\n")[0] for entry in reversed(history)][1:]
     found = re.search(r"cause (\w+)", outcome)
     cause = found.group(1) if found else "-"
     TABLE.append((case.area, case.fault, "→".join(map(str, codes)), ", ".join(map(label, commits)) or "none", cause))
