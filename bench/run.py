@@ -1,7 +1,8 @@
 """Benchmarks of the proof engine, one command, one table (`make bench`; `--smoke` for CI).
 
 Ratios are taken inside one run because these machines are noisy. Measured:
-  1. a target pod turning Ready (engine bound) → `names.proven` logged: p50 and p95, real time
+  1. a target pod turning Ready (engine bound) → `names.proven` logged: p50 and p95, real time; and Ready →
+     `git.committed` through a whole `cutover postsync` on the GitHub double (fake time skips only the startup)
   2. Kubernetes API requests per watched pod over a 30-minute startup (fake time), 1 and 10 pods
   3. engine requests sent before the target container started
   4. whole-process wall time of `cutover --help` and of a `cutover verify` on a proven target,
@@ -315,6 +316,39 @@ def bench_scale(count: int) -> dict[str, float]:
             "cpu_one": one.cpu}
 
 
+class _Between:
+    """A structlog processor noting the real time between two events of a command."""
+
+    def __init__(self, first: str, last: str) -> None:
+        self.first, self.last = first, last
+        self.at: dict[str, float] = {}
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        if event.get("event") in (self.first, self.last):
+            self.at.setdefault(str(event["event"]), time.perf_counter())
+        return event
+
+    @property
+    def seconds(self) -> float:
+        return self.at[self.last] - self.at[self.first]
+
+
+def bench_commit_latency(runs: int) -> float:
+    samples = []
+    for run in range(runs):
+        between = _Between("target.ready", "git.committed")
+        loop = looptime.new_event_loop(start=0)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                outcome = loop.run_until_complete(fleet.cutover([Script(pull=30, load=600)], Path(tmp) / str(run),
+                                                                observers=[between]))
+        finally:
+            loop.close()
+        assert outcome.commits == 1, outcome
+        samples.append(between.seconds)
+    return statistics.median(samples)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -329,9 +363,11 @@ def main() -> int:
     installed = None if args.smoke else bench_installed_size()
     slack_posts = bench_slack_messages()
     scale = bench_scale(10 if args.smoke else 50)
+    to_commit = bench_commit_latency(2 if args.smoke else 10)
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
+        ("1. Ready → git.committed p50, whole `cutover postsync`, GitHub double (s)", f"{to_commit:.3f}", ""),
         ("2. API requests per pod, 30 min, 1 pod", f"{requests[1][0]:.1f}", "≤ 12"),
         ("2. API requests per pod, 30 min, 10 pods", f"{requests[10][0]:.1f}", "≤ 12"),
         ("3. engine requests before container start", str(requests[1][1] + requests[10][1]), "0"),
@@ -362,7 +398,7 @@ def main() -> int:
         print(f"| {name.ljust(width)} | {value} | {goal} |")
     print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
                       "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
-                      "scale": scale}))
+                      "scale": scale, "ready_to_commit": to_commit}))
     return 0
 
 

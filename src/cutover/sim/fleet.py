@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -122,7 +123,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-async def cutover(starts: Sequence[Script], root: Path) -> Outcome:
+async def cutover(starts: Sequence[Script], root: Path, *, observers: Sequence[Any] = ()) -> Outcome:
     """`cutover postsync` over a plan with one cutover per script, in this process and loop (fake time under
     looptime), against a fresh world and a GitHub double."""
     from cutover import cli  # noqa: PLC0415 -- the command line, as a Job runs it
@@ -145,7 +146,8 @@ async def cutover(starts: Sequence[Script], root: Path) -> Outcome:
             before, started, cpu = world.kube.served, loop.time(), time.process_time()
             with _environment(environ), contextlib.redirect_stdout(io.StringIO()):
                 try:
-                    code = await cli.arun(["--log-level", "error", "--log-format", "json", "postsync"])
+                    code = await cli.arun(["--log-level", "info" if observers else "error", "--log-format", "json",
+                                           "postsync"], observers=observers)
                 finally:
                     structlog.reset_defaults()
             seconds, requests, cpu = loop.time() - started, world.kube.served - before, time.process_time() - cpu
