@@ -1,4 +1,4 @@
-"""Small helpers shared by the tests: kmock fault reactions and request and event filters."""
+"""Small helpers shared by the tests: kmock fault reactions, request and event filters, file lines."""
 
 from __future__ import annotations
 
@@ -35,3 +35,17 @@ def requests(world: World, *, watch: bool | None = None, path: str = "/pods") ->
 
 def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [event for event in events if event["event"] == name]
+
+
+def outside_the_selector(text: str) -> list[str]:
+    """The file's lines except the selector block: what a commit must never change."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("  selector:"):
+            inside = True
+            continue
+        if inside and line.startswith("    "):
+            continue
+        inside = False
+        lines.append(line)
+    return lines

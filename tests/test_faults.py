@@ -35,7 +35,7 @@ from cutover.sim.gitrepo import BareRepo
 from cutover.sim.hosts import FakeHost, Fault
 from cutover.sim.slack import FakeSlack
 from cutover.sim.world import BACKENDS, NAMESPACE, SERVICE, Script, SimPod, World
-from helpers import PODS, fail_first
+from helpers import PODS, fail_first, outside_the_selector
 
 pytestmark = pytest.mark.looptime
 
@@ -443,20 +443,6 @@ async def run_step(stage: Stage, step: Step, capsys: pytest.CaptureFixture[str])
     output = capsys.readouterr()
     assert TOKEN not in output.out + output.err and "secretpath" not in output.out + output.err
     return code, output.out.strip().splitlines()[-1]
-
-
-def outside_the_selector(text: str) -> list[str]:
-    """The file's lines except the selector block: what a commit must never change."""
-    lines, inside = [], False
-    for line in text.splitlines():
-        if line.startswith("  selector:"):
-            inside = True
-            continue
-        if inside and line.startswith("    "):
-            continue
-        inside = False
-        lines.append(line)
-    return lines
 
 
 def label(subject: str) -> str:

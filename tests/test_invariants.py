@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from cutover import gate, manifest, plan, writeback
 from cutover.sim.world import World
 from cutover.views import PodView
+from helpers import outside_the_selector
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 _world = World.__new__(World)
@@ -69,19 +70,6 @@ def edit(text: str, wanted: dict[str, str]) -> str:
 @functools.cache
 def _edit(text: str, wanted: tuple[tuple[str, str], ...]) -> str:
     return manifest.edit_selector(text, document=DOCUMENT, selector_path=SELECTOR_PATH, selector=dict(wanted)).after
-
-
-def outside_the_selector(text: str) -> list[str]:
-    lines, inside = [], False
-    for line in text.splitlines():
-        if line.startswith("  selector:"):
-            inside = True
-            continue
-        if inside and line.startswith("    "):
-            continue
-        inside = False
-        lines.append(line)
-    return lines
 
 
 class Cutover(RuleBasedStateMachine):

@@ -12,9 +12,10 @@ import io
 import os
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import structlog
 
@@ -109,20 +110,6 @@ def startups(count: int, seed: int = 7) -> list[Script]:
     return [Script(pull=rng.uniform(20, 120), load=rng.uniform(300, 1500)) for _ in range(count)]
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 async def cutover(starts: Sequence[Script], root: Path, *, observers: Sequence[Any] = ()) -> Outcome:
     """`cutover postsync` over a plan with one cutover per script, in this process and loop (fake time under
     looptime), against a fresh world and a GitHub double."""
@@ -144,7 +131,7 @@ async def cutover(starts: Sequence[Script], root: Path, *, observers: Sequence[A
             await world.settled()
             loop = asyncio.get_running_loop()
             before, started, cpu = world.kube.served, loop.time(), time.process_time()
-            with _environment(environ), contextlib.redirect_stdout(io.StringIO()):
+            with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()):
                 try:
                     code = await cli.arun(["--log-level", "info" if observers else "error", "--log-format", "json",
                                            "postsync"], observers=observers)
