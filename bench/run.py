@@ -38,17 +38,19 @@ import looptime
 import structlog
 
 from cutover import cluster, manifest, plan, wait, writeback
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import Script, World
 from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
 from cutover.githost.gitpush import GitPush
-from cutover.sim import fleet
-from cutover.sim.contents import FakeContentsHost
-from cutover.sim.githttp import GitHttpServer
-from cutover.sim.gitlab import FakeGitLab
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import Script, World
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the doubles only tests and benchmarks use
+from doubles import fleet
+from doubles.githttp import GitHttpServer
+from doubles.gitlab import FakeGitLab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -249,7 +251,7 @@ def bench_slack_overhead(events: int) -> float:
 async def _slack_messages() -> tuple[int, int]:
     from cutover import logs, notify
     from cutover.githost.github import GitHub
-    from cutover.sim.slack import FakeSlack
+    from doubles.slack import FakeSlack
 
     with tempfile.TemporaryDirectory() as tmp:
         repo = BareRepo(Path(tmp) / "gitops.git")

@@ -7,6 +7,8 @@
   packages' __init__ files import their members lazily (kubernetes 37), so the empty packages still import.
 - aiohttp and what only it needs: pulled in by kubernetes/aio alone (the simulated world's use of it is the
   demo extra's, not the image's).
+- cutover/demo: the simulated world behind `cutover demo`. The Dockerfile's context leaves it out already
+  (.dockerignore); this keeps an image built from an installed wheel just as free of it.
 
 Usage: python packaging/prune.py SITE_PACKAGES. tests/test_image.py runs cutover against a pruned tree and
 checks that none of it is ever imported.
@@ -18,8 +20,8 @@ import shutil
 import sys
 from pathlib import Path
 
-TREES = ("kubernetes/aio", "aiohttp", "aiohappyeyeballs", "aiosignal", "frozenlist", "multidict", "propcache",
-         "yarl")
+TREES = ("kubernetes/aio", "cutover/demo", "aiohttp", "aiohappyeyeballs", "aiosignal", "frozenlist", "multidict",
+         "propcache", "yarl")
 GENERATED = ("kubernetes/client/api", "kubernetes/client/models")
 
 

@@ -17,10 +17,10 @@ import structlog
 from structlog.testing import LogCapture
 
 from cutover import cluster, plan
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import World
 from cutover.githost.github import GitHub
-from cutover.sim.contents import FakeContentsHost
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import World
 
 GIT_TOKEN = "ghp_" + "C" * 36
 SERVICE_PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"

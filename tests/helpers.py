@@ -7,7 +7,7 @@ from typing import Any
 
 import kmock
 
-from cutover.sim.world import World
+from cutover.demo.world import World
 
 PODS = kmock.resource("", "v1", "pods")
 

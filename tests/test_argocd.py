@@ -10,7 +10,7 @@ import pytest
 
 from cutover import argocd, cluster
 from cutover.argocd import SyncState
-from cutover.sim.world import NAMESPACE, SERVICE, World
+from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.views import ApplicationView
 
 SHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"

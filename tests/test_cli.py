@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cutover.sim.world import World
+from cutover.demo.world import World
 
 TOKEN = "ghp_" + "Z" * 36  # token-shaped: must never reach any output
 
@@ -196,8 +196,8 @@ async def test_diff_of_a_missing_or_broken_file_exits_2(cutover: Run, tmp_path: 
 
 
 async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: World, tmp_path: Path) -> None:
-    from cutover.sim.contents import FakeContentsHost
-    from cutover.sim.gitrepo import BareRepo
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
 
     repo = BareRepo(tmp_path / "gitops.git")
     repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
@@ -216,8 +216,8 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
 
 async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Run, world: World,
                                                                      tmp_path: Path) -> None:
-    from cutover.sim.contents import FakeContentsHost
-    from cutover.sim.gitrepo import BareRepo
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
 
     repo = BareRepo(tmp_path / "gitops.git")
     async with FakeContentsHost(repo, token="ghp_" + "9" * 36) as host:
@@ -230,9 +230,9 @@ async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Ru
 async def test_presync_passes_without_a_change_and_aborts_a_change_to_an_unschedulable_backend(
         cutover: Run, world: World, tmp_path: Path) -> None:
     from cutover import manifest
-    from cutover.sim.contents import FakeContentsHost
-    from cutover.sim.gitrepo import BareRepo
-    from cutover.sim.world import Script
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
+    from cutover.demo.world import Script
 
     path = "k8s/apps/llm-serving/reasoning-long-service.yaml"
     repo = BareRepo(tmp_path / "gitops.git")
@@ -264,9 +264,9 @@ async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World,
     """What happens when ArgoCD deletes a running hook Job: the pod gets SIGTERM."""
     import signal
 
-    from cutover.sim.contents import FakeContentsHost
-    from cutover.sim.gitrepo import BareRepo
-    from cutover.sim.world import Script
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
+    from cutover.demo.world import Script
 
     repo = BareRepo(tmp_path / "gitops.git")
     repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
@@ -317,13 +317,13 @@ def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
 
 async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(cutover: Run, world: World,
                                                                             tmp_path: Path) -> None:
-    from cutover.sim.contents import FakeContentsHost
-    from cutover.sim.gitrepo import BareRepo
-    from cutover.sim.slack import FakeSlack
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
+    from doubles.slack import FakeSlack
 
     repo = BareRepo(tmp_path / "gitops.git")
     repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
-    from cutover.sim.argocd import seed_application
+    from cutover.demo.argocd import seed_application
 
     seed_application(world)
     world.add_pod("vllm", ready=True)
@@ -339,7 +339,7 @@ async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(c
 
 
 async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path) -> None:
-    from cutover.sim.slack import FakeSlack
+    from doubles.slack import FakeSlack
 
     async with FakeSlack() as slack:
         process = await asyncio.create_subprocess_exec(

@@ -13,8 +13,8 @@ import pytest
 import trustme
 
 from cutover import cluster
+from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from cutover.errors import ClusterError, ClusterUnavailable
-from cutover.sim.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from helpers import PODS, fail_first, requests
 
 

@@ -14,16 +14,16 @@ import pytest
 
 from contracts import Recorder, spec
 from cutover import plan, writeback
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.hosts import FakeHost, Fault
+from cutover.demo.world import World
 from cutover.errors import GitError
 from cutover.githost.base import Author, GitHost, trailers
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
-from cutover.sim.contents import FakeContentsHost
-from cutover.sim.gitlab import FakeGitLab
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.hosts import FakeHost, Fault
-from cutover.sim.world import World
+from doubles.gitlab import FakeGitLab
 from helpers import named
 
 TOKEN = "ghp_" + "T" * 36

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from cutover import cluster, errors, manifest, phases, plan
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import NAMESPACE, SERVICE, Script, World
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import NAMESPACE, SERVICE, Script, World
 
 pytestmark = pytest.mark.looptime
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from cutover import engines
-from cutover.sim.engines import Blackhole, EngineDouble
-from cutover.sim.world import _free_port
+from cutover.demo.engines import Blackhole, EngineDouble
+from cutover.demo.world import _free_port
 
 NAMES = ("reasoning-long", "reasoning")
 _ips = itertools.count(1)

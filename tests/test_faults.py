@@ -26,15 +26,15 @@ import structlog
 
 from contracts import Recorder, spec
 from cutover import cli
-from cutover.sim import argocd as sim_argocd
-from cutover.sim.contents import FakeContentsHost
-from cutover.sim.engines import Blackhole
-from cutover.sim.githttp import GitHttpServer
-from cutover.sim.gitlab import FakeGitLab
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.hosts import FakeHost, Fault
-from cutover.sim.slack import FakeSlack
-from cutover.sim.world import BACKENDS, NAMESPACE, SERVICE, Script, SimPod, World
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.engines import Blackhole
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.hosts import FakeHost, Fault
+from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, SimPod, World
+from doubles.githttp import GitHttpServer
+from doubles.gitlab import FakeGitLab
+from doubles.slack import FakeSlack
 from helpers import PODS, fail_first, outside_the_selector
 
 pytestmark = pytest.mark.looptime

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from cutover import manifest, plan, writeback
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import World
 from cutover.errors import GitError
 from cutover.githost.base import Author
 from cutover.githost.gitpush import GitPush
-from cutover.sim.githttp import GitHttpServer
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.gitssh import SshGitServer
-from cutover.sim.world import World
+from doubles.githttp import GitHttpServer
+from doubles.gitssh import SshGitServer
 from helpers import named
 
 TOKEN = "glpat-" + "S" * 24

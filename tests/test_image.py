@@ -13,7 +13,7 @@ from pathlib import Path
 
 import kubernetes
 
-from cutover.sim.world import World
+from cutover.demo.world import World
 
 PRUNE = Path(__file__).parent.parent / "packaging" / "prune.py"
 PROGRAM = """

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from cutover import gate, manifest, plan, writeback
-from cutover.sim.world import World
+from cutover.demo.world import World
 from cutover.views import PodView
 from helpers import outside_the_selector
 

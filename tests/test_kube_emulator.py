@@ -10,8 +10,8 @@ import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from cutover.sim.kube import KubeEmulator
-from cutover.sim.world import World
+from cutover.demo.kube import KubeEmulator
+from cutover.demo.world import World
 from helpers import PODS, fail_first
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cutover import cluster, lease, lock
+from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.errors import LockHeld
-from cutover.sim.world import NAMESPACE, SERVICE, World
 from cutover.wait import Clock
 from helpers import named
 

@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from cutover import logs, notify
-from cutover.sim.slack import FakeSlack
+from doubles.slack import FakeSlack
 
 pytestmark = pytest.mark.looptime
 
@@ -134,8 +134,8 @@ def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
 async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: FakeSlack, output: io.StringIO,
                                                                       world: Any, kube: Any) -> None:
     from cutover import threads
-    from cutover.sim.world import NAMESPACE
-    from cutover.sim.world import SERVICE as NAME
+    from cutover.demo.world import NAMESPACE
+    from cutover.demo.world import SERVICE as NAME
 
     def process() -> notify.Sender:  # each hook Job is a new process with a new sender
         bot = notify.Bot(slack.token, "C0123", api=slack.url + "/api")

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from cutover import cluster, manifest, phases, plan, writeback
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import BACKENDS, Script, World
 from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from cutover.sim import argocd as sim_argocd
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import BACKENDS, Script, World
 from helpers import named
 
 pytestmark = pytest.mark.looptime

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cutover.sim import fleet
+from doubles import fleet
 
 COUNT = 50
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from cutover import cluster, wait
+from cutover.demo.engines import Blackhole
+from cutover.demo.world import NAMESPACE, Script, World
 from cutover.errors import NamesNotProven, TargetNotReady
 from cutover.plan import Plan
-from cutover.sim.engines import Blackhole
-from cutover.sim.world import NAMESPACE, Script, World
 from helpers import PODS, fail_first, named, requests
 
 pytestmark = pytest.mark.looptime

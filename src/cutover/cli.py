@@ -258,13 +258,13 @@ async def _one(args: argparse.Namespace, kube: Any, plan: Plan) -> Report:
 
 def _demo(args: argparse.Namespace) -> int:
     try:
-        from cutover.sim import demo  # noqa: PLC0415 -- needs the demo extra
+        from cutover.demo import story  # noqa: PLC0415 -- needs the demo extra
     except ImportError as exc:
         from cutover.errors import InvalidInput  # noqa: PLC0415
 
         raise InvalidInput("the demo needs the demo extra", cause="demo_extra_missing",
                            hint="pip install 'cutover[demo]'") from exc
-    return demo.main(args)
+    return story.main(args)
 
 
 def _identity() -> str:

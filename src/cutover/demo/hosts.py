@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from cutover.sim.gitrepo import BareRepo
+from cutover.demo.gitrepo import BareRepo
 
 
 @dataclasses.dataclass

@@ -22,13 +22,13 @@ from pathlib import Path
 import looptime
 
 from cutover import cluster, logs, manifest, notify, phases, plan
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import NAMESPACE, SERVICE, Script, World
 from cutover.errors import CutoverError
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from cutover.sim import argocd as sim_argocd
-from cutover.sim.contents import FakeContentsHost
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import NAMESPACE, SERVICE, Script, World
 
 SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 HEADER = """# reasoning-long-predictor: the stable name clients use for the long-context reasoning model.

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cutover.sim.world import _free_port
+from cutover.demo.world import _free_port
 
 
 def _keypair(path: Path) -> None:

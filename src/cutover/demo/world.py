@@ -25,8 +25,8 @@ from typing import Any
 import kmock
 from aiohttp import test_utils
 
-from cutover.sim.engines import EngineDouble
-from cutover.sim.kube import KubeEmulator
+from cutover.demo.engines import EngineDouble
+from cutover.demo.kube import KubeEmulator
 
 NAMESPACE = "llm-serving"
 SERVICE = "reasoning-long-predictor"

@@ -19,11 +19,11 @@ from unittest import mock
 
 import structlog
 
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import BACKENDS, NAMESPACE, SERVED_NAMES, Script, World
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import BACKENDS, NAMESPACE, SERVED_NAMES, Script, World
 from cutover.wait import Clock
 
-TOKEN = "fleet-token-of-the-simulated-git-host"  # noqa: S105 -- the double's own
+TOKEN = "fleet-token-of-the-simulated-git-host"
 
 
 def service(index: int) -> str:
@@ -113,9 +113,9 @@ def startups(count: int, seed: int = 7) -> list[Script]:
 async def cutover(starts: Sequence[Script], root: Path, *, observers: Sequence[Any] = ()) -> Outcome:
     """`cutover postsync` over a plan with one cutover per script, in this process and loop (fake time under
     looptime), against a fresh world and a GitHub double."""
-    from cutover import cli  # noqa: PLC0415 -- the command line, as a Job runs it
-    from cutover.sim import argocd as sim_argocd  # noqa: PLC0415
-    from cutover.sim.contents import FakeContentsHost  # noqa: PLC0415
+    from cutover import cli
+    from cutover.demo import argocd as sim_argocd
+    from cutover.demo.contents import FakeContentsHost
 
     root.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 -- before anything runs
     async with World() as world:

@@ -14,8 +14,8 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.hosts import FakeHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.hosts import FakeHost
 
 STALE = "You are attempting to update a file that has changed since you started editing it."
 

@@ -10,10 +10,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from cutover import manifest
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.errors import CutoverError
 from cutover.plan import GitDocument
-from cutover.sim.gitrepo import BareRepo
-from cutover.sim.world import NAMESPACE, SERVICE, World
 
 APPS = "argoproj.io/v1alpha1/applications"
 DOCUMENT = GitDocument("Service", SERVICE)

@@ -1,0 +1,60 @@
+"""What ships: the wheel carries the product and the demo's simulated world (behind the `demo` extra), never a
+double that only the tests use; the image's build context and its pruning leave the simulated world out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = {"__init__.py", "argocd.py", "contents.py", "engines.py", "gitrepo.py", "hosts.py", "kube.py", "story.py",
+        "world.py"}
+TEST_ONLY = {path.name for path in (ROOT / "tests" / "doubles").glob("*.py")} - {"__init__.py"}
+
+
+@pytest.fixture(scope="module")
+def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--wheel-dir", str(out), str(ROOT)], check=True, capture_output=True, timeout=120)
+    (wheel,) = out.glob("cutover-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_no_test_double(wheel_files: list[str]) -> None:
+    source = ROOT / "src"
+    product = {str(path.relative_to(source)) for path in (source / "cutover").rglob("*")
+               if path.is_file() and "__pycache__" not in path.parts and "demo" not in path.parts}
+    shipped = {name for name in wheel_files if name.startswith("cutover/") and not name.startswith("cutover/demo/")}
+    assert shipped == product and "cutover/cli.py" in shipped
+    demo = {name.removeprefix("cutover/demo/") for name in wheel_files if name.startswith("cutover/demo/")}
+    assert demo == DEMO, "the demo package holds exactly what `cutover demo` runs on"
+    assert {"gitlab.py", "githttp.py", "gitssh.py", "slack.py", "fleet.py"} <= TEST_ONLY and not demo & TEST_ONLY
+    assert {name.split("/")[0] for name in wheel_files} == {"cutover", "cutover-0.1.0.dist-info"}
+
+
+def test_the_image_context_leaves_the_simulated_world_out() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert "src/cutover/demo" in ignored and "tests" in ignored and "bench" in ignored
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY src ./src" in dockerfile and "packaging/prune.py" in dockerfile
+
+
+def test_pruning_drops_the_simulated_world(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        import prune
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    site = tmp_path / "site"
+    (site / "cutover" / "demo").mkdir(parents=True)
+    (site / "cutover" / "cli.py").write_text("")
+    (site / "cutover" / "demo" / "world.py").write_text("x = 1\n")
+    assert prune.prune(site) > 0
+    assert not (site / "cutover" / "demo").exists() and (site / "cutover" / "cli.py").exists()
