@@ -46,6 +46,7 @@ from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
 from cutover.githost.gitpush import GitPush
+from cutover.trailers import Trailers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the doubles only tests and benchmarks use
 from doubles import fleet
@@ -173,7 +174,7 @@ async def _commit_rounds(host: GitHost, the_plan: plan.Plan, runs: int) -> float
     samples = []
     for index in range(runs):
         target = "candle" if index % 2 == 0 else "vllm"  # flip, so that every round commits
-        text = writeback.message(the_plan, from_backend=None, to_backend=target, cutover_id=str(index), proof=None)
+        text = writeback.message(the_plan, trailers=Trailers(id=str(index), to=target, plan=the_plan.name), proof=None)
         start = time.perf_counter()
         result = await writeback.commit_selector(host, the_plan, to_backend=target, text=text,
                                                  author=Author("cutover", "cutover@example.invalid"))
@@ -270,8 +271,10 @@ async def _slack_messages() -> tuple[int, int]:
             kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
             host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
             from cutover import phases
+            from cutover.context import Run
 
-            await phases.postsync(kube, the_plan, host, identity="bench", author=Author("c", "c@example.invalid"))
+            await phases.postsync(Run.create(kube, the_plan, host, identity="bench",
+                                             author=Author("c", "c@example.invalid")))
             await sender.flush(budget=120)
             await host.aclose()
             await kube.aclose()

@@ -7,7 +7,10 @@ from typing import Any
 
 import kmock
 
+from cutover import outcome
 from cutover.demo.world import World
+from cutover.plan import Plan
+from cutover.results import Result
 
 PODS = kmock.resource("", "v1", "pods")
 
@@ -31,6 +34,11 @@ def requests(world: World, *, watch: bool | None = None, path: str = "/pods") ->
     if watch is not None:
         found = [r for r in found if (r.params.get("watch") == "true") is watch]
     return found
+
+
+def told(result: Result, plan: Plan) -> outcome.Report:
+    """A typed result as the CLI renders it: the summary and the data `--output json` prints."""
+    return outcome.render(result, plan)
 
 
 def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

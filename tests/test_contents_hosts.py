@@ -19,10 +19,11 @@ from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
 from cutover.demo.world import World
 from cutover.errors import GitError
-from cutover.githost.base import Author, GitHost, trailers
+from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
+from cutover.trailers import Trailers
 from doubles.gitlab import FakeGitLab
 from helpers import named
 
@@ -88,8 +89,8 @@ async def host(fake: FakeHost, flavor: str) -> AsyncIterator[GitHost]:
 
 
 def text(the_plan: plan.Plan, to: str = "candle") -> str:
-    return writeback.message(the_plan, from_backend="vllm", to_backend=to, cutover_id="c0ffee", proof=None,
-                             service_uid="uid-1", cluster_ip="10.96.40.17")
+    return writeback.message(the_plan, proof=None, trailers=Trailers(
+        id="c0ffee", source="vllm", to=to, plan=the_plan.name, service_uid="uid-1", cluster_ip="10.96.40.17"))
 
 
 def cutover_commits(repo: BareRepo) -> list[str]:
@@ -361,14 +362,15 @@ def test_the_commit_message_carries_the_proof_and_every_trailer(the_plan: plan.P
     proof = writeback.Proof(pods=("candle-0 (10.0.0.5:8080)", "candle-1 (10.0.0.6:8080)"),
                             names=("reasoning-long", "reasoning"), method="generate", waited=712.4,
                             proven_at="2026-11-29T23:00:00Z")
-    message = writeback.message(the_plan, from_backend="candle", to_backend="vllm", cutover_id="c0ffee", proof=proof,
-                                service_uid="uid-1", cluster_ip="10.96.40.17", hold="vllm")
+    message = writeback.message(the_plan, proof=proof, trailers=Trailers(
+        id="c0ffee", source="candle", to="vllm", plan=the_plan.name, service_uid="uid-1", cluster_ip="10.96.40.17",
+        hold="vllm"))
     assert message == (
         "cutover(reasoning-long-predictor): candle -> vllm\n\n"
         "Proven 2026-11-29T23:00:00Z: 2 Ready pod(s) answered reasoning-long, reasoning (generate) after "
         "waiting 712s.\nPods: candle-0 (10.0.0.5:8080), candle-1 (10.0.0.6:8080)\n\n"
         "Cutover-Id: c0ffee\nCutover-From: candle\nCutover-To: vllm\nCutover-Plan: reasoning-long\n"
         "Cutover-Service-Uid: uid-1\nCutover-Cluster-Ip: 10.96.40.17\nCutover-Hold: vllm\n")
-    assert trailers(message) == {"Cutover-Id": "c0ffee", "Cutover-From": "candle", "Cutover-To": "vllm",
+    assert Trailers.parse(message).as_dict() == {"Cutover-Id": "c0ffee", "Cutover-From": "candle", "Cutover-To": "vllm",
                                  "Cutover-Plan": "reasoning-long", "Cutover-Service-Uid": "uid-1",
                                  "Cutover-Cluster-Ip": "10.96.40.17", "Cutover-Hold": "vllm"}

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = [path for path in (ROOT / "src" / "cutover").rglob("*.py") if "sim" not in path.parts]
+SOURCE = [path for path in (ROOT / "src" / "cutover").rglob("*.py") if "demo" not in path.parts]
 
 
 def emitted_causes() -> set[str]:

@@ -16,10 +16,12 @@ import httpx
 import pytest
 
 from cutover import cluster, errors, manifest, phases, plan
+from cutover.context import Run
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, Script, World
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
+from helpers import told
 
 pytestmark = pytest.mark.looptime
 
@@ -81,7 +83,7 @@ class ArgoCD:
             "status": {"operationState": {"phase": "Running", "syncResult": {"revision": revision}}}})
         job = f"cutover-presync-{revision[:7]}-presync-1764457200"
         try:
-            await phases.presync(self.kube, self.plan, self.host, job_name=job)
+            await phases.presync(Run.create(self.kube, self.plan, self.host), job_name=job)
         except errors.CutoverError as exc:
             self.outcomes.append((revision[:7], f"presync failed: {exc.cause}"))
             self._finish(revision, "Failed")
@@ -91,9 +93,8 @@ class ArgoCD:
         self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
         self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})  # in place
         self.world.sync_endpoints()
-        hook = asyncio.create_task(phases.postsync(self.kube, self.plan, self.host,
-                                                   identity=f"postsync-{revision[:7]}-{len(self.outcomes)}",
-                                                   author=AUTHOR))
+        identity = f"postsync-{revision[:7]}-{len(self.outcomes)}"
+        hook = asyncio.create_task(phases.postsync(Run.create(self.kube, self.plan, self.host, identity=identity)))
         if self.kill_postsync_after is not None:
             done, _ = await asyncio.wait([hook], timeout=self.kill_postsync_after)
             self.kill_postsync_after = None
@@ -106,7 +107,7 @@ class ArgoCD:
                 return
         try:
             report = await hook
-            self.outcomes.append((revision[:7], f"postsync: {report.summary}"))
+            self.outcomes.append((revision[:7], f"postsync: {told(report, self.plan).summary}"))
         except errors.CutoverError as exc:
             self.outcomes.append((revision[:7], f"postsync failed: {exc.cause}"))
         self._finish(revision, "Succeeded")
@@ -205,7 +206,7 @@ async def test_manual_rollback_goes_back_without_a_gap_and_holds(world: World, k
     the_plan = make_plan()
     async with running(world, kube, host, repo, the_plan) as (argocd, client):
         await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=600)
-        report = await phases.rollback(kube, the_plan, host, identity="cutover-rollback-1", author=AUTHOR)
+        report = told(await phases.rollback(Run.create(kube, the_plan, host, identity="cutover-rollback-1")), the_plan)
         await until(lambda: any("held" in outcome for _, outcome in argocd.outcomes), within=600)
         await asyncio.sleep(60)  # more syncs come and go: the hold keeps PostSync from re-applying
     assert report.data["to"] == "vllm" and report.data["verified"] is True
@@ -267,7 +268,7 @@ async def test_run_and_postsync_at_once_one_of_them_holds_the_lease(world: World
     async with running(world, kube, host, repo, the_plan) as (argocd, client):
         await asyncio.sleep(120)  # PostSync of the first sync holds the Lease and waits for candle
         with pytest.raises(errors.LockHeld) as caught:
-            await phases.run(kube, the_plan, host, identity="cutover-run-1", author=AUTHOR)
+            await phases.run(Run.create(kube, the_plan, host, identity="cutover-run-1"))
         await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=1800)
     assert caught.value.exit_code == 8 and "postsync-" in caught.value.message
     assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from cutover import engines
+from cutover import engines, profiles
 from cutover.demo.engines import Blackhole, EngineDouble
 from cutover.demo.world import _free_port
 
@@ -45,10 +45,10 @@ async def prove(client: httpx.AsyncClient, double: EngineDouble, method: str,
 
 
 def test_auto_lists_where_the_engine_lists_every_name() -> None:
-    assert engines.method_for("vllm", "auto") == "listed"
-    assert {engines.method_for(e, "auto") for e in ("candle-vllm", "sglang", "llama.cpp", "tgi", "openai")} == {
+    assert profiles.method_for("vllm", "auto") == "listed"
+    assert {profiles.method_for(e, "auto") for e in ("candle-vllm", "sglang", "llama.cpp", "tgi", "openai")} == {
         "generate"}
-    assert engines.method_for("candle-vllm", "listed") == "listed"
+    assert profiles.method_for("candle-vllm", "listed") == "listed"
 
 
 async def test_vllm_lists_both_names(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
@@ -94,7 +94,7 @@ async def test_candle_generate_proves_the_alias_without_health(
         client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
     double = make_engine("candle-vllm", model_id="reasoning-long")
     await double.bind()
-    proof = await prove(client, double, engines.method_for("candle-vllm", "auto"))
+    proof = await prove(client, double, profiles.method_for("candle-vllm", "auto"))
     assert proof.ok and proof.proven == NAMES
     # No /health on candle-vllm: the profile does not ask, and a chat completion carries each name.
     assert [(m, p, (b or {}).get("model")) for m, p, b in double.requests] == [

@@ -16,6 +16,7 @@ from cutover.demo.world import World
 from cutover.errors import GitError
 from cutover.githost.base import Author
 from cutover.githost.gitpush import GitPush
+from cutover.trailers import Trailers
 from doubles.githttp import GitHttpServer
 from doubles.gitssh import SshGitServer
 from helpers import named
@@ -55,7 +56,8 @@ async def host(server: GitHttpServer) -> AsyncIterator[GitPush]:
 
 
 def text(the_plan: plan.Plan) -> str:
-    return writeback.message(the_plan, from_backend="vllm", to_backend="candle", cutover_id="c0ffee", proof=None)
+    return writeback.message(the_plan, proof=None, trailers=Trailers(id="c0ffee", source="vllm", to="candle",
+                                                                     plan=the_plan.name))
 
 
 def cutover_commits(repo: BareRepo) -> list[str]:

@@ -1,8 +1,8 @@
 """SPEC §6.1, §6.2 and §6.5 under random histories: a hypothesis state machine drives the decision core the way
-the phases compose it (`writeback.decide` on what Git holds, `gate.judge` on the pods the selector picks right
-before the write, `manifest.edit_selector` with its guard) while pods turn Ready and unready, engines lose and
-regain names, people commit, Jobs are killed and re-run and ArgoCD syncs. After every step an oracle that keeps
-its own record of the world checks every commit in the history."""
+the phases compose it (`decide.next_step` on what a PostSync observes, `decide.git_step` on the writer's read,
+`gate.judge` on the pods the selector picks right before the write, the edit with its guard) while pods turn
+Ready and unready, engines lose and regain names, people commit, Jobs are killed and re-run and ArgoCD syncs.
+After every step an oracle that keeps its own record of the world checks every commit in the history."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from cutover import gate, manifest, plan, writeback
+from cutover import decide, gate, manifest, plan
 from cutover.demo.world import World
-from cutover.views import PodView
+from cutover.trailers import Trailers
+from cutover.views import Commit as GitCommit
+from cutover.views import PodView, ServiceView
 from helpers import outside_the_selector
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
@@ -83,6 +85,7 @@ class Cutover(RuleBasedStateMachine):
         self.live = selector(FIXTURE)
         self.backends = {name: dict(backend.selector) for name, backend in PLAN.backends.items()}
         self.min_ready = 1
+        self.plan = PLAN
 
     @initialize(min_ready=st.sampled_from([1, 2]), loose=st.sampled_from([False, False, False, True]),
                 candles=st.lists(st.booleans(), min_size=1, max_size=3))
@@ -91,6 +94,9 @@ class Cutover(RuleBasedStateMachine):
         self.min_ready = min_ready
         if loose:
             self.backends["candle"] = dict(LOOSE)
+        candle = dataclasses.replace(PLAN.backends["candle"], selector=self.backends["candle"])
+        self.plan = dataclasses.replace(PLAN, backends={**PLAN.backends, "candle": candle},
+                                        verify=dataclasses.replace(PLAN.verify, min_ready_pods=min_ready))
         self.a_pod_starts("vllm")
         self.pods["vllm-0"].ready, self.pods["vllm-0"].names = True, NAMES
         for serving in candles:
@@ -164,18 +170,20 @@ class Cutover(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.job))
     @rule(gap=st.integers(0, 120), flip=st.none() | st.integers(0, 5))
     def the_job_commits(self, gap: int = 0, flip: int | None = None) -> None:
-        """commit_selector's read → decide → edit, with the gate right before the write (phases._gate). `gap`
-        seconds pass between the proof and the write (the CAS loop, a slow host); with `flip`, a pod's readiness
-        changes in that gap."""
+        """PostSync's choice on what it observed, then the writer's read → decide → edit, with the gate right
+        before the write (phases._before_write). `gap` seconds pass between the proof and the write (the CAS
+        loop, a slow host); with `flip`, a pod's readiness changes in that gap."""
         assert self.job is not None
+        if not isinstance(decide.next_step(self._observed(), self.plan), decide.Advance):
+            self.job = None  # Git at the target already: verify or wait for ArgoCD, never commit
+            return
         self.time_passes(gap)
         if flip is not None and self.pods:
             pod = self.pods[sorted(self.pods)[flip % len(self.pods)]]
             pod.ready = not pod.ready
         target = self.backends["candle"]
-        known = [self.backends["vllm"]]
-        step = writeback.decide(selector(self.text), target=target, known=known)
-        if step is not writeback.Step.WRITE:  # already there, or someone else's selector: no commit
+        step = decide.git_step(selector(self.text), target=target, known=[self.backends["vllm"]])
+        if step is not decide.GitStep.WRITE:  # already there, or someone else's selector: no commit
             self.job = None
             return
         for attempt in range(2):
@@ -223,6 +231,14 @@ class Cutover(RuleBasedStateMachine):
                 assert before == self.backends["vllm"], "someone else's selector overwritten"
 
     # --- helpers ----------------------------------------------------------------------------------------------
+
+    def _observed(self) -> decide.Observed:
+        """What a PostSync reads: the live Service, Git's selector, the last cutover commit's trailers."""
+        live = ServiceView("llm-serving", "reasoning-long-predictor", "uid-1", "10.96.0.1", self.live, ())
+        ours = [commit for commit in self.history if commit.by == "cutover"]
+        last = GitCommit("c" * 40, "cutover", "cutover", None, Trailers(id="i", source="vllm", to="candle",
+                                                                         plan=PLAN.name)) if ours else None
+        return decide.Observed(live, selector(self.text), last)
 
     def _selected(self) -> list[Pod]:
         target = self.backends["candle"]

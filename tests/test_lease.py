@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from cutover import cluster, lease, lock
+from cutover.clock import Clock
 from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.errors import LockHeld
-from cutover.wait import Clock
 from helpers import named
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

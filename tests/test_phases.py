@@ -12,14 +12,16 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, manifest, phases, plan, writeback
+from cutover import cluster, decide, manifest, milestones, phases, plan, writeback
+from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, Script, World
 from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from helpers import named
+from cutover.trailers import Trailers
+from helpers import named, told
 
 pytestmark = pytest.mark.looptime
 
@@ -43,13 +45,12 @@ async def test_no_change_pending_passes_at_once(world: World, kube: cluster.Clus
                                                 make_plan: Any, events: list[dict[str, Any]]) -> None:
     vllm = world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", Script(fault="crash_loop"))
-    report = await phases.presync(kube, make_plan(), host, job_name=job(repo.head() or ""))
+    the_plan = make_plan()
+    report = told(await phases.presync(Run.create(kube, the_plan, host), job_name=job(repo.head() or "")), the_plan)
     assert report.data == {"changed": False} and "nothing to gate" in report.summary
     assert vllm.engine.requests == [] and candle.engine.requests == []  # no proof, no waiting
     assert named(events, "presync.no_change")
-    from cutover import notify
-
-    assert [e for e in events if e["event"] in notify.MILESTONES] == []  # so nothing for Slack either
+    assert [e for e in events if e["event"] in milestones.STAGES] == []  # so nothing for Slack either
 
 
 async def test_a_change_to_a_ready_backend_is_proven(world: World, kube: cluster.Cluster, host: GitHub,
@@ -58,7 +59,7 @@ async def test_a_change_to_a_ready_backend_is_proven(world: World, kube: cluster
     candle = world.add_pod("candle", ready=True)
     the_plan = make_plan()
     sha = switch(repo, the_plan, "candle")
-    report = await phases.presync(kube, the_plan, host, job_name=job(sha))
+    report = told(await phases.presync(Run.create(kube, the_plan, host), job_name=job(sha)), the_plan)
     assert report.data["backend"] == "candle" and report.data["proof"]["pods"][0]["names"] == [
         "reasoning-long", "reasoning"]
     assert len(candle.engine.requests) == 2
@@ -70,7 +71,7 @@ async def test_the_revision_being_synced_not_the_branch_head(world: World, kube:
     the_plan = make_plan()
     synced = repo.head() or ""
     switch(repo, the_plan, "candle")  # committed after the sync started: the next sync's business
-    report = await phases.presync(kube, the_plan, host, job_name=job(synced))
+    report = told(await phases.presync(Run.create(kube, the_plan, host), job_name=job(synced)), the_plan)
     assert report.data == {"changed": False}
 
 
@@ -81,7 +82,7 @@ async def test_a_change_to_a_broken_backend_aborts_the_sync(world: World, kube: 
     the_plan = make_plan()
     sha = switch(repo, the_plan, "candle")
     with pytest.raises(TargetNotReady) as caught:
-        await phases.presync(kube, the_plan, host, job_name=job(sha))
+        await phases.presync(Run.create(kube, the_plan, host), job_name=job(sha))
     assert caught.value.cause == "crash_loop" and caught.value.exit_code == 3
 
 
@@ -94,7 +95,7 @@ async def test_a_selector_that_also_picks_the_other_backends_pods_is_refused(
     loose = dataclasses.replace(loose, backends={**loose.backends, "candle": candle})
     sha = switch(repo, loose, "candle")
     with pytest.raises(NamesNotProven) as caught:
-        await phases.presync(kube, loose, host, job_name=job(sha))
+        await phases.presync(Run.create(kube, loose, host), job_name=job(sha))
     assert caught.value.cause == "selector_overlap"
     assert "also picks pods of backend vllm: reasoning-long-predictor-vllm-" in caught.value.message
 
@@ -105,7 +106,7 @@ async def test_a_hand_edited_selector_is_not_gated(world: World, kube: cluster.C
     world.add_pod("vllm", ready=True)
     content, _ = repo.read(PATH)  # type: ignore[misc]
     sha = repo.commit({PATH: content.replace("component: predictor", "component: canary")}, "canary\n")
-    report = await phases.presync(kube, make_plan(), host, job_name=job(sha))
+    report = told(await phases.presync(Run.create(kube, make_plan(), host), job_name=job(sha)), make_plan())
     assert report.data == {"changed": True, "backend": None}
     assert named(events, "presync.unknown_selector")
 
@@ -114,8 +115,8 @@ def test_backend_of() -> None:
     world = World.__new__(World)
     world.port = 8080
     (the_plan,) = plan.parse(world.plan_text())
-    assert phases.backend_of(the_plan, BACKENDS["candle"]["labels"]) == "candle"
-    assert phases.backend_of(the_plan, {"app": "other"}) is None
+    assert decide.backend_of(the_plan, BACKENDS["candle"]["labels"]) == "candle"
+    assert decide.backend_of(the_plan, {"app": "other"}) is None
 
 
 # --- postsync ---------------------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ async def test_postsync_waits_proves_commits_once_and_asks_argocd_to_refresh(
     the_plan = make_plan()
     service = world.kube.stored("/v1/services", "llm-serving", "reasoning-long-predictor")
     assert service is not None
-    report = await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
     assert report.data["committed"] is True
     (message,) = cutover_commits(repo)
     assert message.startswith("cutover(reasoning-long-predictor): vllm -> candle\n\nProven ")
@@ -175,8 +176,8 @@ async def test_postsync_again_before_argocd_applied_commits_nothing(
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
-    again = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    again = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
     assert again.data == {"applied": False} and len(cutover_commits(repo)) == 1
 
 
@@ -186,9 +187,9 @@ async def test_postsync_after_argocd_applied_verifies_the_switch(
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     argocd_applies(world, repo)
-    report = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
     assert report.data == {"verified": True, "endpoints": [candle.ip]}
     (verified,) = named(events, "service.verified")
     assert verified["ports"] == [80, 8080] and verified["names"] == ["reasoning-long", "reasoning"]
@@ -203,7 +204,7 @@ async def test_a_recreated_service_fails_verification_with_exit_6(
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     argocd_applies(world, repo)
     service = world.kube.remove("/v1/services", "llm-serving", "reasoning-long-predictor")
     assert service is not None
@@ -211,7 +212,7 @@ async def test_a_recreated_service_fails_verification_with_exit_6(
     service["spec"]["clusterIP"] = "10.96.99.99"
     world.kube.apply("/v1/services", service)
     with pytest.raises(VerificationFailed) as caught:
-        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
     assert caught.value.exit_code == 6
     assert "re-created" in caught.value.message and "ClusterIP changed to 10.96.99.99" in caught.value.message
 
@@ -221,12 +222,12 @@ async def test_a_hook_killed_mid_wait_and_run_again_commits_once(
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", Script(pull=30, load=900))
     the_plan = make_plan()
-    first = asyncio.create_task(phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR))
+    first = asyncio.create_task(phases.postsync(Run.create(kube, the_plan, host, identity="job-1")))
     await asyncio.sleep(300)  # ArgoCD deletes the hook Job mid-wait
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
     assert cutover_commits(repo) == []
-    report = await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
     assert report.data["committed"] is True and len(cutover_commits(repo)) == 1
 
 
@@ -235,10 +236,10 @@ async def test_another_cutover_holding_the_lease_means_exit_8(
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", Script(pull=30, load=900))
     the_plan = make_plan()
-    first = asyncio.create_task(phases.postsync(kube, the_plan, host, identity="job-run", author=AUTHOR))
+    first = asyncio.create_task(phases.postsync(Run.create(kube, the_plan, host, identity="job-run")))
     await asyncio.sleep(100)
     with pytest.raises(LockHeld) as caught:
-        await phases.postsync(kube, the_plan, host, identity="job-postsync", author=AUTHOR)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-postsync"))
     assert caught.value.exit_code == 8 and "job-run" in caught.value.message
     await first
     assert len(cutover_commits(repo)) == 1
@@ -251,27 +252,27 @@ async def test_a_rollback_hold_stops_postsync(world: World, kube: cluster.Cluste
     content, _ = repo.read(PATH)  # type: ignore[misc]
     back = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
                                   selector=the_plan.backends["vllm"].selector)
-    text = writeback.message(the_plan, from_backend="candle", to_backend="vllm", cutover_id="r0", proof=None,
-                             hold="vllm")
+    text = writeback.message(the_plan, trailers=Trailers(id="r0", source="candle", to="vllm", plan=the_plan.name,
+                                                         hold="vllm"), proof=None)
     repo.commit({PATH: back.after}, text)  # ...and its rollback, holding on vllm
     world.add_pod("candle", ready=True)
-    report = await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
     assert report.data == {"held": "vllm"} and cutover_commits(repo) == [text.rstrip("\n")]
     assert named(events, "cutover.held")
 
 
 @pytest.mark.parametrize(("trailers", "ready", "serving", "words"), [
-    ({"Cutover-Service-Uid": "u1", "Cutover-Cluster-Ip": "10.0.0.1"}, {"1.1.1.1"}, {"1.1.1.1"}, []),
-    ({"Cutover-Service-Uid": "u0"}, {"1.1.1.1"}, {"1.1.1.1"}, ["re-created (uid u1, was u0)"]),
-    ({"Cutover-Cluster-Ip": "10.0.0.9"}, {"1.1.1.1"}, {"1.1.1.1"}, ["ClusterIP changed to 10.0.0.1"]),
-    ({}, {"1.1.1.1"}, {"1.1.1.1", "2.2.2.2"}, ["EndpointSlices serve ['1.1.1.1', '2.2.2.2']"]),  # old pod kept
-    ({}, set(), set(), ["the target's Ready pods are []"]),  # nothing serves at all
+    (Trailers(service_uid="u1", cluster_ip="10.0.0.1"), {"1.1.1.1"}, {"1.1.1.1"}, []),
+    (Trailers(service_uid="u0"), {"1.1.1.1"}, {"1.1.1.1"}, ["re-created (uid u1, was u0)"]),
+    (Trailers(cluster_ip="10.0.0.9"), {"1.1.1.1"}, {"1.1.1.1"}, ["ClusterIP changed to 10.0.0.1"]),
+    (Trailers(), {"1.1.1.1"}, {"1.1.1.1", "2.2.2.2"}, ["EndpointSlices serve ['1.1.1.1', '2.2.2.2']"]),  # old pod kept
+    (Trailers(), set(), set(), ["the target's Ready pods are []"]),  # nothing serves at all
 ])
-def test_switch_problems(trailers: dict[str, str], ready: set[str], serving: set[str], words: list[str]) -> None:
+def test_switch_problems(trailers: Trailers, ready: set[str], serving: set[str], words: list[str]) -> None:
     from cutover.views import ServiceView
 
     live = ServiceView("llm-serving", "s", "u1", "10.0.0.1", {}, ())
-    problems = phases.switch_problems(trailers, live, ready=ready, serving=serving)
+    problems = decide.switch_problems(trailers, live, ready=ready, serving=serving).messages()
     assert len(problems) == len(words) and all(w in p for w, p in zip(words, problems, strict=True))
 
 
@@ -293,7 +294,7 @@ async def test_run_waits_proves_commits_waits_for_argocd_and_verifies(
     loop = asyncio.get_running_loop()
     start = loop.time()
     async with argocd_running(world, repo):
-        report = await phases.run(kube, make_plan(), host, identity="job-run", author=AUTHOR)
+        report = told(await phases.run(Run.create(kube, make_plan(), host, identity="job-run")), make_plan())
     assert report.data["verified"] is True and report.data["endpoints"] == [candle.ip]
     assert len(cutover_commits(repo)) == 1
     # Ready at 330 s plus up to one 15 s probe tick; then at most one stand-in tick (5 s) and one look (10 s).
@@ -310,10 +311,10 @@ async def test_rollback_goes_back_and_holds_until_the_target_changes(
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
     async with argocd_running(world, repo):
-        await phases.run(kube, the_plan, host, identity="job-run", author=AUTHOR)
-        report = await phases.rollback(kube, the_plan, host, identity="job-rollback", author=AUTHOR)
-        held = await phases.postsync(kube, the_plan, host, identity="job-postsync", author=AUTHOR)
-        lifted = await phases.run(kube, the_plan, host, identity="job-run-2", author=AUTHOR, to="candle")
+        await phases.run(Run.create(kube, the_plan, host, identity="job-run"))
+        report = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-postsync")), the_plan)
+        lifted = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run-2"), to="candle"), the_plan)
     assert report.data["to"] == "vllm" and report.data["endpoints"] == [vllm.ip]
     lift, back, there = cutover_commits(repo)  # newest first
     assert back.startswith("cutover(reasoning-long-predictor): candle -> vllm") and "Cutover-Hold: vllm" in back
@@ -329,24 +330,24 @@ async def test_run_when_argocd_never_applies_exits_7(world: World, kube: cluster
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     with pytest.raises(SyncTimeout) as caught:
-        await phases.run(kube, make_plan(), host, identity="job-run", author=AUTHOR)
+        await phases.run(Run.create(kube, make_plan(), host, identity="job-run"))
     assert caught.value.exit_code == 7 and "did not apply" in caught.value.message
     assert len(cutover_commits(repo)) == 1  # committed once; re-running continues from there
 
 
 @pytest.mark.parametrize(("now", "trailers", "previous"), [
-    ("candle", {"Cutover-From": "vllm", "Cutover-To": "candle"}, "vllm"),
-    ("candle", {}, "vllm"),  # no cutover commit: the only other backend
-    ("vllm", {"Cutover-From": "vllm", "Cutover-To": "candle"}, "candle"),  # Git moved on by hand since
+    ("candle", Trailers(source="vllm", to="candle"), "vllm"),
+    ("candle", None, "vllm"),  # no cutover commit: the only other backend
+    ("vllm", Trailers(source="vllm", to="candle"), "candle"),  # Git moved on by hand since
 ])
-def test_previous_backend(now: str, trailers: dict[str, str], previous: str) -> None:
+def test_previous_backend(now: str, trailers: Trailers | None, previous: str) -> None:
     world = World.__new__(World)
     world.port = 8080
     (the_plan,) = plan.parse(world.plan_text())
     from cutover.githost.base import Commit
 
     last = Commit("abc", "t", "a", None, trailers) if trailers else None
-    assert phases.previous_backend(the_plan, now, last) == previous
+    assert decide.previous_backend(the_plan, now, last) == previous
 
 
 async def test_a_failed_verification_rolls_back_when_configured_and_exits_6(
@@ -354,13 +355,13 @@ async def test_a_failed_verification_rolls_back_when_configured_and_exits_6(
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     argocd_applies(world, repo)
     world.kube.merge("/v1/pods", "llm-serving", candle.name, {"status": {"conditions": [
         {"type": "Ready", "status": "False"}]}})  # the target breaks after the switch
     world.sync_endpoints()
     with pytest.raises(VerificationFailed) as caught:
-        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
     assert caught.value.exit_code == 6 and caught.value.cause == "verification_failed_rolled_back"
     assert "rolled back to vllm in" in caught.value.message
     newest = cutover_commits(repo)[0]
@@ -372,11 +373,11 @@ async def test_without_auto_rollback_a_failed_verification_changes_nothing(
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
     the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     argocd_applies(world, repo)
     world.delete_pod(candle.name)
     with pytest.raises(VerificationFailed) as caught:
-        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
     assert caught.value.cause == "verification_failed" and len(cutover_commits(repo)) == 1
 
 
@@ -387,8 +388,8 @@ async def test_syncfail_reports_and_with_auto_rollback_brings_git_back_to_what_s
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)  # Git now selects candle
-    report = await phases.syncfail(kube, the_plan, host, identity="job-syncfail", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # Git now selects candle
+    report = told(await phases.syncfail(Run.create(kube, the_plan, host, identity="job-syncfail")), the_plan)
     assert report.data["rolledBack"] is True
     assert cutover_commits(repo)[0].startswith("cutover(reasoning-long-predictor): candle -> vllm")
     (failed,) = named(events, "cutover.failed")
@@ -401,8 +402,8 @@ async def test_syncfail_without_auto_rollback_changes_nothing(world: World, kube
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
-    report = await phases.syncfail(kube, the_plan, host, identity="job-syncfail", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    report = told(await phases.syncfail(Run.create(kube, the_plan, host, identity="job-syncfail")), the_plan)
     assert report.data == {"rolledBack": False} and len(cutover_commits(repo)) == 1
 
 
@@ -411,11 +412,11 @@ async def test_names_failing_through_the_service_fail_verification(
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
     the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
-    await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     argocd_applies(world, repo)
     candle.engine.fault = "503"  # Ready to the kubelet, failing to clients
     with pytest.raises(VerificationFailed) as caught:
-        await phases.postsync(kube, the_plan, host, identity="job-2", author=AUTHOR)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
     assert f"through {world.cluster_ip}:80: /v1/chat/completions answered 503" in caught.value.message
     assert f"through {world.cluster_ip}:8080:" in caught.value.message
 
@@ -426,14 +427,11 @@ async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    token = phases.DRY_RUN.set(True)
-    try:
-        for report in (await phases.postsync(kube, the_plan, host, identity="job-1", author=AUTHOR),
-                       await phases.run(kube, the_plan, host, identity="job-2", author=AUTHOR)):
-            assert report.data["dryRun"] is True and report.summary.startswith("dry run: vllm -> candle")
-            assert "+    app.kubernetes.io/name: llm-reasoning-candle" in report.data["diff"]
-    finally:
-        phases.DRY_RUN.reset(token)
+    for result in (await phases.postsync(Run.create(kube, the_plan, host, identity="job-1", dry_run=True)),
+                   await phases.run(Run.create(kube, the_plan, host, identity="job-2", dry_run=True))):
+        report = told(result, the_plan)
+        assert report.data["dryRun"] is True and report.summary.startswith("dry run: vllm -> candle")
+        assert "+    app.kubernetes.io/name: llm-reasoning-candle" in report.data["diff"]
     assert cutover_commits(repo) == []
     assert world.kube.stored(LEASES, "llm-serving", "cutover-reasoning-long-predictor") is None
     application = world.kube.stored(APPS, "argocd", "llm-serving")
@@ -470,7 +468,7 @@ async def test_run_asks_again_when_an_operation_that_began_during_the_wait_ends_
 
     argocd_task = asyncio.create_task(lossy_argocd())
     try:
-        report = await phases.run(kube, make_plan(), host, identity="job-run", author=AUTHOR)
+        report = told(await phases.run(Run.create(kube, make_plan(), host, identity="job-run")), make_plan())
     finally:
         argocd_task.cancel()
         await asyncio.gather(argocd_task, return_exceptions=True)

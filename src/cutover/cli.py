@@ -1,8 +1,10 @@
 """The `cutover` command line: parse arguments, load the plan, run one command, map the outcome to an exit code.
 
 Heavy imports (kubernetes, httpx) happen only after parsing, so `cutover --help` and argument errors
-stay fast. The last line of output is a one-line outcome; in a pod it also goes to the termination
-log so `kubectl describe` and the ArgoCD UI show it (SPEC §5).
+stay fast. Logging is configured once per command (`_Session`); the Slack sink joins its fan-out once
+the plan says where Slack is. Commands return typed results; `outcome` renders them here, the one place
+that builds a `Report`. The last line of output is a one-line outcome; in a pod it also goes to the
+termination log so `kubectl describe` and the ArgoCD UI show it (SPEC §5).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -19,15 +22,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from cutover.commands import Report
-    from cutover.logs import Redactor
+    from cutover.cluster import Cluster
+    from cutover.context import Run
+    from cutover.errors import CutoverError
+    from cutover.logs import Fanout, Redactor
+    from cutover.notify import Sender
+    from cutover.outcome import Report
     from cutover.plan import Plan
+    from cutover.results import Result
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
-_redactor: Redactor | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Session:
+    """One command's output: the redactor every path out shares (log, outcome line, Slack) and the sinks
+    behind it."""
+
+    redactor: Redactor
+    sinks: Fanout
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,11 +93,11 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 def run(args: argparse.Namespace, *, observers: Sequence[Any] = ()) -> int:
     """Run one command; every way it can end becomes an exit code and a one-line outcome."""
-    _start(args, observers)
+    session = _start(args, observers)
     try:
-        return _dispatch(args)
+        return _dispatch(args, session)
     except BaseException as exc:
-        return _ending(args, exc)
+        return _ending(args, session, exc)
 
 
 async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
@@ -89,41 +105,42 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
     suite runs every command this way, in fake time; `observers` are structlog processors that see each
     (redacted) event, which is how it kills a command at a chosen step."""
     args = build_parser().parse_args(argv)
-    _start(args, observers)
+    session = _start(args, observers)
     try:
         if args.command == "demo":
             from cutover.errors import InvalidInput  # noqa: PLC0415
 
             raise InvalidInput("demo: expected a command that runs in the caller's loop, found the demo, which "
                                "runs its own", cause="invalid_arguments", hint="run the demo with `cutover demo`")
-        plans = _plans(args)
-        _print(args, [_diff(args, plans)] if args.command == "diff" else await _execute(args, plans))
+        plans = _plans(args, session)
+        _print(args, session, [_diff(args, plans)] if args.command == "diff" else await _execute(args, session, plans))
         return 0
     except BaseException as exc:
-        return _ending(args, exc)
+        return _ending(args, session, exc)
 
 
-def _start(args: argparse.Namespace, observers: Sequence[Any]) -> None:
-    from cutover import logs  # noqa: PLC0415 -- after parsing: keep --help fast
+def _start(args: argparse.Namespace, observers: Sequence[Any]) -> _Session:
+    """Logging for this command, configured once (after parsing: keeps --help fast)."""
+    from cutover import logs  # noqa: PLC0415
 
-    global _redactor  # noqa: PLW0603 -- one redactor per process, shared by the log and the outcome line
-    args.observers = list(observers)
-    _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES),
-                               sinks=args.observers)
+    sinks = logs.Fanout(observers)
+    redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES),
+                              sinks=[sinks])
+    return _Session(redactor, sinks)
 
 
-def _ending(args: argparse.Namespace, exc: BaseException) -> int:
+def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> int:
     """How a command that did not succeed ends: its exit code, after the outcome line."""
     from cutover.errors import CutoverError, ExitCode  # noqa: PLC0415
 
     if isinstance(exc, CutoverError):
-        _fail(args.command, exc)
+        _fail(args.command, exc, session)
         return int(exc.exit_code)
     if isinstance(exc, KeyboardInterrupt):
-        _outcome(f"cutover {args.command}: interrupted (exit 130)")
+        _outcome(f"cutover {args.command}: interrupted (exit 130)", session.redactor)
         return 130
     if isinstance(exc, asyncio.CancelledError):  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
-        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)")
+        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)", session.redactor)
         return 143
     if not isinstance(exc, Exception):
         raise exc
@@ -131,36 +148,36 @@ def _ending(args: argparse.Namespace, exc: BaseException) -> int:
 
     structlog.get_logger("cutover").error("cutover.internal_error", cause="internal", exc_info=exc,
                                           hint="this is a bug; please report it with this log")
-    _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)")
+    _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)",
+             session.redactor)
     return int(ExitCode.INTERNAL)
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace, session: _Session) -> int:
     if args.command == "demo":
         return _demo(args)
-    plans = _plans(args)
+    plans = _plans(args, session)
     if args.command == "diff":  # offline: no cluster, no Git host
-        _print(args, [_diff(args, plans)])
+        _print(args, session, [_diff(args, plans)])
         return 0
-    _print(args, asyncio.run(_execute(args, plans)))
+    _print(args, session, asyncio.run(_execute(args, session, plans)))
     return 0
 
 
 def _diff(args: argparse.Namespace, plans: list[Plan]) -> Report:
-    from cutover import commands  # noqa: PLC0415
+    from cutover import commands, outcome  # noqa: PLC0415
 
-    return commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector)
+    return outcome.render(commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector), plans[0])
 
 
-def _plans(args: argparse.Namespace) -> list[Plan]:
+def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
     from cutover import plan  # noqa: PLC0415
     from cutover.errors import InvalidInput  # noqa: PLC0415
 
     plans = plan.load(plan.resolve_path(args.plan))
-    if _redactor is not None:  # the plan may name secret files of its own
-        named = [p.git.token_file for p in plans] + [f for p in plans if p.slack
-                                                     for f in (p.slack.webhook_file, p.slack.bot_token_file)]
-        _redactor.add(_secret_values([path for path in named if path]))
+    named = [p.git.token_file for p in plans] + [f for p in plans if p.slack
+                                                 for f in (p.slack.webhook_file, p.slack.bot_token_file)]
+    session.redactor.add(_secret_values([path for path in named if path]))  # the plan may name secret files
     if args.name:
         plans = [p for p in plans if p.name == args.name]
         if not plans:
@@ -169,7 +186,7 @@ def _plans(args: argparse.Namespace) -> list[Plan]:
     return plans
 
 
-async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
+async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan]) -> list[Report]:
     from cutover import cluster  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
@@ -182,7 +199,7 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
-    sender = _slack(args, plans, kube)
+    sender = _slack(args, session, plans, kube)
     try:
         return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
     finally:
@@ -193,18 +210,18 @@ async def _execute(args: argparse.Namespace, plans: list[Plan]) -> list[Report]:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
 
-def _slack(args: argparse.Namespace, plans: list[Plan], kube: Any) -> Any:
+def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Sender | None:
     """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands.
     Its thread and announced milestones live on that plan's Service Lease, for the next Job to find."""
-    from cutover import logs, notify, threads  # noqa: PLC0415
+    from cutover import notify, threads  # noqa: PLC0415
 
     chosen = next((plan for plan in plans if plan.slack), None)
     settings = chosen.slack if chosen else None
-    if settings is None or args.dry_run or args.command in ("verify", "status", "plan", "diff"):
+    if chosen is None or settings is None or args.dry_run or args.command in ("verify", "status", "plan", "diff"):
         return None
     webhook = _read_secret(settings.webhook_file, "CUTOVER_SLACK_WEBHOOK")
     token = _read_secret(settings.bot_token_file, "CUTOVER_SLACK_BOT_TOKEN")
-    transport: Any
+    transport: notify.Webhook | notify.Bot
     if token and settings.channel:
         transport = notify.Bot(token, settings.channel)
     elif webhook:
@@ -212,11 +229,8 @@ def _slack(args: argparse.Namespace, plans: list[Plan], kube: Any) -> Any:
     else:
         return None
     outbox = notify.Outbox()
-    global _redactor  # noqa: PLW0603 -- the same process-wide redactor, now with the Slack sink behind it
-    known = (_redactor.secrets if _redactor else []) + [value for value in (webhook, token) if value]
-    _redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=known,
-                               sinks=[*args.observers, notify.SlackSink(outbox, min_level=settings.min_level)])
-    assert chosen is not None
+    session.redactor.add([value for value in (webhook, token) if value])
+    session.sinks.add(notify.SlackSink(outbox, min_level=settings.min_level))  # behind the redactor
     store = threads.LeaseThreads(kube, namespace=chosen.service.namespace, service=chosen.service.name)
     sender = notify.Sender(transport, outbox, store=store)
     sender.start()
@@ -230,30 +244,34 @@ def _read_secret(path: str | None, env: str) -> str | None:
     return os.environ.get(env) or None
 
 
-async def _one(args: argparse.Namespace, kube: Any, plan: Plan) -> Report:
+async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     """One plan's command; those that read Git get a host for it."""
-    from cutover import commands, githost, phases  # noqa: PLC0415
-    from cutover.githost.base import Author  # noqa: PLC0415
+    from cutover import commands, githost, outcome  # noqa: PLC0415
+    from cutover.context import Run  # noqa: PLC0415
 
     if args.command == "verify":
-        return await commands.verify(kube, plan, backend=args.backend, wait=args.wait)
+        return outcome.render(await commands.verify(kube, plan, backend=args.backend, wait=args.wait), plan)
     if args.command == "status":
-        return await commands.status(kube, plan)
+        return outcome.render(await commands.status(kube, plan), plan)
     host = githost.connect(plan.git)
-    author = Author(plan.git.author.name, plan.git.author.email)
-    writers = {
-        "postsync": lambda: phases.postsync(kube, plan, host, identity=_identity(), author=author),
-        "run": lambda: phases.run(kube, plan, host, identity=_identity(), author=author, to=args.to),
-        "rollback": lambda: phases.rollback(kube, plan, host, identity=_identity(), author=author),
-        "syncfail": lambda: phases.syncfail(kube, plan, host, identity=_identity(), author=author),
-        "presync": lambda: phases.presync(kube, plan, host, job_name=os.environ.get("CUTOVER_JOB_NAME")),
-        "plan": lambda: commands.show_plan(kube, plan, host=host),
-    }
-    phases.DRY_RUN.set(bool(args.dry_run))
     try:
-        return await writers[args.command]()
+        if args.command == "plan":
+            return outcome.render(await commands.show_plan(kube, plan, host=host), plan)
+        job = Run.create(kube, plan, host, identity=_identity(), dry_run=bool(args.dry_run))
+        return outcome.render(await _phase(args, job), plan)
     finally:
         await host.aclose()
+
+
+async def _phase(args: argparse.Namespace, job: Run) -> Result:
+    from cutover import phases  # noqa: PLC0415
+
+    if args.command == "presync":
+        return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
+    if args.command == "run":
+        return await phases.run(job, to=args.to)
+    writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail}
+    return await writers[args.command](job)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -283,7 +301,7 @@ def _secret_values(files: Sequence[str]) -> list[str]:
     return [value for value in values if value]
 
 
-def _print(args: argparse.Namespace, reports: list[Report]) -> None:
+def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -> None:
     if args.output == "json":
         body: Any = [report.data for report in reports]
         print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
@@ -294,23 +312,24 @@ def _print(args: argparse.Namespace, reports: list[Report]) -> None:
             for line in report.lines:
                 print(line)
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
-    _outcome(f"cutover {args.command}: OK — {summary}")
+    _outcome(f"cutover {args.command}: OK — {summary}", session.redactor)
 
 
-def _fail(command: str, exc: Any) -> None:
+def _fail(command: str, exc: CutoverError, session: _Session) -> None:
     import structlog  # noqa: PLC0415
 
     structlog.get_logger("cutover").error("cutover.failed", command=command, cause=exc.cause,
                                           message=exc.message, hint=exc.hint)
     hint = f" — hint: {exc.hint}" if exc.hint else ""
-    _outcome(f"cutover {command}: FAILED (exit {int(exc.exit_code)}, cause {exc.cause}) — {exc.message}{hint}")
+    _outcome(f"cutover {command}: FAILED (exit {int(exc.exit_code)}, cause {exc.cause}) — {exc.message}{hint}",
+             session.redactor)
 
 
-def _outcome(line: str) -> None:
+def _outcome(line: str, redactor: Redactor | None = None) -> None:
     """The last line of output; also the pod's termination message when running in one."""
     from cutover.logs import Redactor  # noqa: PLC0415
 
-    line = (_redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
+    line = (redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
     sys.stdout.flush()
     sys.stderr.flush()
     print(line, flush=True)

@@ -1,11 +1,9 @@
-"""Engine profiles and the served-name proof: do these pods answer the model names clients send?
+"""The served-name proof over HTTP: do these pods answer the model names clients send?
 
-Facts behind each profile are in reference/engines.md: vLLM and candle-vllm refuse connections until
-fully loaded (refused = still starting); vLLM lists every --served-model-name and 404s unknown names;
-candle-vllm has no /health (404 = no such endpoint, not unhealthy), lists exactly one id and accepts
-any model name, so only a one-token generation proves an alias. `prove()` checks every name on one
-pod by pod IP and backend port and classifies each problem (refused, connect timeout, reset, HTTP
-status, bad JSON) so the caller can tell "wait longer" from "this will never work". Called by `wait`.
+Each engine kind's row in `profiles` says how to ask it (health path, whether /v1/models lists every
+name, which generation route). `prove()` checks every name on one pod by pod IP and backend port and
+classifies each problem (refused, connect timeout, reset, HTTP status, bad JSON) so the caller can tell
+"wait longer" from "this will never work". Called by `wait` and `verification`.
 """
 
 from __future__ import annotations
@@ -13,63 +11,15 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
 
+from cutover.profiles import ENGINES, PodProof, Problem, Profile
+
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
 Client = httpx.AsyncClient  # what `prove` talks through; callers get one from `new_client`
-
-
-@dataclasses.dataclass(frozen=True)
-class Profile:
-    engine: str
-    health_path: str | None  # None: the engine has no health endpoint
-    lists_every_name: bool  # /v1/models holds every served name (else one id only)
-    generate_path: str
-    chat: bool  # the generation route takes chat messages rather than a prompt
-
-
-PROFILES: Mapping[str, Profile] = {
-    "vllm": Profile("vllm", "/health", True, "/v1/completions", chat=False),
-    "candle-vllm": Profile("candle-vllm", None, False, "/v1/chat/completions", chat=True),
-    "sglang": Profile("sglang", "/health", False, "/v1/completions", chat=False),
-    "llama.cpp": Profile("llama.cpp", "/health", False, "/v1/completions", chat=False),
-    "tgi": Profile("tgi", "/health", False, "/v1/chat/completions", chat=True),
-    "openai": Profile("openai", None, False, "/v1/chat/completions", chat=True),
-}
-
-
-def method_for(engine: str, proof: str) -> str:
-    """`listed` or `generate`: `auto` lists where the engine lists every name, else generates."""
-    if proof != "auto":
-        return proof
-    return "listed" if PROFILES[engine].lists_every_name else "generate"
-
-
-@dataclasses.dataclass(frozen=True)
-class Problem:
-    kind: str  # refused | connect_timeout | read_timeout | reset | http_status | bad_json | too_large |
-    #            unhealthy | name_not_listed | name_rejected | no_token
-    message: str
-    retryable: bool
-    name: str | None = None
-    status: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class PodProof:
-    pod: str
-    address: str
-    method: str
-    proven: tuple[str, ...]
-    problems: tuple[Problem, ...]
-    seconds: float
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 class _Refusal(Exception):
@@ -87,10 +37,10 @@ async def prove(
     engine: str,
     names: Iterable[str],
     method: str,
-    clock: Any = None,
+    clock: Callable[[], float] | None = None,
 ) -> PodProof:
     """Check every name on one pod; never raises for engine behaviour, only reports problems."""
-    profile, base = PROFILES[engine], f"http://{_host(ip)}:{port}"
+    profile, base = ENGINES[engine], f"http://{_host(ip)}:{port}"
     start = clock() if clock else 0.0
     proven: list[str] = []
     problems: list[Problem] = []

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from cutover import lock
+from cutover.clock import Now
 from cutover.cluster import Cluster
 from cutover.errors import ClusterConflict, ClusterError, LockHeld
 from cutover.lock import LeaseView
@@ -47,9 +48,9 @@ def _spec(me: str | None, now: datetime, previous: LeaseView | None, *, duration
 
 
 @contextlib.asynccontextmanager
-async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: Any,
+async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: Now,
                annotations: Mapping[str, str] | None = None) -> AsyncIterator[Held]:
-    """`now()` gives wall-clock time that follows the event loop (wait.Clock.now)."""
+    """`now()` gives wall-clock time that follows the event loop (clock.Clock.now)."""
     held = await _take(cluster, namespace=namespace, name=lock.lease_name(service), me=me, now=now,
                        annotations=annotations or {})
     renewer = asyncio.create_task(_renew(cluster, held, me=me, now=now), name=f"renew lease {held.lease.name}")
@@ -63,7 +64,7 @@ async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: 
             await _release(cluster, held, now=now)
 
 
-async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: Any,
+async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: Now,
                 annotations: Mapping[str, str]) -> Held:
     while True:
         current = await cluster.lease(namespace, name)
@@ -98,7 +99,7 @@ def _held(current: LeaseView | None, *, namespace: str, now: datetime) -> LockHe
                                              f"the Lease frees itself {lock.DURATION}s after its holder stops")
 
 
-async def _renew(cluster: Cluster, held: Held, *, me: str, now: Any) -> None:
+async def _renew(cluster: Cluster, held: Held, *, me: str, now: Now) -> None:
     while True:
         await asyncio.sleep(lock.RENEW_EVERY)
         try:
@@ -117,7 +118,7 @@ async def _renew(cluster: Cluster, held: Held, *, me: str, now: Any) -> None:
             log.warning("lock.renew_failed", lease=held.lease.name, error=exc.message)
 
 
-async def _release(cluster: Cluster, held: Held, *, now: Any) -> None:
+async def _release(cluster: Cluster, held: Held, *, now: Now) -> None:
     if held.lost.is_set():
         return
     try:

@@ -6,9 +6,10 @@ Processor order (each has one job):
   3. TimeStamper            ISO-8601 UTC
   4. format_exc_info        tracebacks become text, so that step 5 sees them (JSON only)
   5. Redactor               configured secrets and token-shaped strings become [REDACTED]
-  6. renderer               JSON lines off a TTY (in a pod), console on a TTY
-Sinks added later (Slack, Kubernetes Events) go between 5 and 6, so they only ever see redacted events.
-Called by the CLI before a command runs.
+  6. sinks                  e.g. a `Fanout` that the Slack sink joins once the plan is read
+  7. renderer               JSON lines off a TTY (in a pod), console on a TTY
+Sinks sit between 5 and 7, so they only ever see redacted events. Kubernetes Events are not a sink: the
+phases record them at their milestones. Called by the CLI once per command, and by the demo.
 """
 
 from __future__ import annotations
@@ -75,6 +76,22 @@ class Redactor:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         return TOKEN_SHAPES.sub(REDACTED, text)
+
+
+class Fanout:
+    """A processor that hands each event to its sinks in turn; more may join after logging is configured
+    (the Slack sink, once the plan says where Slack is), so logging is configured once."""
+
+    def __init__(self, sinks: Iterable[Any] = ()) -> None:
+        self._sinks = list(sinks)
+
+    def add(self, sink: Any) -> None:
+        self._sinks.append(sink)
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        for sink in self._sinks:
+            event = sink(logger, method, event)
+        return event
 
 
 def configure(

@@ -25,16 +25,11 @@ import httpx
 import structlog
 import tenacity
 
+from cutover import milestones
+
 log = structlog.get_logger("cutover.notify")
 
-MILESTONES = {
-    "cutover.started": "started", "target.waiting": "waiting for the target", "target.ready": "target ready",
-    "names.proven": "names proven", "git.committed": "committed", "git.change_opened": "pull request opened",
-    "argocd.synced": "synced by ArgoCD", "service.verified": "verified", "cutover.completed": "completed",
-    "cutover.failed": "failed", "target.failed_fast": "failed", "target.budget_exhausted": "failed",
-    "names.failed": "failed", "rollback.committed": "rolled back", "cutover.held": "held",
-}
-PROGRESS = "target.waiting"
+PROGRESS = milestones.WAITING
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 QUEUE_SIZE = 50
 PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
@@ -284,7 +279,7 @@ class SlackSink:
         if event.pop(QUIET, False):
             return event
         name = str(event.get("event", ""))
-        stage = MILESTONES.get(name)
+        stage = milestones.STAGES.get(name)
         # Outside the milestones only warnings and errors, however low minLevel is: every info line in
         # Slack is the spam ArgoCD users complain about most (argo-cd#14316).
         if stage is None and LEVELS.get(method, 20) >= max(self.min_level, LEVELS["warning"]):

@@ -19,14 +19,15 @@ from urllib.parse import urlsplit
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from cutover import profiles, providers
 from cutover.errors import InvalidInput
 
 API_VERSION = "cutover/v1alpha1"
 KIND = "CutoverPlan"
 DEFAULT_PATH = "/etc/cutover/plan.yaml"
-ENGINES = ("vllm", "candle-vllm", "sglang", "llama.cpp", "tgi", "openai")
+ENGINES = tuple(profiles.ENGINES)  # the engine kinds: one row each in `profiles`
 PROOFS = ("listed", "generate", "auto")
-PROVIDERS = ("github", "gitlab", "gitea", "forgejo", "git")
+PROVIDERS = tuple(providers.PROVIDERS)  # the Git providers: one row each in `providers`
 GIT_MODES = ("direct", "pull-request")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -438,8 +439,9 @@ def _read_provider(node: _Field, url: str) -> str:
     if node.value is not None:
         return node.string(choices=PROVIDERS)
     host = (urlsplit(url).hostname or "").lower()
-    if host in ("github.com", "gitlab.com", "codeberg.org"):
-        return {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "forgejo"}[host]
+    implied = providers.by_host(host)
+    if implied is not None:
+        return implied
     raise node.fail(f"one of {', '.join(PROVIDERS)} (cannot tell from the host {host!r})")
 
 

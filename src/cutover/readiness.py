@@ -4,15 +4,18 @@ A model server may take up to its startupProbe's budget to come up (initialDelay
 failureThreshold × periodSeconds, counted from container start; 120 × 15 s = 30 min in the reference
 scenario). `assess()` looks at a snapshot of the target pods at a given instant and says: ready, keep
 waiting (with progress figures and when to look again), or failed (with a cause code and a hint).
-Called by `wait` on every watch event and every progress tick.
+Called by `wait` on every watch event and every progress tick; `after_failed_proof` is its rule for a proof
+that met a problem (fail now, ask the NetworkPolicies, or try again).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from cutover.profiles import PodProof, Problem
 from cutover.views import ContainerView, PodView
 
 # The kubelet's own defaults for an unset field of a probe are in views.Probe.
@@ -207,3 +210,24 @@ def _container_failure(pod: PodView, container: ContainerView) -> Failure | None
         return Failure(cause="container_config", pod=pod.name, message=f"{where}: {reason}{detail}",
                        hint="a referenced Secret, ConfigMap or volume is missing")
     return None
+
+
+class ProofStep(enum.Enum):
+    FAIL = "fail"  # waiting cannot help: say why, with the problem's own cause
+    DIAGNOSE = "diagnose"  # a connect timeout: first ask whether a NetworkPolicy drops the packets
+    RETRY = "retry"  # it may pass (still binding, 503 while loading): prove again in a moment
+
+
+def worst(problems: Sequence[tuple[PodProof, Problem]]) -> tuple[PodProof, Problem]:
+    """The problem that decides: a permanent one where there is one, else the first."""
+    return next(((proof, problem) for proof, problem in problems if not problem.retryable), problems[0])
+
+
+def after_failed_proof(problem: Problem, *, budget_left: float, retry_in: float, diagnosed: bool = False) -> ProofStep:
+    """What a failed proof means: a permanent problem fails at once; a connect timeout is diagnosed before
+    anything else; a passing problem is tried again while the budget allows another try."""
+    if not problem.retryable:
+        return ProofStep.FAIL
+    if problem.kind == "connect_timeout" and not diagnosed:
+        return ProofStep.DIAGNOSE
+    return ProofStep.FAIL if budget_left <= retry_in else ProofStep.RETRY

@@ -1,7 +1,8 @@
 """Observed state as small frozen dataclasses: what the pure core decides on.
 
-The cluster adapter builds these from API payloads (raw dicts, never SDK models); readiness and the
-decisions read them; tests build them by hand. No I/O here.
+The cluster adapter builds these from API payloads (raw dicts, never SDK models), the Git providers build
+`Commit`s from their history answers; readiness and the decisions read them; tests build them by hand.
+No I/O here.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
+
+from cutover.trailers import Trailers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,3 +130,14 @@ class LeaseView:
 
     def expires(self) -> datetime | None:
         return self.renewed + timedelta(seconds=self.duration) if self.renewed else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """A commit that touched the plan's file, as a Git host's history tells it."""
+
+    sha: str
+    title: str
+    author: str
+    date: datetime | None
+    trailers: Trailers = dataclasses.field(default_factory=Trailers)

@@ -2,25 +2,25 @@
 
 The wait is driven by watch events, not by polling: it wakes when a pod changes, when a progress
 event is due (every 30 s), and when the budget ends. A decision that cannot be taken back (fail)
-is made on a fresh list, never on a possibly lagging watch. The rules live in `readiness` and
-`netpolicy`; this module only tells the story with them. Called by the commands.
+is made on a fresh list, never on a possibly lagging watch. The rules live in `readiness` (when to fail,
+when to try a proof again) and `netpolicy`; this module only tells the story with them. Called by the
+commands and the phases.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import weakref
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from cutover import engines, netpolicy, readiness
+from cutover import engines, milestones, netpolicy, profiles, readiness
+from cutover.clock import Clock
 from cutover.cluster import Cluster, PodWatch
 from cutover.errors import NamesNotProven, TargetNotReady
 from cutover.plan import Backend, Plan
-from cutover.views import PodView
+from cutover.profiles import PodProof, Problem
+from cutover.results import Proven
 
 log = structlog.get_logger("cutover")
 
@@ -28,47 +28,6 @@ PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pa
 # asyncio fires a timer up to its clock resolution early; comparing instants without this slack made the
 # loop wake "just before" a progress tick, find nothing due and spin without time passing.
 SLACK = 0.001
-
-
-_ANCHORS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[datetime, float]] = \
-    weakref.WeakKeyDictionary()
-
-
-class Clock:
-    """Wall-clock instants derived from the event loop's clock, so that fake time moves both.
-
-    Anchored once per loop: every Clock of a process agrees, also when fake time has run ahead of
-    the real clock (two anchors taken at different loop times would disagree by that much)."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        if self._loop not in _ANCHORS:
-            _ANCHORS[self._loop] = (datetime.now(UTC), self._loop.time())
-        self._wall0, self._loop0 = _ANCHORS[self._loop]
-
-    def now(self) -> datetime:
-        return self._wall0 + timedelta(seconds=self._loop.time() - self._loop0)
-
-    def monotonic(self) -> float:
-        return self._loop.time()
-
-
-@dataclasses.dataclass(frozen=True)
-class Proven:
-    backend: str
-    pods: tuple[PodView, ...]
-    proofs: tuple[engines.PodProof, ...]
-    waited: float  # seconds from the start of the wait to the last proof
-    proven_at: datetime
-
-    def as_data(self) -> dict[str, object]:
-        return {
-            "backend": self.backend,
-            "provenAt": self.proven_at.isoformat(),
-            "waitedSeconds": round(self.waited, 3),
-            "pods": [{"name": proof.pod, "address": proof.address, "method": proof.method,
-                      "names": list(proof.proven)} for proof in self.proofs],
-        }
 
 
 async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool) -> Proven:
@@ -135,13 +94,13 @@ class _Wait:
             return
         self.next_progress = self.clock.monotonic() + readiness.PROGRESS_EVERY
         found = self.assess()
-        log.info("target.waiting", backend=self.backend.name, elapsed=round(found.elapsed),
+        log.info(milestones.WAITING, backend=self.backend.name, elapsed=round(found.elapsed),
                  budget_left=round(found.budget_left), ready=len(found.ready),
                  pods=[_pod_line(pod) for pod in found.pods])
 
     def _not_ready(self, failure: readiness.Failure) -> TargetNotReady:
-        event = "target.budget_exhausted" if failure.cause in ("startup_budget_exhausted", "no_target_pods") \
-            else "target.failed_fast"
+        event = milestones.BUDGET_EXHAUSTED if failure.cause in ("startup_budget_exhausted", "no_target_pods") \
+            else milestones.FAILED_FAST
         log.error(event, backend=self.backend.name, cause=failure.cause, pod=failure.pod,
                   message=failure.message, hint=failure.hint)
         return TargetNotReady(failure.message, cause=failure.cause, hint=failure.hint)
@@ -149,9 +108,9 @@ class _Wait:
     async def _prove(self, found: readiness.Assessment) -> Proven | None:
         if not self.announced_ready:
             self.announced_ready = True
-            log.info("target.ready", backend=self.backend.name, pods=[pod.name for pod in found.ready],
+            log.info(milestones.READY, backend=self.backend.name, pods=[pod.name for pod in found.ready],
                      elapsed=round(found.elapsed, 1))
-        method = engines.method_for(self.backend.engine, self.plan.verify.proof)
+        method = profiles.method_for(self.backend.engine, self.plan.verify.proof)
         proofs = await asyncio.gather(*(
             engines.prove(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,
                           engine=self.backend.engine, names=self.plan.verify.served_names, method=method,
@@ -159,7 +118,7 @@ class _Wait:
             for pod in found.ready))
         problems = [(proof, problem) for proof in proofs for problem in proof.problems]
         if not problems:
-            log.info("names.proven", backend=self.backend.name, method=method,
+            log.info(milestones.PROVEN, backend=self.backend.name, method=method,
                      names=list(self.plan.verify.served_names), pods=[proof.pod for proof in proofs],
                      seconds=round(max(proof.seconds for proof in proofs), 3))
             return Proven(self.backend.name, found.ready, tuple(proofs), found.elapsed, self.clock.now())
@@ -167,20 +126,21 @@ class _Wait:
         self.next_proof = self.clock.monotonic() + PROOF_RETRY
         return None
 
-    async def _judge(self, found: readiness.Assessment,
-                     problems: Sequence[tuple[engines.PodProof, engines.Problem]]) -> None:
-        """Raise when waiting cannot help; otherwise log and let the caller try again."""
-        proof, problem = next(((p, q) for p, q in problems if not q.retryable), problems[0])
-        if not problem.retryable:
-            raise self._names_failed(proof, problem, cause=problem.kind, hint=_HINTS.get(problem.kind, ""))
-        if problem.kind == "connect_timeout":
+    async def _judge(self, found: readiness.Assessment, problems: Sequence[tuple[PodProof, Problem]]) -> None:
+        """Raise when waiting cannot help (`readiness.after_failed_proof` says); otherwise log and let the caller
+        try again."""
+        proof, problem = readiness.worst(problems)
+        step = readiness.after_failed_proof(problem, budget_left=found.budget_left, retry_in=PROOF_RETRY)
+        if step is readiness.ProofStep.DIAGNOSE:
             verdict = await self._diagnose(found)
             if verdict.admitted is False:
                 raise self._names_failed(proof, problem, cause="network_policy_blocks",
                                          hint=f"{verdict.explanation}; add an ingress rule for namespace "
                                               f"{self.cluster.own_namespace} on TCP {self.backend.port}")
-        if found.budget_left <= PROOF_RETRY:
-            raise self._names_failed(proof, problem, cause=problem.kind, hint=_HINTS.get(problem.kind, ""))
+            step = readiness.after_failed_proof(problem, budget_left=found.budget_left, retry_in=PROOF_RETRY,
+                                                diagnosed=True)
+        if step is readiness.ProofStep.FAIL:
+            raise self._names_failed(proof, problem, cause=problem.kind, hint=profiles.HINTS.get(problem.kind, ""))
         log.info("names.retry", backend=self.backend.name, pod=proof.pod, problem=problem.kind,
                  message=problem.message, next_in=PROOF_RETRY)
 
@@ -192,10 +152,10 @@ class _Wait:
                     policies=list(verdict.selecting), explanation=verdict.explanation)
         return verdict
 
-    def _names_failed(self, proof: engines.PodProof, problem: engines.Problem, *, cause: str,
+    def _names_failed(self, proof: PodProof, problem: Problem, *, cause: str,
                       hint: str) -> NamesNotProven:
         message = f"pod {proof.pod} ({proof.address}): {problem.message}"
-        log.error("names.failed", backend=self.backend.name, pod=proof.pod, cause=cause, message=message,
+        log.error(milestones.NAMES_FAILED, backend=self.backend.name, pod=proof.pod, cause=cause, message=message,
                   hint=hint, proven=list(proof.proven))
         return NamesNotProven(message, cause=cause, hint=hint)
 
@@ -207,18 +167,3 @@ def _pod_line(pod: readiness.PodProgress) -> str:
     if pod.restarts:
         parts.append(f"{pod.restarts} restarts")
     return ", ".join(parts)
-
-
-_HINTS = {
-    "name_not_listed": "add the name to the engine's --served-model-name, or remove it from verify.servedNames",
-    "name_rejected": "the engine refuses this model name; check its served names",
-    "too_large": "the engine's answer exceeds 1 MiB; is this port really the engine's API?",
-    "refused": "nothing listens on the backend port; check backends.<name>.port and the container's port",
-    "connect_timeout": "packets to the pod are dropped: check NetworkPolicies and the Job's egress",
-    "read_timeout": "the engine accepts connections but does not answer; raise verify.requestTimeout",
-    "reset": "the engine closed the connection; read its logs",
-    "unhealthy": "the engine reports itself unhealthy; read its logs",
-    "http_status": "the engine answered with an error; read its logs",
-    "bad_json": "the answer is not the engine's API; check the backend port and engine",
-    "no_token": "the engine answered without generating; read its logs",
-}

@@ -1,47 +1,35 @@
 """Write the selector change to Git: read, decide, edit, compare-and-swap, and never twice.
 
-Every attempt starts from a fresh read. If Git already holds the target selector, nothing is written
-and the commit that did it is reported (found by its trailers). If Git holds a selector that is no
-backend of the plan, someone else changed it: stop and say who, in which commit. Otherwise the edit
-(with its guard) is written with the version just read; a host answering "stale" means another writer
-won the race, so read again and decide again, up to 10 times (1 s × 1.5, capped at 30 s, the figures
-Kargo uses for its own pushes). Called by the phases; pure decisions are `decide()` and `message()`.
+Every attempt decides on a read of the file (the first may use the one its phase already made, `Seen`). If
+Git already holds the target selector, nothing is written and the commit that did it is reported (found by
+its trailers). If Git holds a selector that is no backend of the plan, someone else changed it: stop and say
+who, in which commit. Otherwise the source's edit (with its guard) is written with the version just read; a
+host answering "stale" means another writer won the race, so read again and decide again, up to 10 times
+(1 s × 1.5, capped at 30 s, the figures Kargo uses for its own pushes). The decisions are `decide.git_step`
+and `decide.commit_to`; `message()` renders the commit. Called by the phases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 import tenacity
 
-from cutover import manifest
+from cutover import decide, milestones, sources
 from cutover.errors import GitError
-from cutover.githost.base import Author, ChangeRequest, Commit, GitHost, StaleVersion
+from cutover.githost.base import Author, ChangeRequest, Commit, FileVersion, GitHost, StaleVersion
 from cutover.plan import Plan
+from cutover.sources import SelectorEdit, Source
+from cutover.trailers import Trailers
 
 log = structlog.get_logger("cutover")
 
 CONFLICT_TRIES = 10
 MERGE_POLL = 30.0  # seconds between looks at an open pull request (Kargo's git-wait-for-pr polls every 30 s)
 MERGE_WAIT = 3600.0  # how long a pull-request-mode cutover waits for someone to merge
-
-
-class Step(enum.Enum):
-    ALREADY = "already"  # Git holds the target selector: nothing to write
-    WRITE = "write"  # Git holds another backend's selector: write ours
-    FOREIGN = "foreign"  # Git holds a selector that is no backend of the plan: someone else's change
-
-
-def decide(current: Mapping[str, str], *, target: Mapping[str, str], known: list[Mapping[str, str]]) -> Step:
-    if dict(current) == dict(target):
-        return Step.ALREADY
-    if any(dict(current) == dict(selector) for selector in known):
-        return Step.WRITE
-    return Step.FOREIGN
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,24 +43,23 @@ class Proof:
     proven_at: str
 
 
-def message(plan: Plan, *, from_backend: str | None, to_backend: str, cutover_id: str, proof: Proof | None,
-            service_uid: str = "", cluster_ip: str = "", hold: str | None = None) -> str:
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """The file and its history as the phase read them: the first attempt decides on these, not a new read."""
+
+    version: FileVersion
+    history: Sequence[Commit]
+
+
+def message(plan: Plan, *, trailers: Trailers, proof: Proof | None) -> str:
     """The commit message: title, proof summary, trailers (SPEC §7). Never holds a secret."""
-    title = f"cutover({plan.service.name}): {from_backend or 'unknown'} -> {to_backend}"
+    title = f"cutover({plan.service.name}): {trailers.source or 'unknown'} -> {trailers.to}"
     body = []
     if proof is not None:
         body.append(f"Proven {proof.proven_at}: {len(proof.pods)} Ready pod(s) answered "
                     f"{', '.join(proof.names)} ({proof.method}) after waiting {proof.waited:.0f}s.")
         body.append("Pods: " + ", ".join(proof.pods))
-    trailer_lines = [f"Cutover-Id: {cutover_id}", f"Cutover-From: {from_backend or 'unknown'}",
-                     f"Cutover-To: {to_backend}", f"Cutover-Plan: {plan.name}"]
-    if service_uid:
-        trailer_lines.append(f"Cutover-Service-Uid: {service_uid}")
-    if cluster_ip:
-        trailer_lines.append(f"Cutover-Cluster-Ip: {cluster_ip}")
-    if hold:
-        trailer_lines.append(f"Cutover-Hold: {hold}")
-    return "\n\n".join([title, *(["\n".join(body)] if body else []), "\n".join(trailer_lines)]) + "\n"
+    return "\n\n".join([title, *(["\n".join(body)] if body else []), trailers.render()]) + "\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,60 +83,89 @@ def _backoff() -> tenacity.AsyncRetrying:
     )
 
 
+@dataclasses.dataclass
+class _Writer:
+    host: GitHost
+    plan: Plan
+    source: Source
+    to: str
+    text: str
+    author: Author
+    merge_wait: float
+    before_write: Callable[[], Awaitable[None]] | None
+    seen: Seen | None
+
+    async def read(self) -> tuple[FileVersion, dict[str, str], decide.GitStep, Sequence[Commit] | None]:
+        """The first attempt decides on what the phase saw, with its history, unless that shows a selector that
+        is no backend of the plan (it may have been mended during the wait: look again); every later attempt
+        reads anew."""
+        git, target = self.plan.git, self.plan.backend(self.to).selector
+        known = [backend.selector for name, backend in self.plan.backends.items() if name != self.to]
+        if self.seen is not None:
+            seen, self.seen = self.seen, None
+            now = self.source.read_selector(seen.version.content, where=git.path)
+            step = decide.git_step(now, target=target, known=known)
+            if step is not decide.GitStep.FOREIGN:
+                return seen.version, now, step, seen.history
+        current = await self.host.read(git.path)
+        now = self.source.read_selector(current.content, where=git.path)
+        return current, now, decide.git_step(now, target=target, known=known), None
+
+    async def attempt(self, number: int) -> Result:
+        git = self.plan.git
+        current, now, step, history = await self.read()
+        if step is decide.GitStep.ALREADY:
+            done = decide.commit_to(history if history is not None else await self.host.history(git.path),
+                                    self.plan, self.to)
+            log.info("git.already", path=git.path, commit=done.sha if done else None, to=self.to)
+            return Result(False, done.sha if done else "", None, number)
+        if step is decide.GitStep.FOREIGN:
+            raise await _foreign(self.host, self.plan, now)
+        edit = self.source.edit(current.content, self.plan.backend(self.to).selector, where=git.path)
+        if self.before_write is not None:  # e.g. re-prove a stale proof, check the Lease is still ours
+            await self.before_write()
+        if git.mode == "pull-request":
+            return await self.through_pull_request(edit)
+        written = await self.host.write(git.path, edit.after, expected=current, message=self.text, author=self.author)
+        log.info(milestones.COMMITTED, path=git.path, commit=written.sha, url=written.url, to=self.to,
+                 attempts=number)
+        return Result(True, written.sha, written.url, number, edit.diff(git.path))
+
+    async def through_pull_request(self, edit: SelectorEdit) -> Result:
+        git = self.plan.git
+        title, _, body = self.text.partition("\n\n")
+
+        def rewrite(content: str) -> str:  # the edit, made again on the file as the new branch holds it
+            return self.source.edit(content, edit.new, where=git.path).after
+
+        change = await self.host.open_change(git.path, rewrite, message=self.text, author=self.author,
+                                             branch=change_branch(self.plan, self.to), title=title, body=body)
+        log.info(milestones.CHANGE_OPENED, url=change.url, number=change.number, branch=change.branch, to=self.to)
+        merged = await _merged(self.host, change, merge_wait=self.merge_wait)
+        log.info(milestones.COMMITTED, path=git.path, commit=merged, url=change.url, to=self.to, via="pull-request")
+        return Result(True, merged or "", change.url, 1, edit.diff(git.path), change)
+
+
 async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: str, author: Author,
-                          merge_wait: float = MERGE_WAIT,
-                          before_write: Callable[[], Awaitable[None]] | None = None) -> Result:
+                          source: Source | None = None,
+                          merge_wait: float = MERGE_WAIT, before_write: Callable[[], Awaitable[None]] | None = None,
+                          seen: Seen | None = None) -> Result:
     """Make Git hold `to_backend`'s selector; `text` is the commit message. At most one commit (or, in
-    pull-request mode, one pull request, waited on until merged)."""
-    git = plan.git
-    target = plan.backend(to_backend).selector
-    known = [backend.selector for name, backend in plan.backends.items() if name != to_backend]
+    pull-request mode, one pull request, waited on until merged). `source` defaults to the plan's."""
+    writer = _Writer(host, plan, source or sources.for_git(plan.git), to_backend, text, author, merge_wait,
+                     before_write, seen)
     try:
         async for attempt in _backoff():
             with attempt:
-                current = await host.read(git.path)
-                now = manifest.read_selector(current.content, document=git.document,
-                                             selector_path=git.selector_path, source=git.path)
-                step = decide(now, target=target, known=known)
-                if step is Step.ALREADY:
-                    done = await _find(host, plan, to_backend)
-                    log.info("git.already", path=git.path, commit=done.sha if done else None, to=to_backend)
-                    return Result(False, done.sha if done else "", None, attempt.retry_state.attempt_number)
-                if step is Step.FOREIGN:
-                    raise await _foreign(host, plan, now)
-                edit = manifest.edit_selector(current.content, document=git.document,
-                                              selector_path=git.selector_path, selector=target, source=git.path)
-                if before_write is not None:  # e.g. re-prove a stale proof, check the Lease is still ours
-                    await before_write()
-                if git.mode == "pull-request":
-                    return await _through_pull_request(host, plan, to_backend, edit, text=text, author=author,
-                                                       merge_wait=merge_wait)
-                written = await host.write(git.path, edit.after, expected=current, message=text, author=author)
-                log.info("git.committed", path=git.path, commit=written.sha, url=written.url, to=to_backend,
-                         attempts=attempt.retry_state.attempt_number)
-                return Result(True, written.sha, written.url, attempt.retry_state.attempt_number,
-                              edit.diff(git.path))
+                return await writer.attempt(attempt.retry_state.attempt_number)
     except StaleVersion as exc:
-        raise GitError(f"{git.path} kept changing under us: {CONFLICT_TRIES} compare-and-swap attempts lost",
+        raise GitError(f"{plan.git.path} kept changing under us: {CONFLICT_TRIES} compare-and-swap attempts lost",
                        cause="git_conflict", hint="someone or something commits to this file constantly; "
                                                   "pause it and re-run") from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def last_cutover(host: GitHost, plan: Plan) -> Commit | None:
-    """The newest cutover commit of this plan on the file: the state the phases read back."""
-    return next((commit for commit in await host.history(plan.git.path)
-                 if commit.trailers.get("Cutover-Plan") == plan.name), None)
-
-
-async def _find(host: GitHost, plan: Plan, to_backend: str) -> Commit | None:
-    for commit in await host.history(plan.git.path):
-        if commit.trailers.get("Cutover-To") == to_backend and commit.trailers.get("Cutover-Plan") == plan.name:
-            return commit
-    return None
-
-
-async def _foreign(host: GitHost, plan: Plan, now: Mapping[str, str]) -> GitError:
+async def _foreign(host: GitHost, plan: Plan, now: dict[str, str]) -> GitError:
     history = await host.history(plan.git.path, limit=1)
     culprit = f" in commit {history[0].sha[:12]} by {history[0].author} ({history[0].title!r})" if history else ""
     shown = ",".join(f"{key}={value}" for key, value in now.items())
@@ -164,24 +180,14 @@ def change_branch(plan: Plan, to_backend: str) -> str:
     return f"cutover/{plan.name}-to-{to_backend}"
 
 
-async def _through_pull_request(host: GitHost, plan: Plan, to_backend: str, edit: manifest.SelectorEdit, *,
-                                text: str, author: Author, merge_wait: float) -> Result:
-    title, _, body = text.partition("\n\n")
-    def rewrite(content: str) -> str:  # the edit, made again on the file as the new branch holds it
-        return manifest.edit_selector(content, document=plan.git.document, selector_path=plan.git.selector_path,
-                                      selector=edit.new, source=plan.git.path).after
-
-    change = await host.open_change(plan.git.path, rewrite, message=text, author=author,
-                                    branch=change_branch(plan, to_backend), title=title, body=body)
-    log.info("git.change_opened", url=change.url, number=change.number, branch=change.branch, to=to_backend)
+async def _merged(host: GitHost, change: ChangeRequest, *, merge_wait: float) -> str | None:
+    """The merge commit, once someone merged the request; git_change_closed / git_change_pending otherwise."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + merge_wait
     while True:
         state = await host.change_state(change)
         if state.state == "merged":
-            log.info("git.committed", path=plan.git.path, commit=state.merge_sha, url=change.url, to=to_backend,
-                     via="pull-request")
-            return Result(True, state.merge_sha or "", change.url, 1, edit.diff(plan.git.path), change)
+            return state.merge_sha
         if state.state == "closed":
             raise GitError(f"pull request {change.url} was closed without merging", cause="git_change_closed",
                            hint="reopen and merge it, or re-run to open a new one")

@@ -19,9 +19,9 @@ from unittest import mock
 
 import structlog
 
+from cutover.clock import Clock
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVED_NAMES, Script, World
-from cutover.wait import Clock
 
 TOKEN = "fleet-token-of-the-simulated-git-host"
 

@@ -6,7 +6,8 @@ against the emulated API server), proves the served names, and commits the selec
 GitHub double backed by a real bare repository. ArgoCD's part is played by the demo: it syncs the
 commit, the PreSync gate proves the target again, the Service is patched in place, and the next
 PostSync checks the switch. Fake event-loop time (looptime) turns the minutes into about a second.
-Slack and the rollback join the demo as those parts are built.
+Then an operator rolls back, and the next PostSync respects the hold. With CUTOVER_SLACK_WEBHOOK (or a
+bot token and channel) set, the story's milestones are posted to Slack afterwards, in real time.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 import looptime
 
-from cutover import cluster, logs, manifest, notify, phases, plan
+from cutover import cluster, logs, manifest, notify, outcome, phases, plan
+from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
@@ -29,6 +31,7 @@ from cutover.demo.world import NAMESPACE, SERVICE, Script, World
 from cutover.errors import CutoverError
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
+from cutover.results import Result
 
 SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 HEADER = """# reasoning-long-predictor: the stable name clients use for the long-context reasoning model.
@@ -72,6 +75,13 @@ class Cast:
     plan: plan.Plan
     author: Author
 
+    def run(self, identity: str) -> Run:
+        """What one hook Job works with: its own identity (the pod name) on the Lease."""
+        return Run.create(self.kube, self.plan, self.host, identity=identity, author=self.author)
+
+    def told(self, result: Result) -> str:
+        return outcome.render(result, self.plan).summary
+
 
 async def story(workdir: Path) -> int:
     repo = BareRepo(workdir / "gitops.git")
@@ -109,9 +119,8 @@ async def story(workdir: Path) -> int:
 
 async def _cutover(cast: Cast) -> None:
     say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
-    report = await phases.postsync(cast.kube, cast.plan, cast.host, identity="cutover-postsync-demo",
-                                   author=cast.author)
-    print(report.summary)
+    report = await phases.postsync(cast.run("cutover-postsync-demo"))
+    print(cast.told(report))
     (commit, *_) = cast.repo.log(SERVICE_FILE)
     say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
     print(commit.message.rstrip())
@@ -119,30 +128,27 @@ async def _cutover(cast: Cast) -> None:
     after, _ = cast.repo.read(SERVICE_FILE)  # type: ignore[misc]
     print(manifest.SelectorEdit(before, after, {}, {}).diff(SERVICE_FILE).rstrip())
     say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
-    gate = await phases.presync(cast.kube, cast.plan, cast.host,
+    gate = await phases.presync(cast.run("cutover-presync-demo"),
                                 job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
-    print(gate.summary)
+    print(cast.told(gate))
     say("ArgoCD patches the Service's selector in place (same object, same ClusterIP)")
     sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
     say("The PostSync hook of that sync checks the switch: cutover postsync")
-    verified = await phases.postsync(cast.kube, cast.plan, cast.host, identity="cutover-postsync-demo-2",
-                                     author=cast.author)
-    print(verified.summary)
+    verified = await phases.postsync(cast.run("cutover-postsync-demo-2"))
+    print(cast.told(verified))
 
 
 async def _rollback(cast: Cast) -> None:
     say("Suppose candle misbehaves: an operator runs the rollback Job "
         "(kubectl -n cutover create job --from=cronjob/cutover-rollback ...): cutover rollback")
     async with sim_argocd.running(cast.world, cast.repo, SERVICE_FILE):
-        back = await phases.rollback(cast.kube, cast.plan, cast.host, identity="cutover-rollback-demo",
-                                     author=cast.author)
-    print(back.summary)
+        back = await phases.rollback(cast.run("cutover-rollback-demo"))
+    print(cast.told(back))
     (rollback_commit, *_) = cast.repo.log(SERVICE_FILE)
     print(rollback_commit.message.rstrip())
     say("The next sync's PostSync respects the hold until the plan's target changes: cutover postsync")
-    held = await phases.postsync(cast.kube, cast.plan, cast.host, identity="cutover-postsync-demo-3",
-                                 author=cast.author)
-    print(held.summary)
+    held = await phases.postsync(cast.run("cutover-postsync-demo-3"))
+    print(cast.told(held))
 
 
 def _slack_from_env() -> notify.Webhook | notify.Bot | None:

@@ -14,21 +14,25 @@ from __future__ import annotations
 import abc
 import dataclasses
 import email.utils
-import re
+import os
 import time
-from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Self
 
 import httpx
 import structlog
 import tenacity
 
 from cutover.errors import GitError, InvalidInput
+from cutover.plan import GitSettings
+from cutover.views import Commit
+
+__all__ = ["Author", "ChangeRequest", "ChangeState", "Commit", "FileVersion", "GitHost", "HostUnavailable", "HttpHost",
+           "StaleVersion", "Written", "classify", "retrying", "token"]
 
 log = structlog.get_logger("cutover.git")
 
-TRAILER = re.compile(r"^(Cutover-[A-Za-z-]+):\s*(.+?)\s*$", re.MULTILINE)
 RETRY_AFTER_CAP = 120.0  # seconds we are willing to wait on one rate-limit answer
 
 
@@ -58,15 +62,6 @@ class Written:
 
 
 @dataclasses.dataclass(frozen=True)
-class Commit:
-    sha: str
-    title: str
-    author: str
-    date: datetime | None
-    trailers: Mapping[str, str]
-
-
-@dataclasses.dataclass(frozen=True)
 class ChangeRequest:
     """A pull or merge request that carries the selector change."""
 
@@ -91,6 +86,11 @@ class GitHost(abc.ABC):
     """A branch of a repository on some host."""
 
     name: str = "git"
+
+    @classmethod
+    @abc.abstractmethod
+    def connect(cls, settings: GitSettings) -> Self:
+        """A client for the plan's repository and branch, with its credentials (`providers` names the class)."""
 
     @abc.abstractmethod
     async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
@@ -151,10 +151,15 @@ class HttpHost(GitHost):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def trailers(message: str) -> dict[str, str]:
-    """The Cutover-* trailers of a commit message (the last paragraph)."""
-    last = message.strip().split("\n\n")[-1]
-    return dict(TRAILER.findall(last))
+def token(settings: GitSettings) -> str | None:
+    """The token from git.tokenFile, else CUTOVER_GIT_TOKEN; never logged."""
+    if settings.token_file:
+        try:
+            return Path(settings.token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise InvalidInput(f"git.tokenFile {settings.token_file}: cannot read: {exc.strerror}",
+                               cause="git_token_missing", hint="mount the token Secret at that path") from exc
+    return os.environ.get("CUTOVER_GIT_TOKEN") or None
 
 
 def retry_after(response: httpx.Response, *, now: float | None = None) -> float | None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, trailers
+from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, token
+from cutover.plan import GitSettings
+from cutover.trailers import Trailers
 
 
 def repository(url: str) -> tuple[str, str]:
@@ -29,11 +31,20 @@ def repository(url: str) -> tuple[str, str]:
 class ContentsApi(HttpHost):
     history_limit_param = "per_page"
 
-    def __init__(self, *, url: str, branch: str, token: str | None, api_url: str,
+    def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.owner, self.repo = repository(url)
         self.branch = branch
-        super().__init__(api_url=api_url, headers=self.headers(token), transport=transport)
+        super().__init__(api_url=api_url or self.api_root(url), headers=self.headers(token), transport=transport)
+
+    @classmethod
+    def connect(cls, settings: GitSettings) -> Self:
+        return cls(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
+
+    @staticmethod
+    def api_root(url: str) -> str:
+        """The API root for a repository URL when the plan gives no git.apiUrl."""
+        raise NotImplementedError
 
     def headers(self, token: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"} if token else {}
@@ -116,4 +127,4 @@ def _commit(item: dict[str, Any]) -> Commit:
     return Commit(sha=item.get("sha", ""), title=message.split("\n", 1)[0],
                   author=f"{who.get('name', '?')} <{who.get('email', '?')}>",
                   date=datetime.fromisoformat(date.replace("Z", "+00:00")) if date else None,
-                  trailers=trailers(message))
+                  trailers=Trailers.parse(message))

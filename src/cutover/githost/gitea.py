@@ -23,11 +23,7 @@ def default_api(url: str) -> str:
 class Gitea(ContentsApi):
     name = "gitea"
     history_limit_param = "limit"
-
-    def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(url=url, branch=branch, token=token, api_url=api_url or default_api(url),
-                         transport=transport)
+    api_root = staticmethod(default_api)
 
     def headers(self, token: str | None) -> dict[str, str]:
         return {"Accept": "application/json", **({"Authorization": f"token {token}"} if token else {})}

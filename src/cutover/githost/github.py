@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-import httpx
-
 from cutover.githost.contents import ContentsApi
 
 
@@ -21,11 +19,7 @@ def default_api(url: str) -> str:
 
 class GitHub(ContentsApi):
     name = "github"
-
-    def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(url=url, branch=branch, token=token, api_url=api_url or default_api(url),
-                         transport=transport)
+    api_root = staticmethod(default_api)
 
     def headers(self, token: str | None) -> dict[str, str]:
         return {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",

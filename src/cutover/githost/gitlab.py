@@ -18,7 +18,9 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from cutover.errors import InvalidInput
-from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, trailers
+from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, token
+from cutover.plan import GitSettings
+from cutover.trailers import Trailers
 
 STALE = "has changed since you started editing it"
 
@@ -45,6 +47,10 @@ class GitLab(HttpHost):
         self.branch = branch
         super().__init__(api_url=api_url or default_api(url), headers={"PRIVATE-TOKEN": token} if token else {},
                          transport=transport)
+
+    @classmethod
+    def connect(cls, settings: GitSettings) -> GitLab:
+        return cls(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
 
     def stale(self, response: httpx.Response) -> bool:
         return response.status_code in (400, 409) and STALE in response.text
@@ -79,7 +85,7 @@ class GitLab(HttpHost):
         return [Commit(sha=item.get("id", ""), title=item.get("title", ""),
                        author=f"{item.get('author_name', '?')} <{item.get('author_email', '?')}>",
                        date=datetime.fromisoformat(item["authored_date"]) if item.get("authored_date") else None,
-                       trailers=trailers(item.get("message", "")))
+                       trailers=Trailers.parse(item.get("message", "")))
                 for item in response.json()]
 
     # --- merge requests ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from cutover.errors import GitError
+from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
     Author,
     Commit,
@@ -30,9 +30,13 @@ from cutover.githost.base import (
     StaleVersion,
     Written,
     retrying,
-    trailers,
+    token,
 )
+from cutover.plan import GitSettings
+from cutover.trailers import Trailers
 
+SSH_KEY_FILE = "/var/run/secrets/cutover/git/ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret
+KNOWN_HOSTS_FILE = "/var/run/secrets/cutover/git/known_hosts"
 HISTORY_DEPTH = 50  # commits fetched: enough to find the last cutover commit of the file
 _ASKPASS = """#!/bin/sh
 case "$1" in
@@ -68,6 +72,22 @@ class GitPush(GitHost):
             self.env["GIT_SSH_COMMAND"] = self._ssh_command(ssh_key, known_hosts)
         self.repo = self.work / "repo"
         self._head: str | None = None
+
+    @classmethod
+    def connect(cls, settings: GitSettings) -> GitPush:
+        """HTTPS with the token, or SSH with the mounted deploy key and known_hosts; git itself must be there."""
+        if shutil.which("git") is None:
+            raise InvalidInput("git.provider git: expected the git program on PATH, found none",
+                               cause="git_missing", hint="use the image built with --target with-git, or a hosting "
+                                                         "API provider (github, gitlab, gitea, forgejo)")
+        if settings.url.startswith(("https://", "http://")):
+            return cls(url=settings.url, branch=settings.branch, token=token(settings))
+        key = Path(os.environ.get("CUTOVER_GIT_SSH_KEY_FILE", SSH_KEY_FILE))
+        if not key.exists():
+            raise InvalidInput(f"git.url is an SSH address but there is no key at {key}", cause="git_ssh_setup",
+                               hint="mount the deploy key there, or set CUTOVER_GIT_SSH_KEY_FILE")
+        known = Path(os.environ.get("CUTOVER_GIT_KNOWN_HOSTS_FILE", KNOWN_HOSTS_FILE))
+        return cls(url=settings.url, branch=settings.branch, ssh_key=key, known_hosts=known)
 
     def _ssh_command(self, key: Path, known_hosts: Path | None) -> str:
         private = self.work / "ssh-key"
@@ -142,7 +162,7 @@ class GitPush(GitHost):
             if record.strip():
                 sha, name, email, date, body = record.strip("\n").split("\x00", 4)
                 commits.append(Commit(sha=sha, title=body.split("\n", 1)[0], author=f"{name} <{email}>",
-                                      date=datetime.fromisoformat(date), trailers=trailers(body)))
+                                      date=datetime.fromisoformat(date), trailers=Trailers.parse(body)))
         return commits
 
 

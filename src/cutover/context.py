@@ -1,0 +1,61 @@
+"""A `Run`: everything one plan's command works with, passed as one value instead of a hidden contextvar and
+half a dozen parameters: the cluster, the plan, the Git host and the selector source, who holds the Lease, who
+authors commits, the clock, and whether this is a dry run (SPEC §5: no commit, no Lease, no refresh, no Event).
+
+Its one behaviour is the best-effort Event (SPEC §6.7: it never changes an outcome, never waits over 5 s).
+Built by the CLI (and the demo and tests); used by the phases, `verification` and `sync`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import structlog
+
+from cutover import sources
+from cutover.clock import Clock
+from cutover.cluster import Cluster
+from cutover.errors import ClusterError
+from cutover.githost.base import Author, GitHost
+from cutover.plan import Plan
+from cutover.views import ServiceView
+
+SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
+
+log = structlog.get_logger("cutover")
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    cluster: Cluster
+    plan: Plan
+    host: GitHost
+    source: sources.Source
+    identity: str  # the Lease holder: the pod's name in a Job
+    author: Author
+    clock: Clock
+    dry_run: bool = False
+
+    @classmethod
+    def create(cls, cluster: Cluster, plan: Plan, host: GitHost, *, identity: str = "cutover",
+               author: Author | None = None, dry_run: bool = False) -> Run:
+        """Inside the event loop (the clock follows it)."""
+        return cls(cluster, plan, host, sources.for_git(plan.git), identity,
+                   author or Author(plan.git.author.name, plan.git.author.email), Clock(), dry_run)
+
+    def bind(self, phase: str) -> None:
+        """Name the Service, the plan and the phase on every event of this task (Slack threads by them)."""
+        structlog.contextvars.bind_contextvars(service=f"{self.plan.service.namespace}/{self.plan.service.name}",
+                                               cutover=self.plan.name, phase=phase)
+
+    async def event(self, service: ServiceView, reason: str, message: str, *, warning: bool = False) -> None:
+        """A Kubernetes Event on the Service, best effort; none in a dry run."""
+        if self.dry_run:
+            return
+        try:
+            async with asyncio.timeout(SIDE_EFFECT_BUDGET):
+                await self.cluster.record_event(service, reason=reason, message=message, warning=warning,
+                                                at=self.clock.now())
+        except (ClusterError, TimeoutError) as exc:
+            log.warning("event.failed", reason=reason, error=str(exc))

@@ -1,0 +1,185 @@
+"""The decision core as tables: every choice of `decide.next_step` and its siblings, and SPEC §6.1–§6.5 a row each,
+on plain data (no cluster, no Git host, no clock)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cutover import cluster, decide, gate, lock, manifest, plan
+from cutover.demo.world import World
+from cutover.errors import InvalidInput
+from cutover.manifest import GuardFailed, SelectorEdit
+from cutover.profiles import PodProof, Problem
+from cutover.trailers import Trailers
+from cutover.views import Commit, LeaseView, PodView, ServiceView
+
+_world = World.__new__(World)
+_world.port = 8080
+(PLAN,) = plan.parse(_world.plan_text())
+VLLM, CANDLE = dict(PLAN.backends["vllm"].selector), dict(PLAN.backends["candle"].selector)
+CANARY = {"component": "canary"}
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def live(selector: dict[str, str]) -> ServiceView:
+    return ServiceView("llm-serving", "reasoning-long-predictor", "uid-1", "10.96.0.1", selector, ())
+
+
+def cutover(source: str | None, to: str, *, hold: str | None = None, plan_name: str = PLAN.name) -> Commit:
+    return Commit("c0ffee" + "0" * 34, f"cutover: {source} -> {to}", "cutover", NOW,
+                  Trailers(id="i", source=source, to=to, plan=plan_name, hold=hold))
+
+
+def observed(live_selector: dict[str, str], in_git: dict[str, str], last: Commit | None = None,
+             **more: Any) -> decide.Observed:
+    return decide.Observed(live(live_selector), in_git, last, **more)
+
+
+NO_AUTO = dataclasses.replace(PLAN, rollback_auto=False)
+
+
+@pytest.mark.parametrize(("seen", "the_plan", "options", "expected"), [
+    # PostSync (no `to`): advance, wait for ArgoCD, verify
+    (observed(VLLM, VLLM), PLAN, {}, decide.Advance("vllm", "candle")),
+    (observed(VLLM, CANARY), PLAN, {}, decide.Advance(None, "candle")),  # the writer then refuses someone's selector
+    (observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN, {}, decide.AwaitApply("candle")),
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), PLAN, {}, decide.Verify("candle")),
+    # a rollback's hold stops PostSync while the plan names the target rolled back from
+    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN, {}, decide.Hold("vllm", "c0ffee" + "0" * 34)),
+    # ...and is forgotten once the plan's target changes (the hold came from another target)
+    (observed(VLLM, VLLM, cutover("other", "vllm", hold="vllm")), PLAN, {}, decide.Advance("vllm", "candle")),
+    # another plan's commit holds nothing here
+    (observed(VLLM, VLLM, None), PLAN, {}, decide.Advance("vllm", "candle")),
+    # a failed verification: roll back where the cutover came from, unless rollback.auto is off
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle"), verification_failed=True), PLAN, {}, decide.RollBack("vllm")),
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle"), verification_failed=True), NO_AUTO, {},
+     decide.Nothing("verification failed; no rollback (rollback.auto is off)")),
+    # an explicit run: ignores the hold (how a person lifts it), advances, then waits for ArgoCD
+    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN, {"to": "candle"},
+     decide.Advance("vllm", "candle")),
+    (observed(VLLM, CANDLE), PLAN, {"to": "candle"}, decide.AwaitApply("candle")),
+    # a rollback always advances (the writer finds a rollback already in Git), and is never rolled back again
+    (observed(VLLM, VLLM), PLAN, {"to": "vllm", "hold": "vllm"}, decide.Advance("vllm", "vllm", "vllm")),
+    (observed(VLLM, VLLM, verification_failed=True), PLAN, {"to": "vllm", "hold": "vllm"},
+     decide.Nothing("verification failed; no rollback (a rollback is not rolled back)")),
+], ids=["advance", "advance-from-foreign", "await-apply", "verify", "hold", "hold-forgotten", "no-history",
+        "roll-back", "no-auto-rollback", "run-lifts-hold", "run-awaits", "rollback-advances", "rollback-not-again"])
+def test_next_step(seen: decide.Observed, the_plan: plan.Plan, options: dict[str, str],
+                   expected: decide.Step) -> None:
+    assert decide.next_step(seen, the_plan, **options) == expected
+
+
+@pytest.mark.parametrize(("git", "live_selector", "auto", "expected"), [
+    (CANDLE, VLLM, True, decide.RollBack("vllm")),  # Git holds what the failed sync could not apply: back
+    (CANDLE, VLLM, False, decide.Nothing("the Service keeps its selector")),
+    (VLLM, VLLM, True, decide.Nothing("the Service keeps its selector")),  # nothing pending
+    (CANDLE, CANARY, True, decide.Nothing("the Service keeps its selector")),  # serving no backend: not ours
+])
+def test_syncfail_step(git: dict[str, str], live_selector: dict[str, str], auto: bool,
+                       expected: decide.Step) -> None:
+    the_plan = dataclasses.replace(PLAN, rollback_auto=auto)
+    assert decide.syncfail_step(observed(live_selector, git), the_plan) == expected
+
+
+@pytest.mark.parametrize(("wanted", "live_selector", "expected"), [
+    (VLLM, VLLM, decide.Nothing("no_change")),
+    (CANDLE, VLLM, decide.Gate("candle")),
+    (CANARY, VLLM, decide.Nothing("not_ours")),
+])
+def test_presync_step(wanted: dict[str, str], live_selector: dict[str, str], expected: decide.Step) -> None:
+    assert decide.presync_step(wanted, live(live_selector), PLAN) == expected
+
+
+def test_rollback_to() -> None:
+    assert decide.rollback_to(observed(CANDLE, CANDLE, cutover("vllm", "candle")), PLAN) == "vllm"
+    # its Job was killed after the commit: Git already holds the rollback, so finish that one (§6.5)
+    assert decide.rollback_to(observed(CANDLE, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN) == "vllm"
+    three = dataclasses.replace(PLAN, backends={**PLAN.backends, "other": dataclasses.replace(
+        PLAN.backends["vllm"], name="other", selector={"app": "other"})})
+    with pytest.raises(InvalidInput) as caught:
+        decide.rollback_to(observed(CANDLE, CANDLE), three)
+    assert caught.value.cause == "rollback_unknown"
+
+
+def test_history_is_read_for_this_plan_only() -> None:
+    theirs, ours, older = cutover("a", "b", plan_name="other"), cutover("vllm", "candle"), cutover("candle", "vllm")
+    person = Commit("d" * 40, "docs", "someone", NOW)
+    history = [person, theirs, ours, older]
+    assert decide.last_cutover(history, PLAN) is ours
+    assert decide.commit_to(history, PLAN, "vllm") is older and decide.commit_to(history, PLAN, "x") is None
+
+
+@pytest.mark.parametrize(("final", "endpoints", "now", "again"), [
+    ((), "EndpointSlices serve []", 0.0, True),  # only endpoints differ, time left: look again
+    ((), "EndpointSlices serve []", 59.0, False),  # no time for another look
+    (("the Service was re-created",), "EndpointSlices serve []", 0.0, False),  # final at once
+    ((), None, 0.0, False),  # nothing wrong
+])
+def test_endpoint_finality(final: tuple[str, ...], endpoints: str | None, now: float, again: bool) -> None:
+    problems = decide.SwitchProblems(final, endpoints)
+    assert decide.look_again(problems, now=now, deadline=60.0, poll=2.0) is again
+
+
+def test_proofs_through_the_service_retry_only_what_may_pass() -> None:
+    def proof(*problems: Problem) -> PodProof:
+        return PodProof("Service port 80", "10.96.0.1:80", "listed", (), problems, 0.0)
+
+    refused, rejected = Problem("refused", "refused", retryable=True), Problem("name_rejected", "404", retryable=False)
+    assert decide.retry_through_service(proof(refused), attempt=0, tries=3)
+    assert not decide.retry_through_service(proof(refused), attempt=2, tries=3)
+    assert not decide.retry_through_service(proof(refused, rejected), attempt=0, tries=3)
+    assert not decide.retry_through_service(proof(), attempt=0, tries=3)
+
+
+# --- SPEC §6, a row each --------------------------------------------------------------------------------------
+
+
+def _pod(name: str, labels: dict[str, str], *, ready: bool = True) -> PodView:
+    return PodView(namespace="llm-serving", name=name, uid=name, labels=labels, phase="Running", ip="10.0.0.1",
+                   ready=ready)
+
+
+def _guard_refuses_more_than_the_selector() -> bool:
+    text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  selector:\n    a: b\n  type: ClusterIP\n"
+    edit = SelectorEdit(text, text.replace("a: b", "a: c").replace("ClusterIP", "NodePort"), {"a": "b"}, {"a": "c"})
+    try:
+        manifest.guard(edit, document=plan.GitDocument("Service", "s"), selector_path="spec.selector")
+    except GuardFailed:
+        return True
+    return False
+
+
+def _no_cluster_write_but_the_three() -> bool:
+    writes = {name for name in vars(cluster.Cluster) if name.startswith(("write", "record", "request_", "patch",
+                                                                          "delete", "create", "update"))}
+    return writes == {"write_lease", "record_event", "request_refresh"} and len(decide.CLUSTER_WRITES) == 3
+
+
+@pytest.mark.parametrize(("rule", "holds"), [
+    ("§6.1 a stale proof does not open the gate", lambda: not gate.judge(
+        [_pod("c", CANDLE)], target="candle", backends={"candle": CANDLE, "vllm": VLLM},
+        proven={"c": NOW - timedelta(seconds=61)}, now=NOW, min_ready=1).open),
+    ("§6.1 a fresh proof on a Ready pod opens it", lambda: gate.judge(
+        [_pod("c", CANDLE)], target="candle", backends={"candle": CANDLE, "vllm": VLLM},
+        proven={"c": NOW - timedelta(seconds=10)}, now=NOW, min_ready=1).open),
+    ("§6.1 a selector that picks another backend's pods is final", lambda: gate.judge(
+        [_pod("v", VLLM)], target="candle", backends={"candle": {"component": "predictor"}, "vllm": VLLM},
+        proven={"v": NOW}, now=NOW, min_ready=1).foreign == (("v", "vllm"),)),
+    ("§6.2 an edit beyond the selector is refused", _guard_refuses_more_than_the_selector),
+    ("§6.3 the cluster is written only through the Lease, Events and the refresh", _no_cluster_write_but_the_three),
+    ("§6.4 a Lease renewed moments ago by another holder is held", lambda: lock.judge(
+        LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=5), 60.0, 1, "1"), me="job-b", now=NOW)
+        is lock.Verdict.HELD),
+    ("§6.5 Git at the target: nothing to write", lambda: decide.git_step(
+        CANDLE, target=CANDLE, known=[VLLM]) is decide.GitStep.ALREADY),
+    ("§6.5 PostSync after the commit does not advance again", lambda: not isinstance(
+        decide.next_step(observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN), decide.Advance)),
+    ("§6.5 someone else's selector is never overwritten", lambda: decide.git_step(
+        CANARY, target=CANDLE, known=[VLLM]) is decide.GitStep.FOREIGN),
+])
+def test_the_guarantees(rule: str, holds: Any) -> None:
+    assert holds(), rule
