@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from conftest import GIT_TOKEN
 from cutover import cluster, decide, manifest, milestones, phases, plan, writeback
 from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
+from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, Script, World
 from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
@@ -197,6 +199,26 @@ async def test_postsync_after_argocd_applied_verifies_the_switch(
     assert named(events, "service.dns_unavailable")[0]["using"] == world.cluster_ip
     assert sorted(set(world.proxied)) == [(80, candle.ip), (8080, candle.ip)]
     assert len(candle.engine.requests) == 2 + 2 * 2  # the proof before the commit, then one per name per port
+
+
+async def test_a_postsync_reads_the_file_once_and_its_history_once(
+        world: World, kube: cluster.Cluster, repo: BareRepo, make_plan: Any) -> None:
+    """Advancing (wait, prove, commit), then verifying: each reads Git once per kind, and the commit is one PUT."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        the_plan = make_plan(git_api_url=fake.url)
+        client = GitHub(url=the_plan.git.url, branch="main", token=GIT_TOKEN, api_url=fake.url)
+        kinds = []
+        for identity in ("job-1", "job-2"):
+            fake.requests.clear()
+            await phases.postsync(Run.create(kube, the_plan, client, identity=identity))
+            kinds.append(sorted((method, path.split("?")[0].rsplit("/", 1)[-1] if "/contents/" not in path
+                                 else "contents") for method, path, _ in fake.requests))
+            argocd_applies(world, repo)
+        await client.aclose()
+    assert kinds == [[("GET", "commits"), ("GET", "contents"), ("PUT", "contents")],
+                     [("GET", "commits"), ("GET", "contents")]]
 
 
 async def test_a_recreated_service_fails_verification_with_exit_6(

@@ -318,7 +318,9 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
 def _fail(command: str, exc: CutoverError, session: _Session) -> None:
     import structlog  # noqa: PLC0415
 
-    structlog.get_logger("cutover").error("cutover.failed", command=command, cause=exc.cause,
+    from cutover import milestones  # noqa: PLC0415
+
+    structlog.get_logger("cutover").error(milestones.FAILED, command=command, cause=exc.cause,
                                           message=exc.message, hint=exc.hint)
     hint = f" — hint: {exc.hint}" if exc.hint else ""
     _outcome(f"cutover {command}: FAILED (exit {int(exc.exit_code)}, cause {exc.cause}) — {exc.message}{hint}",

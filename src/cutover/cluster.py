@@ -1,4 +1,4 @@
-"""Kubernetes reads, pod watches, and the translation of API payloads into `views`.
+"""Kubernetes reads, pod watches, the three writes SPEC §6.3 allows, and API payloads turned into `views`.
 
 The only module that imports `kubernetes`. The official client is synchronous: one-shot reads run
 with `asyncio.to_thread`. Watch streams are read on the event loop with the official client's
@@ -82,7 +82,8 @@ def translate(exc: Exception, *, what: str) -> ClusterError:
 
 
 class Cluster:
-    """Reads from one Kubernetes API through the official client."""
+    """One Kubernetes API through the official client: reads and watches, and the only writes cutover makes
+    (SPEC §6.3: the Lease, Events on the Service, the refresh annotation on the Application)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, own_namespace: str) -> None:
         # The generic request path of the official client (auth, TLS, proxies, token refresh) rather than

@@ -41,7 +41,7 @@ async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
     version = await run.host.read(plan.git.path)
     history = await run.host.history(plan.git.path)
     in_git = run.source.read_selector(version.content, where=plan.git.path)
-    return decide.Observed(live, in_git, decide.last_cutover(history, plan)), writeback.Seen(version, history)
+    return decide.Observed(live, in_git, decide.last_cutover(history, plan)), writeback.Seen(version, history, in_git)
 
 
 # --- presync ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 import tenacity
@@ -49,6 +49,7 @@ class Seen:
 
     version: FileVersion
     history: Sequence[Commit]
+    selector: Mapping[str, str]  # what the source read in `version`: not parsed twice
 
 
 def message(plan: Plan, *, trailers: Trailers, proof: Proof | None) -> str:
@@ -103,7 +104,7 @@ class _Writer:
         known = [backend.selector for name, backend in self.plan.backends.items() if name != self.to]
         if self.seen is not None:
             seen, self.seen = self.seen, None
-            now = self.source.read_selector(seen.version.content, where=git.path)
+            now = dict(seen.selector)
             step = decide.git_step(now, target=target, known=known)
             if step is not decide.GitStep.FOREIGN:
                 return seen.version, now, step, seen.history
