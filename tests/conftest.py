@@ -16,9 +16,11 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
+import contracts
 from cutover import cluster, plan
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
+from cutover.demo.kube import KubeEmulator
 from cutover.demo.world import World
 from cutover.githost.github import GitHub
 
@@ -33,6 +35,14 @@ def _no_implicit_loop_for_sync_tests(request: pytest.FixtureRequest) -> None:
     # loop nobody closes (a ResourceWarning, an error here). Saying "no loop" makes it step aside.
     if not inspect.iscoroutinefunction(request.function):
         asyncio.get_event_loop_policy().set_event_loop(None)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _applications_are_real() -> Iterator[None]:
+    """Every Application a test world stores is checked against ArgoCD 3.6's own CRD schema."""
+    KubeEmulator.validators["argoproj.io/v1alpha1/applications"] = contracts.check_application
+    yield
+    KubeEmulator.validators.clear()
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Validate requests that the Git host fakes receive against the hosts' official OpenAPI descriptions."""
+"""Validate what the doubles receive and hold against official descriptions: requests to the Git host fakes (the
+hosts' OpenAPI), and every Application the emulated API server stores (ArgoCD 3.6's Application CRD schema)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+import jsonschema
 from aiohttp import web
 from openapi_core import Config, OpenAPI
 from openapi_core.datatypes import RequestParameters
+from ruamel.yaml import YAML
 
 SPECS = Path(__file__).resolve().parent / "openapi"
 
@@ -65,3 +68,21 @@ class Recorder:
     def assert_clean(self) -> Any:
         assert self.checked > 0
         assert self.violations == [], "\n".join(self.violations)
+
+
+@functools.cache
+def crd_validator(name: str) -> jsonschema.protocols.Validator:
+    """The served version's openAPIV3Schema of an ArgoCD CRD (`application` or `appproject`), as the API server
+    validates custom resources with it (unknown `x-kubernetes-*` keywords are ignored, as JSON Schema does)."""
+    crd = YAML(typ="safe").load(gzip.decompress((SPECS / f"argocd-3.6.0-{name}-crd.yaml.gz").read_bytes()))
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("served")]
+    schema = version["schema"]["openAPIV3Schema"]
+    validator: jsonschema.protocols.Validator = jsonschema.Draft7Validator(schema)
+    return validator
+
+
+def check_application(obj: Any) -> None:
+    """Refuse an Application the real API server would refuse: what a test world writes must be real."""
+    errors = sorted(crd_validator("application").iter_errors(obj), key=lambda error: list(error.path))
+    assert not errors, "; ".join(f"{'.'.join(map(str, error.path)) or '(root)'}: {error.message}"
+                                 for error in errors[:5])

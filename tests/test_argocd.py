@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cutover import argocd, cluster
+from cutover import views as argocd_views
 from cutover.argocd import SyncState
+from cutover.demo import argocd as sim_argocd
 from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.views import ApplicationView
 
@@ -59,12 +61,10 @@ APPS = "argoproj.io/v1alpha1/applications"
 
 
 async def test_application_refresh_and_events_over_the_api(world: World, kube: cluster.Cluster) -> None:
-    world.kube.apply(APPS, {
-        "metadata": {"name": "llm-serving", "namespace": "argocd"},
-        "spec": {"project": "default"},
-        "status": {"sync": {"status": "Synced", "revision": SHA}, "health": {"status": "Healthy"},
-                   "operationState": {"phase": "Running", "startedAt": "2026-01-01T00:00:10Z",
-                                      "operation": {"sync": {"revision": SHA}}}}})
+    seeded = sim_argocd.application(revision=SHA)
+    seeded["status"]["operationState"] = {"phase": "Running", "startedAt": "2026-01-01T00:00:10Z",
+                                          "operation": {"sync": {"revision": SHA}}}
+    world.kube.apply(APPS, seeded)
     view = await kube.application("argocd", "llm-serving")
     assert (view.operation_phase, view.operation_revision, view.refresh_requested) == ("Running", SHA, False)
     await kube.request_refresh("argocd", "llm-serving")
@@ -78,3 +78,41 @@ async def test_application_refresh_and_events_over_the_api(world: World, kube: c
                                        "namespace": NAMESPACE, "uid": service.uid}
     assert (event["reason"], event["type"], event["source"]) == ("CutoverCommitted", "Normal",
                                                                  {"component": "cutover"})
+
+
+def multi_source(*, repo_url: str = "https://github.com/Acme/gitops", revisions: tuple[str, str] = ("1.4.2", SHA),
+                 synced: tuple[str, str] = ("1.4.2", OTHER)) -> dict[str, object]:
+    """A multi-source Application: a chart from a Helm repository, then the plan's repository with its values."""
+    seeded = sim_argocd.application(sources=[
+        {"repoURL": "https://charts.example.invalid", "chart": "llm", "targetRevision": "1.4.2"},
+        {"repoURL": repo_url, "targetRevision": "main", "path": "k8s/apps/llm-serving", "ref": "values"}])
+    seeded["status"]["sync"]["revisions"] = list(synced)
+    seeded["status"]["operationState"] = {"phase": "Running", "startedAt": "2026-01-01T00:00:10Z",
+                                          "operation": {"sync": {"revisions": list(revisions)}},
+                                          "syncResult": {"revision": "", "revisions": list(revisions)}}
+    return seeded
+
+
+async def test_a_multi_source_application_names_the_revision_of_the_plans_source(
+        world: World, kube: cluster.Cluster) -> None:
+    world.kube.apply(APPS, multi_source())  # the CRD schema accepts it (checked on every write)
+    view = await kube.application("argocd", "llm-serving")
+    ours = view.for_source("https://github.com/acme/gitops.git", "main")  # spelled differently, the same repository
+    assert (ours.operation_revision, ours.sync_revision) == (SHA, OTHER)
+    # a named hook Job (no revision in its name) learns the revision from the operation, at our source's position
+    assert argocd.syncing_revision("cutover-presync-llm-serving", ours) == argocd.Revision(SHA, "operation")
+    assert view.for_source("https://github.com/other/repo.git", "main") is view  # not ours: nothing to pick
+
+
+def test_a_repository_listed_twice_is_picked_on_the_plans_branch() -> None:
+    view = dataclasses.replace(app(), sources=(
+        argocd_views.SourceView("https://github.com/acme/gitops.git", "release"),
+        argocd_views.SourceView("https://github.com/acme/gitops.git", "main")), operation_revisions=(OTHER, SHA))
+    assert view.for_source("https://github.com/acme/gitops", "main").operation_revision == SHA
+
+
+async def test_an_application_the_api_server_would_refuse_is_refused_by_the_test_world(world: World) -> None:
+    broken = sim_argocd.application()
+    del broken["spec"]["destination"]
+    with pytest.raises(AssertionError, match="destination"):
+        world.kube.apply(APPS, broken)

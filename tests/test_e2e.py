@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from cutover import cluster, errors, manifest, phases, plan
+from cutover import cluster, errors, phases, plan
 from cutover.context import Run
+from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, Script, World
 from cutover.githost.base import Author
@@ -80,19 +81,15 @@ class ArgoCD:
         self.synced = revision
         self.world.kube.merge(APPS, "argocd", "llm-serving", {
             "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
-            "status": {"operationState": {"phase": "Running", "syncResult": {"revision": revision}}}})
-        job = f"cutover-presync-{revision[:7]}-presync-1764457200"
-        try:
+            "status": {"operationState": sim_argocd.operation_state(self.world, "Running", revision, finished=False)}})
+        job = "cutover-presync-llm-serving"  # a named hook (kustomize builds no generateName): the revision is
+        try:  # the Application operation's
             await phases.presync(Run.create(self.kube, self.plan, self.host), job_name=job)
         except errors.CutoverError as exc:
             self.outcomes.append((revision[:7], f"presync failed: {exc.cause}"))
             self._finish(revision, "Failed")
             return
-        content, _ = self.repo.read(PATH, revision)  # type: ignore[misc]
-        selector = manifest.read_selector(content, document=self.plan.git.document, selector_path="spec.selector")
-        self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
-        self.world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})  # in place
-        self.world.sync_endpoints()
+        sim_argocd.apply_git(self.world, self.repo, PATH, revision=revision)  # rendered, applied in place
         identity = f"postsync-{revision[:7]}-{len(self.outcomes)}"
         hook = asyncio.create_task(phases.postsync(Run.create(self.kube, self.plan, self.host, identity=identity)))
         if self.kill_postsync_after is not None:
@@ -115,15 +112,14 @@ class ArgoCD:
     def _finish(self, revision: str, phase: str) -> None:
         self.world.kube.merge(APPS, "argocd", "llm-serving", {"status": {
             "sync": {"status": "Synced", "revision": revision}, "health": {"status": "Healthy"},
-            "operationState": {"phase": phase, "syncResult": {"revision": revision}}}})
+            "operationState": sim_argocd.operation_state(self.world, phase, revision)}})
 
 
 
 @contextlib.asynccontextmanager
 async def running(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
                   the_plan: plan.Plan) -> AsyncIterator[tuple[ArgoCD, Client]]:
-    world.kube.apply(APPS, {"metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
-                            "status": {"sync": {"status": "OutOfSync"}, "health": {"status": "Healthy"}}})
+    sim_argocd.seed_application(world)
     argocd = ArgoCD(world, kube, host, repo, the_plan)
     client = Client(f"http://{world.cluster_ip}:80/v1/chat/completions")
     tasks = [asyncio.create_task(argocd.run(), name="argocd"), asyncio.create_task(client.run(), name="client")]

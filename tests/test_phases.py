@@ -129,8 +129,7 @@ LEASES = "coordination.k8s.io/v1/leases"
 
 
 def seed_application(world: World) -> None:
-    world.kube.apply(APPS, {"metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
-                            "status": {"sync": {"status": "Synced"}, "health": {"status": "Healthy"}}})
+    sim_argocd.seed_application(world)
 
 
 def cutover_commits(repo: BareRepo) -> list[str]:
@@ -138,13 +137,8 @@ def cutover_commits(repo: BareRepo) -> list[str]:
 
 
 def argocd_applies(world: World, repo: BareRepo) -> None:
-    """What ArgoCD does with the commit: patch the live Service's selector in place."""
-    content, _ = repo.read(PATH)  # type: ignore[misc]
-    selector = manifest.read_selector(content, document=plan.GitDocument("Service", "reasoning-long-predictor"),
-                                      selector_path="spec.selector")
-    world.kube.merge("/v1/services", "llm-serving", "reasoning-long-predictor", {"spec": {"selector": None}})
-    world.kube.merge("/v1/services", "llm-serving", "reasoning-long-predictor", {"spec": {"selector": selector}})
-    world.sync_endpoints()
+    """What ArgoCD does with the commit: render the source and patch the live Service's selector in place."""
+    sim_argocd.apply_git(world, repo, PATH)
 
 
 async def test_postsync_waits_proves_commits_once_and_asks_argocd_to_refresh(
@@ -476,8 +470,8 @@ async def test_run_asks_again_when_an_operation_that_began_during_the_wait_ends_
 
     async def lossy_argocd() -> None:
         await asyncio.sleep(100)  # an operation on the old revision begins while run still waits for candle
-        world.kube.merge(APPS, "argocd", "llm-serving", {"status": {"operationState": {
-            "phase": "Running", "startedAt": world.kube.stamp(), "syncResult": {"revision": old}}}})
+        world.kube.merge(APPS, "argocd", "llm-serving", {"status": {"operationState": sim_argocd.operation_state(
+            world, "Running", old or "", finished=False)}})
         while not refresh_asked():  # noqa: ASYNC110 -- ArgoCD notices by polling too (fake time)
             await asyncio.sleep(1)
         world.kube.merge(APPS, "argocd", "llm-serving",

@@ -1,8 +1,11 @@
 """What a hook can learn about the sync it runs in, and when ArgoCD has applied our commit. Pure.
 
-ArgoCD injects nothing into hook pods; it names a generateName hook Job
-`<prefix><revision[:7]>-<phase>-<startedAt unix seconds>` and records the operation's full revision in
-`status.operationState.syncResult.revision` (reference/argocd-hooks.md §1.7, §4). A commit made during
+ArgoCD injects nothing into hook pods. It records the operation's full revision in
+`status.operationState.syncResult.revision` (`revisions[]`, one per source, for a multi-source Application)
+and names a generateName hook Job `<prefix><revision[:7]>-<phase>-<startedAt unix seconds>`
+(reference/argocd-hooks.md §1.7, §4). The shipped hooks are named Jobs (kustomize refuses generateName,
+kubernetes-sigs/kustomize#641; reference/gitops-realities.md §0), so the Application's operation is the
+source; a generated name is used where there is one. A commit made during
 a sync is applied by the next sync, never by the one running (§2.4); and a refresh requested while an
 operation that started before our commit is running can be lost (argo-cd#21902), so it is asked again
 when that operation ends without our revision. Called by the phases with views from `cluster`.

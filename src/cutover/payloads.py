@@ -20,6 +20,7 @@ from cutover.views import (
     Probe,
     ServicePort,
     ServiceView,
+    SourceView,
 )
 
 
@@ -100,10 +101,14 @@ def lease_view(obj: Mapping[str, Any]) -> LeaseView:
 
 
 def application_view(obj: Mapping[str, Any]) -> ApplicationView:
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    """Single- and multi-source: `revision` or `revisions[]` in the operation, its result and the sync status."""
+    meta, status, spec = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
     operation = status.get("operationState") or {}
-    requested = ((obj.get("operation") or {}).get("sync") or {}).get("revision")
-    synced = (operation.get("syncResult") or {}).get("revision")
+    requested_op = (obj.get("operation") or {}).get("sync") or {}
+    state_op = (operation.get("operation") or {}).get("sync") or {}
+    result = operation.get("syncResult") or {}
+    requested, synced = requested_op.get("revision"), result.get("revision")
+    revisions = result.get("revisions") or state_op.get("revisions") or requested_op.get("revisions") or ()
     return ApplicationView(
         namespace=meta.get("namespace", ""), name=meta.get("name", ""),
         sync_status=(status.get("sync") or {}).get("status"), sync_revision=(status.get("sync") or {}).get("revision"),
@@ -112,4 +117,7 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         or requested,
         operation_started=_time(operation.get("startedAt")), operation_finished=_time(operation.get("finishedAt")),
         refresh_requested="argocd.argoproj.io/refresh" in (meta.get("annotations") or {}),
+        sources=tuple(SourceView(s.get("repoURL", ""), s.get("targetRevision"), s.get("path"))
+                      for s in spec.get("sources") or ()),
+        operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
     )

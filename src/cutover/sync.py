@@ -37,14 +37,21 @@ async def refresh(run: Run) -> None:
 
 
 async def application(run: Run) -> ApplicationView | None:
-    """The plan's Application, or None (no `argocd:` in the plan, or unreadable: said in the log)."""
-    if run.plan.argocd is None:
-        return None
+    """The plan's Application with the revisions of the plan's source, or None (no `argocd:` in the plan, or
+    unreadable: said in the log)."""
     try:
-        return await run.cluster.application(run.plan.argocd.namespace, run.plan.argocd.application)
+        return await _application(run)
     except ClusterError as exc:
         log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
         return None
+
+
+async def _application(run: Run) -> ApplicationView | None:
+    plan = run.plan
+    if plan.argocd is None:
+        return None
+    app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
+    return app.for_source(plan.git.url, plan.git.branch)
 
 
 async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetime) -> None:
@@ -55,8 +62,7 @@ async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetim
     target = dict(plan.backend(to).selector)
     while True:
         live = await run.cluster.service(plan.service.namespace, plan.service.name)
-        app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application) if plan.argocd \
-            else None
+        app = await _application(run)
         if dict(live.selector) == target and (app is None or (app.health == "Healthy" and
                                                               app.operation_phase != "Running")):
             return

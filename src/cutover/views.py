@@ -103,8 +103,27 @@ class PolicyView:
 
 
 @dataclasses.dataclass(frozen=True)
+class SourceView:
+    """One source of an Application: `spec.source`, or an entry of `spec.sources` (multi-source)."""
+
+    repo_url: str
+    target_revision: str | None = None
+    path: str | None = None
+
+
+def same_repository(one: str, other: str) -> bool:
+    """Whether two repository URLs name one repository, compared as ArgoCD compares repoURLs (its
+    `git.NormalizeGitURL`: lower case, no surrounding space, no trailing `/` or `.git`); ArgoCD's repoURL and the
+    plan's git.url are often spelled differently."""
+    def key(url: str) -> str:
+        return url.strip().lower().rstrip("/").removesuffix(".git")
+    return key(one) == key(other)
+
+
+@dataclasses.dataclass(frozen=True)
 class ApplicationView:
-    """What a cutover reads of an ArgoCD Application (argoproj.io/v1alpha1)."""
+    """What a cutover reads of an ArgoCD Application (argoproj.io/v1alpha1). For a multi-source Application the
+    revisions are per source (`revisions[]`, in the order of `spec.sources`); `for_source` picks ours."""
 
     namespace: str
     name: str
@@ -116,6 +135,29 @@ class ApplicationView:
     operation_started: datetime | None
     operation_finished: datetime | None
     refresh_requested: bool  # metadata.annotations["argocd.argoproj.io/refresh"] is set
+    sources: tuple[SourceView, ...] = ()  # spec.sources (multi-source); empty for a single source
+    operation_revisions: tuple[str, ...] = ()  # syncResult.revisions, else operation.sync.revisions
+    sync_revisions: tuple[str, ...] = ()  # status.sync.revisions
+
+    def position(self, repo_url: str, branch: str) -> int | None:
+        """Which of `spec.sources` is the plan's repository (on its branch, where a repository is there twice)."""
+        found = [index for index, source in enumerate(self.sources) if same_repository(source.repo_url, repo_url)]
+        on_branch = [index for index in found if self.sources[index].target_revision in (branch, f"refs/heads/"
+                                                                                                 f"{branch}")]
+        chosen = on_branch or found
+        return chosen[0] if chosen else None
+
+    def for_source(self, repo_url: str, branch: str) -> ApplicationView:
+        """The view with the revisions of the plan's source: itself for a single-source Application."""
+        index = self.position(repo_url, branch) if self.sources else None
+        if index is None:
+            return self
+
+        def at(revisions: tuple[str, ...]) -> str | None:
+            return revisions[index] if index < len(revisions) else None
+
+        return dataclasses.replace(self, operation_revision=at(self.operation_revisions),
+                                   sync_revision=at(self.sync_revisions))
 
 
 @dataclasses.dataclass(frozen=True)

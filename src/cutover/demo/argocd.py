@@ -1,38 +1,115 @@
-"""A stand-in for ArgoCD's automated sync in the simulated world: when asked to refresh, apply the Service
-selector that Git holds to the live Service, in place, and report the Application synced and healthy.
-Used by the demo and the tests of `run` and `rollback`.
+"""A stand-in for ArgoCD's automated sync in the simulated world, rendering as ArgoCD renders.
+
+An Application (valid against ArgoCD's own CRD schema; the tests check every write) names a source path in a
+real bare repository. A sync checks the tree out at the revision, renders the path the way ArgoCD's
+repo-server does (real kustomize when the path holds a kustomization, every YAML/JSON file of the directory
+otherwise), applies the rendered Service's selector to the live Service in place, and records what ArgoCD
+records: `operationState.operation.sync.revision`, `syncResult.revision`, `status.sync.revision`. When asked
+to refresh (the annotation cutover sets), or on its own poll, it syncs the branch head. Used by the demo and
+the tests of `run`, `rollback` and the hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path, PurePosixPath
+from typing import Any
 
-from cutover import manifest
+from cutover import kustomize
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, World
-from cutover.errors import CutoverError
-from cutover.plan import GitDocument
+from cutover.errors import CutoverError, InvalidInput
 
 APPS = "argoproj.io/v1alpha1/applications"
-DOCUMENT = GitDocument("Service", SERVICE)
+APPLICATION, ARGOCD_NAMESPACE = "llm-serving", "argocd"
+REPO_URL = "https://github.com/acme/gitops.git"
+DEFAULT_PATH = "k8s/apps/llm-serving"  # the directory of the reference scenario's Service file
 
 
-def seed_application(world: World, *, revision: str | None = None) -> None:
-    world.kube.apply(APPS, {"metadata": {"name": "llm-serving", "namespace": "argocd"}, "spec": {},
-                            "status": {"sync": {"status": "Synced", "revision": revision},
-                                       "health": {"status": "Healthy"}}})
+def application(*, revision: str | None = None, path: str = DEFAULT_PATH,
+                sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An Application as a person writes it, synced and healthy at `revision`."""
+    spec: dict[str, Any] = {
+        "project": "llm-serving",
+        "destination": {"server": "https://kubernetes.default.svc", "namespace": NAMESPACE},
+        "syncPolicy": {"automated": {"prune": True, "selfHeal": True}},
+    }
+    if sources is not None:
+        spec["sources"] = sources
+    else:
+        spec["source"] = {"repoURL": REPO_URL, "targetRevision": "main", "path": path}
+    status: dict[str, Any] = {"sync": {"status": "Synced", **({"revision": revision} if revision else {})},
+                              "health": {"status": "Healthy"}}
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": APPLICATION, "namespace": ARGOCD_NAMESPACE}, "spec": spec, "status": status}
 
 
-def apply_git(world: World, repo: BareRepo, path: str, *, endpoints: bool = True) -> None:
-    """What a sync does to the Service: patch its selector in place (same object, same ClusterIP)."""
-    content, _ = repo.read(path)  # type: ignore[misc]
-    selector = manifest.read_selector(content, document=DOCUMENT, selector_path="spec.selector")
+def seed_application(world: World, *, revision: str | None = None, path: str = DEFAULT_PATH,
+                     sources: list[dict[str, Any]] | None = None) -> None:
+    world.kube.apply(APPS, application(revision=revision, path=path, sources=sources))
+
+
+def operation_state(world: World, phase: str, revision: str, *, message: str | None = None,
+                    finished: bool = True) -> dict[str, Any]:
+    """`status.operationState` as ArgoCD writes it for an automated sync of `revision`."""
+    state: dict[str, Any] = {"operation": {"sync": {"revision": revision}, "initiatedBy": {"automated": True}},
+                             "phase": phase, "startedAt": world.kube.stamp(), "syncResult": {"revision": revision}}
+    if finished:
+        state["finishedAt"] = world.kube.stamp()
+    if message:
+        state["message"] = message
+    return state
+
+
+def source_path(world: World, fallback: str) -> str:
+    """The path the Application renders: its source's (the plan's repository's, for a multi-source one)."""
+    app = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
+    spec = app.get("spec") or {}
+    sources = spec.get("sources") or [spec.get("source") or {}]
+    ours = [source for source in sources if source.get("repoURL") == REPO_URL and source.get("path")]
+    return str(ours[0]["path"]) if ours else fallback
+
+
+def render(repo: BareRepo, revision: str, path: str) -> list[dict[str, Any]]:
+    """What ArgoCD's repo-server makes of `path` at `revision`."""
+    with tempfile.TemporaryDirectory(prefix="argocd-render-") as scratch:
+        directory = repo.checkout(revision, Path(scratch) / "repo") / path
+        where = f"{path}@{revision[:12]}"
+        if kustomize.holds_kustomization(directory):
+            built = subprocess.run([*kustomize.require(), str(directory)], capture_output=True, text=True,
+                                   timeout=kustomize.BUILD_TIMEOUT, check=False)
+            if built.returncode != 0:
+                raise kustomize.RenderFailed(f"{where}: {' '.join(built.stderr.split())[-300:]}")
+            return kustomize.documents(built.stdout, where=where)
+        files = sorted(item for item in directory.iterdir() if item.suffix in (".yaml", ".yml", ".json"))
+        return [doc for item in files for doc in kustomize.documents(item.read_text(), where=f"{where}/{item.name}")]
+
+
+def rendered_selector(repo: BareRepo, revision: str, path: str) -> dict[str, str]:
+    services = [doc for doc in render(repo, revision, path) if doc.get("kind") == "Service"
+                and (doc.get("metadata") or {}).get("name") == SERVICE
+                and (doc["metadata"].get("namespace") or NAMESPACE) == NAMESPACE]
+    if len(services) != 1:
+        raise InvalidInput(f"{path}@{revision[:12]}: {len(services)} Services named {SERVICE} rendered")
+    return dict((services[0].get("spec") or {}).get("selector") or {})
+
+
+def apply_git(world: World, repo: BareRepo, path: str, *, endpoints: bool = True, revision: str | None = None) -> str:
+    """What a sync does to the Service: patch its selector in place (same object, same ClusterIP), as the
+    Application's source renders it at `revision` (default: the branch head). `path` is the Service file; its
+    directory is rendered unless the Application names a path. The revision synced."""
+    synced = revision or repo.head()
+    assert synced is not None
+    selector = rendered_selector(repo, synced, source_path(world, str(PurePosixPath(path).parent)))
     world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
     world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})
     if endpoints:
         world.sync_endpoints()
+    return synced
 
 
 async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.0, poll: float | None = None,
@@ -44,29 +121,28 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
     looked, synced = loop.time(), repo.head()
     while True:
         await asyncio.sleep(every)
-        application = world.kube.stored(APPS, "argocd", "llm-serving")
-        asked = application is not None and "argocd.argoproj.io/refresh" in (
-            application["metadata"].get("annotations") or {})
+        stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION)
+        asked = stored is not None and "argocd.argoproj.io/refresh" in (stored["metadata"].get("annotations") or {})
         polled = poll is not None and loop.time() - looked >= poll
         if polled:
             looked = loop.time()
-        if application is None or not (asked or (polled and repo.head() != synced)):
+        if stored is None or not (asked or (polled and repo.head() != synced)):
             continue
         synced = head = repo.head()
+        assert head is not None
         try:
-            apply_git(world, repo, path, endpoints=not endpoint_lag)
-        except CutoverError as exc:  # a file ArgoCD cannot render: its sync fails, the live objects stay
-            world.kube.merge(APPS, "argocd", "llm-serving", {
+            apply_git(world, repo, path, endpoints=not endpoint_lag, revision=head)
+        except CutoverError as exc:  # a tree ArgoCD cannot render: its sync fails, the live objects stay
+            world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
                 "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
-                "status": {"operationState": {"phase": "Failed", "message": exc.message,
-                                              "syncResult": {"revision": head}}}})
+                "status": {"operationState": operation_state(world, "Failed", head, message=exc.message)}})
             continue
         if endpoint_lag:
             loop.call_later(endpoint_lag, world.sync_endpoints)
-        world.kube.merge(APPS, "argocd", "llm-serving", {
+        world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
             "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
             "status": {"sync": {"status": "Synced", "revision": head}, "health": {"status": "Healthy"},
-                       "operationState": {"phase": "Succeeded", "syncResult": {"revision": head}}}})
+                       "operationState": operation_state(world, "Succeeded", head)}})
 
 
 @contextlib.asynccontextmanager

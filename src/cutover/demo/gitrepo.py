@@ -7,8 +7,10 @@ fails if the branch moved meanwhile: the same compare-and-swap a hosting service
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -94,6 +96,18 @@ class BareRepo:
                 sha, name, email, date, message = record.strip("\n").split("\x00", 4)
                 entries.append(LogEntry(sha, message, name, email, date))
         return entries
+
+    def checkout(self, ref: str, into: Path) -> Path:
+        """The tree at `ref` (a branch or a commit), written out under `into` as ArgoCD's repo-server checks it
+        out before rendering."""
+        sha = self.resolve(ref)
+        assert sha is not None, ref
+        archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=self.path, capture_output=True,
+                                 check=True, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}).stdout
+        into.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter="data")
+        return into
 
     def set_branch(self, branch: str, sha: str) -> None:
         self.git("update-ref", f"refs/heads/{branch}", sha)

@@ -17,9 +17,9 @@ import dataclasses
 import itertools
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp.web
 import jsonpatch
@@ -48,7 +48,12 @@ class _Change:
 
 
 class KubeEmulator(kmock.KubernetesScaffold):
-    """The emulated API server. Program faults with kmock reactions; read state with `get`."""
+    """The emulated API server. Program faults with kmock reactions; read state with `get`.
+
+    `validators` (resource path -> check) see every object written, through the API or directly, as the real
+    API server's schema validation would: the tests register the ArgoCD Application CRD's schema there."""
+
+    validators: ClassVar[dict[str, Callable[[Mapping[str, Any]], None]]] = {}
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -156,6 +161,9 @@ class KubeEmulator(kmock.KubernetesScaffold):
             meta.setdefault("generation", 1)
         elif obj.get("spec") != old.get("spec"):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        check = self.validators.get(path)
+        if check is not None:
+            check(obj)
         self.store[key] = obj
         self._publish(path, _Change(self.version, "MODIFIED" if old else "ADDED", old, copy.deepcopy(obj)))
         return copy.deepcopy(obj)

@@ -1,0 +1,103 @@
+"""Running real kustomize, as ArgoCD's repo-server does for a source path that holds a kustomization.
+
+kustomize is found as `kustomize` (the image carries a pinned binary) or as `kubectl kustomize` (kubectl bundles
+it; v5.5 here, ArgoCD 3.x bundles a kustomize 5.x: reference/gitops-realities.md §0). A build runs in a child
+process with a deadline of its own; its output is parsed into documents (a `kind: List` is opened into its
+items). Never imitated in Python: a build that real kustomize refuses is refused here. Called by the selector
+sources and the render check, and by the demo's ArgoCD stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from cutover.errors import InvalidInput
+
+BUILD_TIMEOUT = 60.0  # seconds one build may take; a 200-resource overlay builds in well under one
+KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+__all__ = ["BUILD_TIMEOUT", "KUSTOMIZATIONS", "RenderFailed", "build", "command", "documents", "holds_kustomization",
+           "require"]
+
+
+class RenderFailed(InvalidInput):
+    """kustomize refused the tree (or timed out): what ArgoCD would refuse too. Exit 2, nothing committed."""
+
+    default_cause = "render_failed"
+
+
+def command(environ: Mapping[str, str] | None = None) -> tuple[str, ...] | None:
+    """The argv prefix of a kustomize build: `kustomize build`, else `kubectl kustomize`; None without either.
+    CUTOVER_KUSTOMIZE names a binary explicitly."""
+    environ = os.environ if environ is None else environ
+    explicit = environ.get("CUTOVER_KUSTOMIZE")
+    if explicit:
+        return (explicit, "build") if shutil.which(explicit) else None
+    if shutil.which("kustomize"):
+        return ("kustomize", "build")
+    if shutil.which("kubectl"):
+        return ("kubectl", "kustomize")
+    return None
+
+
+def require() -> tuple[str, ...]:
+    found = command()
+    if found is None:
+        raise InvalidInput("git.source kustomize: expected a kustomize binary (kustomize, or kubectl with its bundled "
+                           "kustomize) on PATH, found neither", cause="kustomize_missing",
+                           hint="use the cutover image (it carries kustomize), or install kustomize v5")
+    return found
+
+
+def holds_kustomization(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in KUSTOMIZATIONS)
+
+
+async def build(directory: Path, *, where: str) -> list[dict[str, Any]]:
+    """`kustomize build DIRECTORY`, parsed; `where` names it (path and revision) in errors."""
+    argv = (*require(), str(directory))
+    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.PIPE, env=_environment())
+    try:
+        async with asyncio.timeout(BUILD_TIMEOUT):
+            out, err = await process.communicate()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise RenderFailed(f"{where}: kustomize build did not finish within {BUILD_TIMEOUT:.0f}s",
+                           hint="does the kustomization fetch remote bases? ArgoCD would time out too") from None
+    if process.returncode != 0:
+        words = " ".join(err.decode(errors="replace").split())[-400:]
+        raise RenderFailed(f"{where}: kustomize build failed: {words}",
+                           hint="run `kubectl kustomize` on that directory: ArgoCD cannot render it either")
+    return documents(out.decode(), where=where)
+
+
+def documents(text: str, *, where: str) -> list[dict[str, Any]]:
+    """YAML (or JSON) documents, a `kind: List` opened into its items, empty documents dropped."""
+    try:
+        loaded = list(YAML(typ="safe").load_all(io.StringIO(text)))
+    except YAMLError as exc:
+        raise RenderFailed(f"{where}: the rendered output is not YAML: {' '.join(str(exc).split())[:200]}") from exc
+    found: list[dict[str, Any]] = []
+    for doc in loaded:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            found += [item for item in doc["items"] if isinstance(item, dict)]
+        elif isinstance(doc, dict):
+            found.append(doc)
+    return found
+
+
+def _environment() -> dict[str, str]:
+    # A build reads only the tree: no credentials, no proxies; HOME for kubectl's cache in a read-only image.
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("TMPDIR", "/tmp"),  # noqa: S108
+            "LC_ALL": "C"}
