@@ -79,7 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--to", metavar="BACKEND", help="target backend (default: the plan's target)")
         if name == "diff":
             command.add_argument("--file", required=True, help="the YAML file holding the Service (a local copy)")
-            command.add_argument("--selector", metavar="K=V,K=V", help="the selector to write, instead of --to")
+            command.add_argument("--selector", metavar="K=V,K=V", help="the selector to write, instead of --to "
+                                                                      "(needs no plan)")
+            command.add_argument("--document", metavar="KIND/NAME", help="the document to edit (default: the "
+                                                                         "plan's, else the file's only Service)")
+            command.add_argument("--selector-path", metavar="PATH", help="dotted path of the selector (default: "
+                                                                         "the plan's, else spec.selector)")
         if name == "verify":
             command.add_argument("--backend", required=True, help="the backend to prove")
             command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
@@ -112,8 +117,10 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
 
             raise InvalidInput("demo: expected a command that runs in the caller's loop, found the demo, which "
                                "runs its own", cause="invalid_arguments", hint="run the demo with `cutover demo`")
-        plans = _plans(args, session)
-        _print(args, session, [_diff(args, plans)] if args.command == "diff" else await _execute(args, session, plans))
+        if args.command == "diff":
+            _print(args, session, [_diff(args, session)])
+            return 0
+        _print(args, session, await _execute(args, session, _plans(args, session)))
         return 0
     except BaseException as exc:
         return _ending(args, session, exc)
@@ -156,18 +163,22 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
 def _dispatch(args: argparse.Namespace, session: _Session) -> int:
     if args.command == "demo":
         return _demo(args)
-    plans = _plans(args, session)
     if args.command == "diff":  # offline: no cluster, no Git host
-        _print(args, session, [_diff(args, plans)])
+        _print(args, session, [_diff(args, session)])
         return 0
-    _print(args, session, asyncio.run(_execute(args, session, plans)))
+    _print(args, session, asyncio.run(_execute(args, session, _plans(args, session))))
     return 0
 
 
-def _diff(args: argparse.Namespace, plans: list[Plan]) -> Report:
+def _diff(args: argparse.Namespace, session: _Session) -> Report:
+    """Offline. With --selector and no plan named (--plan, CUTOVER_PLAN), no plan is read at all (SPEC §5)."""
     from cutover import commands, outcome  # noqa: PLC0415
 
-    return outcome.render(commands.diff(plans[0], file=args.file, to=args.to, selector=args.selector), plans[0])
+    planless = args.selector is not None and args.to is None and not (args.plan or os.environ.get("CUTOVER_PLAN"))
+    plan = None if planless else _plans(args, session)[0]
+    diffed = commands.diff(plan, file=args.file, to=args.to, selector=args.selector, document=args.document,
+                           selector_path=args.selector_path)
+    return outcome.render(diffed, plan)
 
 
 def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
@@ -311,6 +322,8 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
                 print(report.summary)
             for line in report.lines:
                 print(line)
+            if report.raw is not None:  # a patch, byte for byte: CRLF and the no-newline marker survive
+                sys.stdout.write(report.raw)
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
     _outcome(f"cutover {args.command}: OK — {summary}", session.redactor)
 

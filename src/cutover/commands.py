@@ -5,18 +5,20 @@ for the CLI to render; none writes anything anywhere. The phases that write live
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from cutover import decide, profiles, readiness, sources
+from cutover import decide, manifest, profiles, readiness, sources
 from cutover.cluster import Cluster
 from cutover.errors import CutoverError, InvalidInput
 from cutover.githost.base import GitHost
-from cutover.plan import Plan
+from cutover.plan import GitDocument, Plan
 from cutover.results import Diffed, Proven, Shown, Status
+from cutover.sources.manifest import ManifestSource
 from cutover.wait import prove_backend
 
 log = structlog.get_logger("cutover")
@@ -74,8 +76,10 @@ def selector_text(selector: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in selector.items()) or "(empty)"
 
 
-def diff(plan: Plan, *, file: str, to: str | None, selector: str | None) -> Diffed:
-    """Offline: the unified diff of the selector edit on a local copy of the file."""
+def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | None, document: str | None = None,
+         selector_path: str | None = None) -> Diffed:
+    """Offline: the unified diff of the selector edit on a local copy of the file. Without a plan (`--selector`),
+    the file's only Service and spec.selector, unless `document` (KIND/NAME) and `selector_path` say otherwise."""
     wanted = _wanted_selector(plan, to=to, selector=selector)
     try:
         text = Path(file).read_bytes().decode("utf-8")  # bytes, so CRLF line ends survive
@@ -83,16 +87,41 @@ def diff(plan: Plan, *, file: str, to: str | None, selector: str | None) -> Diff
         raise InvalidInput(f"--file {file}: cannot read: {exc.strerror}", hint="pass a local copy of the file") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"--file {file}: not UTF-8 text", hint="pass the YAML file itself") from exc
-    edit = sources.for_git(plan.git).edit(text, wanted, where=file)
-    return Diffed(file, edit.diff(plan.git.path) if edit.changed else "", selector_text(wanted),
-                  plan.git.selector_path)
+    path = plan.git.path if plan else _patch_path(file)
+    where = _document(plan, text, file=file, document=document)
+    dotted = selector_path or (plan.git.selector_path if plan else "spec.selector")
+    edit = ManifestSource(where, dotted).edit(text, wanted, where=file)
+    return Diffed(file, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
 
 
-def _wanted_selector(plan: Plan, *, to: str | None, selector: str | None) -> dict[str, str]:
+def _patch_path(file: str) -> str:
+    """The file as a patch names it: relative to where the command runs (where `git apply` will run)."""
+    relative = os.path.relpath(file)
+    return Path(file).name if relative.startswith("..") else Path(relative).as_posix()
+
+
+def _document(plan: Plan | None, text: str, *, file: str, document: str | None) -> GitDocument:
+    if document is not None:
+        kind, slash, name = document.partition("/")
+        if not slash or not kind or not name:
+            raise InvalidInput(f"--document: expected KIND/NAME, found {document!r}", hint="e.g. Service/my-service")
+        return GitDocument(kind, name)
+    if plan is not None:
+        return plan.git.document
+    found = manifest.services(text, source=file)
+    if len(found) != 1:
+        raise InvalidInput(f"--file {file}: expected exactly one Service, found {len(found)}"
+                           + (f" ({', '.join(found)})" if found else ""),
+                           hint="name the document with --document KIND/NAME")
+    return GitDocument("Service", found[0])
+
+
+def _wanted_selector(plan: Plan | None, *, to: str | None, selector: str | None) -> dict[str, str]:
     if (to is None) == (selector is None):
         raise InvalidInput("diff: expected exactly one of --to BACKEND or --selector K=V,K=V",
                            hint="name a backend of the plan, or spell the selector out")
     if to is not None:
+        assert plan is not None  # --to reads the plan
         return dict(plan.backend(to, field="--to").selector)
     pairs = [part.partition("=") for part in (selector or "").split(",") if part.strip()]
     if not pairs or any(not key.strip() or sep != "=" for key, sep, _ in pairs):

@@ -4,7 +4,9 @@ The edit is made on the text, line by line, with ruamel.yaml (round-trip mode) o
 selector entry stands: a label that stays keeps its line byte for byte (inline comment included), a
 changed value is replaced in place, a dropped label loses its line and a new one is added after the
 last entry at the same indentation. So the comment header, quoting, key order, document separators,
-the final newline and CRLF line ends all survive, and a reviewer sees only the labels that change.
+the final newline and CRLF line ends all survive, and a reviewer sees only the labels that change. A
+flow-style selector (a JSON manifest's, over one line or several) is rewritten in its own layout, quoted as
+JSON where the file is JSON. The Service may be a document of its own or an item of a `kind: List`.
 
 `guard()` then proves it: both texts parse, every document is equal except at the selector path,
 which holds the new selector, and every changed line lies inside the selector block. Pure functions,
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import io
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,8 +61,10 @@ class SelectorEdit:
         return self.before != self.after
 
     def diff(self, path: str) -> str:
-        return "".join(difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                            fromfile=f"a/{path}", tofile=f"b/{path}"))
+        """A unified diff that `git apply` and `patch` take: CRLF kept, a last line without a newline marked."""
+        lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+                                     fromfile=f"a/{path}", tofile=f"b/{path}")
+        return "".join(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +74,11 @@ class _Located:
     mapping: CommentedMap
     key_line: int  # the line of `selector:`
     flow: bool
-    indent: int  # column of the entries (block style)
+    indent: int  # column of the entries (block style, and a flow mapping over several lines)
     entries: dict[str, tuple[int, int]]  # label key -> (line, column of its value)
+    end_line: int  # the selector's last line: its last entry, or a flow mapping's closing brace
+    json: bool  # the file is JSON: keys and values are written double-quoted
+    value_at: tuple[int, int]  # line and column where the mapping starts (a flow mapping's `{`)
 
 
 def read_selector(text: str, *, document: GitDocument, selector_path: str, source: str = "file") -> dict[str, str]:
@@ -93,7 +101,7 @@ def edit_selector(text: str, *, document: GitDocument, selector_path: str, selec
     lines = text.splitlines(keepends=True)
     ending = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     if located.flow:
-        _rewrite_flow(lines, located, selector)
+        _rewrite_flow(lines, located, selector, ending)
     else:
         _rewrite_block(lines, located, old, selector, ending)
     after = "".join(lines)
@@ -115,18 +123,45 @@ def _load_all(text: str, *, source: str, typ: str) -> list[Any]:
         raise InvalidInput(f"{source}: {kind}: {words}", cause="invalid_file", hint="fix the file in Git") from exc
 
 
-def _matching(docs: list[Any], document: GitDocument, source: str) -> int:
-    found = [index for index, doc in enumerate(docs)
-             if isinstance(doc, Mapping) and doc.get("kind") == document.kind
-             and isinstance(doc.get("metadata"), Mapping) and doc["metadata"].get("name") == document.name]
+def _matching(docs: list[Any], document: GitDocument, source: str) -> tuple[int, int | None]:
+    """The document holding the named object: (index, None), or (index of a `kind: List`, index of its item)."""
+    def named(node: Any) -> bool:
+        return isinstance(node, Mapping) and node.get("kind") == document.kind and \
+            isinstance(node.get("metadata"), Mapping) and node["metadata"].get("name") == document.name
+
+    found: list[tuple[int, int | None]] = []
+    for index, doc in enumerate(docs):
+        if named(doc):
+            found.append((index, None))
+        elif isinstance(doc, Mapping) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            found += [(index, item) for item, node in enumerate(doc["items"]) if named(node)]
     if not found:
         raise InvalidInput(f"{source}: no document with kind {document.kind} and metadata.name {document.name}",
                            cause="document_not_found", hint="check git.path and git.document in the plan")
     if len(found) > 1:
+        places = ", ".join(str(i + 1) if item is None else f"{i + 1} (item {item + 1})" for i, item in found)
         raise InvalidInput(f"{source}: {len(found)} documents match kind {document.kind} and metadata.name "
-                           f"{document.name} (documents {', '.join(str(i + 1) for i in found)})",
-                           cause="document_ambiguous", hint="keep one such document in the file")
+                           f"{document.name} (documents {places})", cause="document_ambiguous",
+                           hint="keep one such document in the file")
     return found[0]
+
+
+def _target(docs: list[Any], where: tuple[int, int | None]) -> Any:
+    doc = docs[where[0]]
+    return doc if where[1] is None else doc["items"][where[1]]
+
+
+def services(text: str, *, source: str = "file") -> list[str]:
+    """The names of the Services a file holds (documents and List items): how `cutover diff` without a plan finds
+    the file's only Service."""
+    names = []
+    for doc in _load_all(text, source=source, typ="safe"):
+        nodes = doc["items"] if isinstance(doc, Mapping) and doc.get("kind") == "List" and \
+            isinstance(doc.get("items"), list) else [doc]
+        names += [str(node["metadata"]["name"]) for node in nodes if isinstance(node, Mapping) and
+                  node.get("kind") == "Service" and isinstance(node.get("metadata"), Mapping) and
+                  node["metadata"].get("name")]
+    return names
 
 
 def _walk(doc: Any, selector_path: str, source: str) -> tuple[Any, str]:
@@ -146,7 +181,7 @@ def _walk(doc: Any, selector_path: str, source: str) -> tuple[Any, str]:
 
 def _locate(text: str, *, document: GitDocument, selector_path: str, source: str) -> _Located:
     docs = _load_all(text, source=source, typ="rt")
-    parent, key = _walk(docs[_matching(docs, document, source)], selector_path, source)
+    parent, key = _walk(_target(docs, _matching(docs, document, source)), selector_path, source)
     mapping = parent[key]
     if not isinstance(mapping, CommentedMap):
         raise InvalidInput(f"{source}: {selector_path}: expected a mapping of labels, found {type(mapping).__name__}",
@@ -170,8 +205,11 @@ def _locate(text: str, *, document: GitDocument, selector_path: str, source: str
                                cause="selector_alias", hint="write each label on one line")
         entries[str(label)] = (line, column)
     flow = bool(mapping.fa.flow_style())
-    indent = mapping.lc.key(next(iter(mapping)))[1] if mapping and not flow else 0
-    return _Located(mapping, key_line, flow, indent, entries)
+    indent = mapping.lc.key(next(iter(mapping)))[1] if mapping else 0
+    last = max([line for line, _ in entries.values()] + [key_line])
+    json_file = text.lstrip().startswith(("{", "["))
+    located = _Located(mapping, key_line, flow, indent, entries, last, json_file, (value_line, value_col))
+    return dataclasses.replace(located, end_line=_flow_span(lines, located)[2]) if flow else located
 
 
 def render_scalar(value: str) -> str:
@@ -215,21 +253,48 @@ def _rewrite_block(lines: list[str], located: _Located, old: Mapping[str, str], 
         del lines[number]
 
 
-def _rewrite_flow(lines: list[str], located: _Located, new: Mapping[str, str]) -> None:
-    number = located.key_line
-    line = lines[number]
-    start = line.index("{", line.index(":"))
-    depth, end = 0, -1
-    for index in range(start, len(line)):
-        depth += {"{": 1, "}": -1}.get(line[index], 0)
-        if depth == 0:
-            end = index + 1
-            break
-    if end < 0:
-        raise InvalidInput(f"line {number + 1}: a flow-style selector spread over several lines",
-                           cause="selector_not_mapping", hint="write the selector on one line or in block style")
-    body = ", ".join(f"{render_scalar(k)}: {render_scalar(v)}" for k, v in new.items())
-    lines[number] = line[:start] + "{" + body + "}" + line[end:]
+def _flow_span(lines: list[str], located: _Located) -> tuple[int, int, int, int]:
+    """Where a flow mapping stands: (line, column) of its `{` and of its matching `}`; strings are skipped."""
+    number, column = located.value_at
+    start = lines[number].index("{", column)
+    depth, quote, escaped = 0, "", False
+    for line_number in range(number, len(lines)):
+        line = lines[line_number]
+        for column in range(start if line_number == number else 0, len(line)):
+            char = line[column]
+            if quote:  # inside a string: only its end matters (a backslash escapes in double quotes)
+                if escaped:
+                    escaped = False
+                elif char == "\\" and quote == '"':
+                    escaped = True
+                elif char == quote:
+                    quote = ""
+                continue
+            if char in "\"'":
+                quote = char
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            if depth == 0:
+                return number, start, line_number, column
+    raise InvalidInput(f"line {number + 1}: a flow-style selector without its closing brace",
+                       cause="selector_not_mapping", hint="fix the file's braces")
+
+
+def _entry(located: _Located, key: str, value: str) -> str:
+    if located.json:
+        return f"{json.dumps(key)}: {json.dumps(value)}"
+    return f"{render_scalar(key)}: {render_scalar(value)}"
+
+
+def _rewrite_flow(lines: list[str], located: _Located, new: Mapping[str, str], ending: str) -> None:
+    first, start, last, end = _flow_span(lines, located)
+    entries = [_entry(located, key, value) for key, value in new.items()]
+    if first == last:  # one line: it stays one line
+        line = lines[first]
+        lines[first] = line[:start] + "{" + ", ".join(entries) + "}" + line[end + 1:]
+        return
+    indent = " " * located.indent  # one entry a line, where the first one stood; the closing line as it was
+    body = [f"{indent}{entry}{',' if index < len(entries) - 1 else ''}{ending}" for index, entry in enumerate(entries)]
+    lines[first:last + 1] = [lines[first][:start] + "{" + ending, *body, lines[last]]
 
 
 def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:
@@ -243,11 +308,11 @@ def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> N
         raise GuardFailed("the edit changed the number of documents")
     target = _matching(before, document, "before the edit")
     for index, (old_doc, new_doc) in enumerate(zip(before, after, strict=True)):
-        if index != target:
+        if index != target[0]:
             if old_doc != new_doc:
                 raise GuardFailed(f"the edit changed document {index + 1}, which is not the target")
             continue
-        parent, key = _walk(new_doc, selector_path, "after the edit")
+        parent, key = _walk(_target(after, target), selector_path, "after the edit")
         if dict(parent[key]) != dict(edit.new):
             raise GuardFailed(f"after the edit {selector_path} is {dict(parent[key])}, not {dict(edit.new)}")
         parent[key] = dict(edit.old)
@@ -257,7 +322,7 @@ def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> N
 
 
 def _block(located: _Located) -> tuple[int, int]:
-    return located.key_line, max([number for number, _ in located.entries.values()] + [located.key_line])
+    return located.key_line, located.end_line
 
 
 def _only_selector_lines_changed(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:

@@ -34,9 +34,14 @@ class Report:
     lines: list[str] = dataclasses.field(default_factory=list)
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     headline: bool = True  # print the summary above the lines (not above a patch meant for `git apply`)
+    raw: str | None = None  # text printed as it is after the lines (a patch: its CR and newlines are its own)
 
 
-def render(result: Result, plan: Plan) -> Report:
+def render(result: Result, plan: Plan | None) -> Report:
+    """`plan` is None only for `cutover diff --selector` without a plan."""
+    if isinstance(result, Diffed):
+        return _diffed(result)
+    assert plan is not None
     renderer: Callable[[Any, Plan], Report] = _RENDERERS[type(result)]
     return renderer(result, plan)
 
@@ -140,16 +145,16 @@ def _diff_lines(shown: Shown, plan: Plan, data: dict[str, Any]) -> list[str]:
             *(f"    {line}" for line in diff["patch"].splitlines())]
 
 
-def _diffed(diffed: Diffed, plan: Plan) -> Report:
+def _diffed(diffed: Diffed) -> Report:
     if not diffed.patch:
         return Report(f"nothing to change: {diffed.file} already selects {diffed.selector}", data={"changed": False})
     changed = sum(1 for line in diffed.patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
     return Report(f"{changed} line(s) change in {diffed.file}, all inside {diffed.selector_path}",
-                  lines=diffed.patch.splitlines(), data={"changed": True, "diff": diffed.patch}, headline=False)
+                  raw=diffed.patch, data={"changed": True, "diff": diffed.patch}, headline=False)
 
 
 _RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
     Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, WouldAdvance: _would_advance,
     Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Status: _status,
-    Shown: _shown, Diffed: _diffed,
+    Shown: _shown,
 }
