@@ -106,6 +106,26 @@ async def test_read_gives_content_and_the_version_to_compare(host: GitHost, repo
         assert version.version == repo.read(PATH)[1]  # type: ignore[index]
 
 
+async def test_a_snapshot_is_the_whole_tree_at_a_branch_or_a_commit(host: GitHost, repo: BareRepo, fake: FakeHost,
+                                                                     tmp_path: Path, flavor: str) -> None:
+    first = repo.head() or ""
+    repo.commit({"k8s/apps/llm-serving/kustomization.yaml": "resources: [reasoning-long-service.yaml]\n"},
+                "kustomize\n")
+    now = await host.snapshot("main", tmp_path / "now")
+    assert (now / PATH).read_text() == FIXTURE and (now / "README.md").read_text() == "gitops\n"
+    assert (now / "k8s/apps/llm-serving/kustomization.yaml").exists()
+    then = await host.snapshot(first, tmp_path / "then")
+    assert (then / PATH).exists() and not (then / "k8s/apps/llm-serving/kustomization.yaml").exists()
+    if isinstance(fake, FakeContentsHost) and flavor == "github":  # followed to codeload, without the token
+        assert fake.codeload_requests and all("Authorization" not in r.headers for r in fake.codeload_requests)
+
+
+async def test_a_snapshot_of_an_unknown_revision_is_not_found(host: GitHost, tmp_path: Path) -> None:
+    with pytest.raises(GitError) as caught:
+        await host.snapshot("0" * 40, tmp_path / "none")
+    assert caught.value.cause == "git_not_found"
+
+
 async def test_commit_changes_only_the_selector_with_message_and_trailers(
         host: GitHost, repo: BareRepo, the_plan: plan.Plan, events: list[dict[str, Any]]) -> None:
     result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)

@@ -190,3 +190,11 @@ def test_over_ssh_without_known_hosts_nothing_starts(tmp_path: Path) -> None:
         GitPush(url="ssh://git@example.invalid/acme/gitops.git", branch="main", ssh_key=key,
                 known_hosts=tmp_path / "absent")
     assert caught.value.cause == "git_ssh_setup"
+
+
+async def test_a_snapshot_is_the_tree_at_the_branch_or_a_commit(host: GitPush, repo: BareRepo, tmp_path: Path) -> None:
+    first = repo.head() or ""
+    repo.commit({"README.md": "moved on\n"}, "docs\n")
+    assert (await host.snapshot("main", tmp_path / "now") / "README.md").read_text() == "moved on\n"
+    then = await host.snapshot(first[:7], tmp_path / "then")
+    assert (then / "README.md").read_text() == "gitops\n" and (then / PATH).read_text() == FIXTURE

@@ -33,6 +33,7 @@ class FakeGitLab(FakeHost):
         app.router.add_route("GET", base + "/files/{path:.+}", self._get)
         app.router.add_route("POST", base + "/commits", self._commit)
         app.router.add_route("GET", base + "/commits", self._commits)
+        app.router.add_route("GET", base + "/archive.tar.gz", self._archive)
         requests = f"{self.prefix}/projects/{{project:.+?}}/merge_requests"
         app.router.add_route("GET", requests, self._mr_list)
         app.router.add_route("POST", requests, self._mr_create)
@@ -86,6 +87,17 @@ class FakeGitLab(FakeHost):
         return web.json_response({"id": sha, "short_id": sha[:8], "title": body["commit_message"].split("\n")[0],
                                   "message": body["commit_message"],
                                   "web_url": f"https://gitlab.example/{self.project}/-/commit/{sha}"}, status=201)
+
+    async def _archive(self, request: web.Request) -> web.Response:
+        """GET /projects/:id/repository/archive.tar.gz?sha=: the tree under <project>-<ref>-<sha>/."""
+        if not self._known(request):
+            return web.json_response({"message": "404 Project Not Found"}, status=404)
+        ref = request.query.get("sha") or self.repo.branch
+        sha = self.repo.resolve(ref)
+        body = self.repo.archive(ref, prefix=f"gitops-{ref}-{sha}") if sha else None
+        if body is None:
+            return web.json_response({"message": "404 File Not Found"}, status=404)
+        return web.Response(body=body, content_type="application/x-gzip")
 
     async def _commits(self, request: web.Request) -> web.Response:
         entries = self.repo.log(request.query.get("path"), branch=request.query.get("ref_name"),

@@ -1,9 +1,10 @@
 """GitHub and Gitea/Forgejo REST API doubles over HTTP, storing into a real bare repository.
 
-Serves the three calls cutover makes (contents GET and PUT, commits list) with each host's payload
-shapes and answers: 401 for a bad token, 404 for a missing file, a stale `sha` in a PUT refused as
-the host refuses it (GitHub 409; Gitea 422 "sha does not match"), 422 for a body without `content`
-or without `sha` on an existing file.
+Serves the calls cutover makes (contents GET and PUT, commits list, the repository archive) with each host's
+payload shapes and answers: 401 for a bad token, 404 for a missing file, a stale `sha` in a PUT refused as the
+host refuses it (GitHub 409; Gitea 422 "sha does not match"), 422 for a body without `content` or without `sha`
+on an existing file. GitHub's tarball answers 302 to a codeload server of the double's own, on another port, as
+codeload.github.com is another host that needs no token.
 """
 
 from __future__ import annotations
@@ -28,12 +29,18 @@ class FakeContentsHost(FakeHost):
         super().__init__(repo, token=token)
         self.owner, self.name, self.flavor = owner, name, flavor
         self.prefix = "/api/v1" if flavor == "gitea" else ""
+        self.codeload_requests: list[web.Request] = []
+        self.codeload_url = ""
 
     def routes(self, app: web.Application) -> None:
         prefix = f"{self.prefix}/repos/{self.owner}/{self.name}"
         app.router.add_route("GET", prefix + "/contents/{path:.+}", self._get)
         app.router.add_route("PUT", prefix + "/contents/{path:.+}", self._put)
         app.router.add_route("GET", prefix + "/commits", self._commits)
+        if self.flavor == "github":
+            app.router.add_route("GET", prefix + "/tarball/{ref:.+}", self._tarball)
+        else:
+            app.router.add_route("GET", prefix + "/archive/{archive:.+}", self._archive)
         app.router.add_route("GET", prefix + "/pulls", self._pull_list)
         app.router.add_route("POST", prefix + "/pulls", self._pull_create)
         app.router.add_route("GET", prefix + "/pulls/{number:\\d+}", self._pull_get)
@@ -45,6 +52,20 @@ class FakeContentsHost(FakeHost):
             app.router.add_route("GET", prefix + "/branches/{branch:.+}", self._branch_get)
             app.router.add_route("DELETE", prefix + "/branches/{branch:.+}", self._branch_delete)
             app.router.add_route("POST", prefix + "/branches", self._branch_create)
+
+    async def __aenter__(self) -> FakeContentsHost:
+        await super().__aenter__()
+        codeload = web.Application()
+        codeload.router.add_route("GET", "/{owner}/{repo}/legacy.tar.gz/{sha}", self._codeload)
+        self._codeload_runner = web.AppRunner(codeload, access_log=None, handle_signals=False)
+        await self._codeload_runner.setup()
+        await web.TCPSite(self._codeload_runner, "127.0.0.1", 0).start()
+        self.codeload_url = f"http://127.0.0.1:{self._codeload_runner.addresses[0][1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._codeload_runner.cleanup()
+        await super().__aexit__(*exc)
 
     def authorized(self, request: web.Request) -> bool:
         scheme = "token" if self.flavor == "gitea" else "Bearer"
@@ -108,6 +129,27 @@ class FakeContentsHost(FakeHost):
                         "author": {"name": entry.name, "email": entry.email, "date": entry.date},
                         "committer": {"name": entry.name, "email": entry.email, "date": entry.date}}}
             for entry in entries])
+
+    # --- archives -----------------------------------------------------------------------------------------
+
+    async def _tarball(self, request: web.Request) -> web.Response:
+        sha = self.repo.resolve(request.match_info["ref"])
+        if sha is None:
+            return web.json_response({"message": "Not Found", "documentation_url": DOCS, "status": "404"}, status=404)
+        raise web.HTTPFound(f"{self.codeload_url}/{self.owner}/{self.name}/legacy.tar.gz/{sha}")
+
+    async def _codeload(self, request: web.Request) -> web.Response:
+        self.codeload_requests.append(request)
+        sha = request.match_info["sha"]
+        body = self.repo.archive(sha, prefix=f"{self.owner}-{self.name}-{sha[:7]}")
+        return web.Response(body=body, content_type="application/x-gzip") if body else web.Response(status=404)
+
+    async def _archive(self, request: web.Request) -> web.Response:
+        ref = request.match_info["archive"].removesuffix(".tar.gz")
+        body = self.repo.archive(ref, prefix=self.name) if request.match_info["archive"].endswith(".tar.gz") else None
+        if body is None:
+            return web.json_response({"message": "The target couldn't be found."}, status=404)
+        return web.Response(body=body, content_type="application/octet-stream")
 
     # --- branches and pull requests ----------------------------------------------------------------------
 

@@ -97,6 +97,15 @@ class BareRepo:
                 entries.append(LogEntry(sha, message, name, email, date))
         return entries
 
+    def archive(self, ref: str, *, prefix: str) -> bytes | None:
+        """The tree at `ref` as a .tar.gz whose entries sit under `prefix/`, as hosts serve archives; None for an
+        unknown ref."""
+        sha = self.resolve(ref)
+        if sha is None:
+            return None
+        return subprocess.run(["git", "archive", "--format=tar.gz", f"--prefix={prefix}/", sha], cwd=self.path,
+                              capture_output=True, check=True, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}).stdout
+
     def checkout(self, ref: str, into: Path) -> Path:
         """The tree at `ref` (a branch or a commit), written out under `into` as ArgoCD's repo-server checks it
         out before rendering."""

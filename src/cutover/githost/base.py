@@ -14,7 +14,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 import email.utils
+import io
 import os
+import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +84,27 @@ class Author:
     email: str
 
 
+ARCHIVE_CAP = 256 << 20  # bytes of a repository archive we accept: a GitOps repository is text
+
+
+def unpack(archive: bytes, into: Path, *, what: str) -> Path:
+    """A host's .tar.gz of a tree, written out under `into` without its single top directory (every host names
+    that directory its own way); links and absolute or `..` paths refused (tarfile's `data` filter)."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            members = tar.getmembers()
+            tops = {member.name.split("/", 1)[0] for member in members}
+            strip = len(tops) == 1 and all("/" in m.name or m.isdir() for m in members)
+            for member in members:
+                if strip:
+                    member.name = member.name.split("/", 1)[1] if "/" in member.name else ""
+            tar.extractall(into, members=[m for m in members if m.name], filter="data")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise GitError(f"{what}: the archive cannot be unpacked ({type(exc).__name__}: {exc})", cause="git_rejected",
+                       hint="the host answered with something that is not the repository") from exc
+    return into
+
+
 class GitHost(abc.ABC):
     """A branch of a repository on some host."""
 
@@ -104,6 +127,10 @@ class GitHost(abc.ABC):
     @abc.abstractmethod
     async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
         """The newest commits that touched `path`, newest first."""
+
+    @abc.abstractmethod
+    async def snapshot(self, ref: str, into: Path) -> Path:
+        """The whole tree at `ref` (the branch or a commit), written out under `into`: what ArgoCD renders from."""
 
     async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
                           branch: str, title: str, body: str) -> ChangeRequest:
@@ -149,6 +176,33 @@ class HttpHost(GitHost):
                     raise error
                 return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def download(self, url: str, *, params: dict[str, str] | None = None, what: str) -> bytes:
+        """A repository archive, at most ARCHIVE_CAP bytes, redirects followed (GitHub sends its tarballs from
+        codeload.github.com; httpx drops the Authorization header when a redirect leaves the origin)."""
+        async for attempt in retrying():
+            with attempt:
+                try:
+                    async with self.client.stream("GET", url, params=params, follow_redirects=True) as response:
+                        if response.status_code >= 400:
+                            await response.aread()  # classify reads the text (a rate limit says so there)
+                            error = classify(response, what=what, provider=self.name)
+                            assert error is not None
+                            raise error
+                        return await _capped(response, what=f"{self.name}: {what}")
+                except httpx.TransportError as exc:
+                    raise HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _capped(response: httpx.Response, *, what: str) -> bytes:
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > ARCHIVE_CAP:
+            raise GitError(f"{what}: the archive is larger than {ARCHIVE_CAP >> 20} MiB", cause="git_rejected",
+                           hint="render from a smaller repository, or use git.provider git")
+    return bytes(body)
 
 
 def token(settings: GitSettings) -> str | None:

@@ -8,13 +8,24 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, token
+from cutover.githost.base import (
+    Author,
+    ChangeRequest,
+    ChangeState,
+    Commit,
+    FileVersion,
+    HttpHost,
+    Written,
+    token,
+    unpack,
+)
 from cutover.plan import GitSettings
 from cutover.trailers import Trailers
 
@@ -30,6 +41,7 @@ def repository(url: str) -> tuple[str, str]:
 
 class ContentsApi(HttpHost):
     history_limit_param = "per_page"
+    archive = "tarball/{ref}"  # GitHub's; Gitea and Forgejo serve archive/{ref}.tar.gz
 
     def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -72,6 +84,10 @@ class ContentsApi(HttpHost):
         response = await self.call("PUT", self._contents(path), json=body, what=f"write {path}@{target}")
         commit = response.json().get("commit") or {}
         return Written(sha=commit.get("sha", ""), url=commit.get("html_url"))
+
+    async def snapshot(self, ref: str, into: Path) -> Path:
+        url = f"/repos/{self.owner}/{self.repo}/{self.archive.format(ref=quote(ref, safe=''))}"
+        return unpack(await self.download(url, what=f"the archive of {ref}"), into, what=f"the archive of {ref}")
 
     # --- pull requests ------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ def default_api(url: str) -> str:
 class Gitea(ContentsApi):
     name = "gitea"
     history_limit_param = "limit"
+    archive = "archive/{ref}.tar.gz"
     api_root = staticmethod(default_api)
 
     def headers(self, token: str | None) -> dict[str, str]:

@@ -12,13 +12,24 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from cutover.errors import InvalidInput
-from cutover.githost.base import Author, ChangeRequest, ChangeState, Commit, FileVersion, HttpHost, Written, token
+from cutover.githost.base import (
+    Author,
+    ChangeRequest,
+    ChangeState,
+    Commit,
+    FileVersion,
+    HttpHost,
+    Written,
+    token,
+    unpack,
+)
 from cutover.plan import GitSettings
 from cutover.trailers import Trailers
 
@@ -54,6 +65,11 @@ class GitLab(HttpHost):
 
     def stale(self, response: httpx.Response) -> bool:
         return response.status_code in (400, 409) and STALE in response.text
+
+    async def snapshot(self, ref: str, into: Path) -> Path:
+        archive = await self.download(f"/projects/{self.project}/repository/archive.tar.gz", params={"sha": ref},
+                                      what=f"the archive of {ref}")
+        return unpack(archive, into, what=f"the archive of {ref}")
 
     def _file(self, path: str) -> str:
         return f"/projects/{self.project}/repository/files/{quote(path, safe='')}"

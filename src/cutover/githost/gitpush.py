@@ -31,6 +31,7 @@ from cutover.githost.base import (
     Written,
     retrying,
     token,
+    unpack,
 )
 from cutover.plan import GitSettings
 from cutover.trailers import Trailers
@@ -134,6 +135,20 @@ class GitPush(GitHost):
             raise GitError(f"git: {path} not found on {self.branch}", cause="git_not_found",
                            hint="check git.path and git.branch") from exc
         return FileVersion(content=content, version=head, head=head)
+
+    async def snapshot(self, ref: str, into: Path) -> Path:
+        head = await self._fetch()
+        sha = head if ref == self.branch else (await self.git("rev-parse", "--verify", f"{ref}^{{commit}}")).strip()
+        archive = await self._bytes("archive", "--format=tar.gz", "--prefix=tree/", sha)
+        return unpack(archive, into, what=f"git archive {sha[:12]}")
+
+    async def _bytes(self, *args: str) -> bytes:
+        process = await asyncio.create_subprocess_exec(
+            "git", *args, cwd=self.repo, env=self.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await process.communicate()
+        if process.returncode != 0:
+            raise _failure(args[0], err.decode(errors="replace"), self.env["CUTOVER_GIT_SECRET"])
+        return out
 
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
                     author: Author) -> Written:
