@@ -174,6 +174,21 @@ BAD = [
     ("duplicate served name", _edit("servedNames: [reasoning-long, reasoning]",
                                     "servedNames: [reasoning, reasoning]"), "verify.servedNames", "each name once"),
     ("refresh not a boolean", _edit("refresh: true", "refresh: sometimes"), "argocd.refresh", "true or false"),
+    ("unknown git.source", _edit("  mode: direct\n", "  mode: direct\n  source: jsonnet\n"), "git.source",
+     "one of manifest, kustomize, helm-values"),
+    ("render.path absolute", _edit("  mode: direct\n", "  mode: direct\n  render: {path: /overlays/prod}\n"),
+     "git.render.path", "relative to the repository root"),
+    ("render.path with ..", _edit("  mode: direct\n", "  mode: direct\n  render: {path: ../other}\n"),
+     "git.render.path", "without '..'"),
+    ("render without a path", _edit("  mode: direct\n", "  mode: direct\n  render: {dir: x}\n"), "git.render.dir",
+     "no such key"),
+    ("gitValue outside helm-values", _edit("    engine: vllm\n", "    engine: vllm\n    gitValue: vllm\n"),
+     "backends.vllm.gitValue", "no gitValue (it is for git.source helm-values only)"),
+    ("gitValue on one backend only", _edit("  mode: direct\n", "  mode: direct\n  source: helm-values\n").replace(
+        "    engine: vllm\n", "    engine: vllm\n    gitValue: vllm\n"), "backends.candle.gitValue",
+     "a gitValue on every backend, or on none"),
+    ("argocd.server plain http", _edit("  refresh: true\n", "  refresh: true\n  server: http://argocd.local\n"),
+     "argocd.server", "an https:// URL"),
 ]
 
 

@@ -53,7 +53,7 @@ async def advance(run: Run, observed: decide.Observed, seen: writeback.Seen | No
                             cluster_ip=live.cluster_ip or None, hold=step.hold)
         result = await writeback.commit_selector(
             run.host, plan, source=run.source, to_backend=step.to, author=run.author, seen=seen,
-            text=writeback.message(plan, trailers=trailers, proof=_proof(proofs[-1], run)),
+            text=writeback.message(plan, trailers=trailers, proof=_proof(proofs[-1], run), note=run.source.note),
             before_write=functools.partial(_before_write, run, held, step.to, proofs))
     await sync.refresh(run)
     await run.event(live, "CutoverRolledBack" if step.hold else "CutoverCommitted",
@@ -90,7 +90,7 @@ async def would_advance(run: Run, seen: writeback.Seen, step: decide.Advance) ->
     log.info(milestones.STARTED, source=step.source, to=step.to, dry_run=True)
     proven = await prove_backend(run.cluster, plan, plan.backend(step.to), wait=False)
     await no_foreign_pods(run, step.to)
-    edit = run.source.edit(seen.version.content, plan.backend(step.to).selector, where=plan.git.path)
+    edit = await run.source.edit(seen.version, plan.backend(step.to).selector, where=plan.git.path)
     log.info("cutover.dry_run", source=step.source, to=step.to, would_commit=edit.changed)
     return WouldAdvance(step.source, step.to, proven, edit.diff(plan.git.path), edit.changed)
 

@@ -65,8 +65,8 @@ async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | No
         return None
     try:
         current = await host.read(plan.git.path)
-        edit = sources.for_git(plan.git).edit(current.content, plan.backend(plan.target).selector,
-                                              where=plan.git.path)
+        edit = await sources.for_plan(plan, host=host).edit(current, plan.backend(plan.target).selector,
+                                                            where=plan.git.path)
     except CutoverError as exc:
         return {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
     return {"changed": edit.changed, "patch": edit.diff(plan.git.path), "version": current.version}
@@ -90,7 +90,7 @@ def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | None, 
     path = plan.git.path if plan else _patch_path(file)
     where = _document(plan, text, file=file, document=document)
     dotted = selector_path or (plan.git.selector_path if plan else "spec.selector")
-    edit = ManifestSource(where, dotted).edit(text, wanted, where=file)
+    edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
     return Diffed(file, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
 
 

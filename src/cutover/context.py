@@ -41,7 +41,18 @@ class Run:
     def create(cls, cluster: Cluster, plan: Plan, host: GitHost, *, identity: str = "cutover",
                author: Author | None = None, dry_run: bool = False) -> Run:
         """Inside the event loop (the clock follows it)."""
-        return cls(cluster, plan, host, sources.for_git(plan.git), identity,
+
+        async def locate() -> str | None:  # the directory the Application renders, read when first needed
+            if plan.argocd is None:
+                return None
+            try:
+                app = await cluster.application(plan.argocd.namespace, plan.argocd.application)
+            except ClusterError as exc:
+                log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
+                return None
+            return app.source_path(plan.git.url, plan.git.branch)
+
+        return cls(cluster, plan, host, sources.for_plan(plan, host=host, locate=locate), identity,
                    author or Author(plan.git.author.name, plan.git.author.email), Clock(), dry_run)
 
     def bind(self, phase: str) -> None:

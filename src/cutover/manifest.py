@@ -124,7 +124,14 @@ def _load_all(text: str, *, source: str, typ: str) -> list[Any]:
 
 
 def _matching(docs: list[Any], document: GitDocument, source: str) -> tuple[int, int | None]:
-    """The document holding the named object: (index, None), or (index of a `kind: List`, index of its item)."""
+    """The document holding the named object: (index, None), or (index of a `kind: List`, index of its item).
+    A document without kind and name (`GitDocument("", "")`, a Helm values file) means the file's only one."""
+    if not document.kind and not document.name:
+        if len([doc for doc in docs if doc is not None]) != 1:
+            raise InvalidInput(f"{source}: expected one YAML document (a values file), found {len(docs)}",
+                               cause="document_ambiguous", hint="keep the values in a file of their own")
+        return next(index for index, doc in enumerate(docs) if doc is not None), None
+
     def named(node: Any) -> bool:
         return isinstance(node, Mapping) and node.get("kind") == document.kind and \
             isinstance(node.get("metadata"), Mapping) and node["metadata"].get("name") == document.name
@@ -338,3 +345,50 @@ def _only_selector_lines_changed(edit: SelectorEdit, *, document: GitDocument, s
         if not (inside_old and inside_new):
             raise GuardFailed(f"the edit changed lines {a0 + 1}-{a1} outside the selector block "
                               f"(lines {first + 1}-{last + 1})")
+
+
+# --- one scalar at a dotted path (a Helm values key such as `engine: vllm`) ----------------------------------
+
+
+def read_value(text: str, *, value_path: str, source: str = "file") -> Any:
+    """What the file's only document holds at `value_path`: a mapping (as a dict) or a scalar (as a string)."""
+    docs = _load_all(text, source=source, typ="rt")
+    parent, key = _walk(_target(docs, _matching(docs, GitDocument("", ""), source)), value_path, source)
+    value = parent[key]
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(value, list) or value is None:
+        raise InvalidInput(f"{source}: {value_path}: expected a mapping of labels or a scalar, found "
+                           f"{'a list' if value is not None else 'nothing'}", cause="selector_not_mapping",
+                           hint="point git.selectorPath at the selector mapping or at the key the chart reads")
+    return str(value)
+
+
+def edit_value(text: str, *, value_path: str, value: str, source: str = "file") -> SelectorEdit:
+    """The scalar at `value_path` replaced in place (its quoting and inline comment kept); guarded: every other
+    byte of the file unchanged, and the documents equal except at that key."""
+    docs = _load_all(text, source=source, typ="rt")
+    parent, key = _walk(_target(docs, _matching(docs, GitDocument("", ""), source)), value_path, source)
+    old = parent[key]
+    if str(old) == value:
+        return SelectorEdit(text, text, {value_path: str(old)}, {value_path: value})
+    lines = text.splitlines(keepends=True)
+    number, column = parent.lc.value(key)
+    if lines[number][column:].lstrip().startswith(("&", "*", "|", ">")):
+        raise InvalidInput(f"{source}: line {number + 1}: {value_path} is not a one-line scalar",
+                           cause="selector_alias", hint="write the value on one line, without anchors")
+    start, end, quote = _value_span(lines[number], column)
+    lines[number] = lines[number][:start] + (f"{quote}{value}{quote}" if quote else render_scalar(value)) + \
+        lines[number][end:]
+    edit = SelectorEdit(text, "".join(lines), {value_path: str(old)}, {value_path: value}, block=(number, number))
+    before, after = _load_all(edit.before, source="before the edit", typ="safe"), _load_all(
+        edit.after, source="after the edit", typ="safe")
+    where = _matching(after, GitDocument("", ""), "after the edit")
+    changed_parent, changed_key = _walk(_target(after, where), value_path, "after the edit")
+    if str(changed_parent[changed_key]) != value:
+        raise GuardFailed(f"after the edit {value_path} is {changed_parent[changed_key]!r}, not {value!r}")
+    kept_parent, kept_key = _walk(_target(before, where), value_path, "before the edit")
+    changed_parent[changed_key] = kept_parent[kept_key]
+    if before != after:
+        raise GuardFailed(f"the edit changed the values file beyond {value_path}")
+    return edit

@@ -100,6 +100,10 @@ def lease_view(obj: Mapping[str, Any]) -> LeaseView:
                      annotations=dict(meta.get("annotations") or {}))
 
 
+def _source(obj: Mapping[str, Any]) -> SourceView:
+    return SourceView(obj.get("repoURL", ""), obj.get("targetRevision"), obj.get("path"))
+
+
 def application_view(obj: Mapping[str, Any]) -> ApplicationView:
     """Single- and multi-source: `revision` or `revisions[]` in the operation, its result and the sync status."""
     meta, status, spec = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
@@ -117,7 +121,7 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         or requested,
         operation_started=_time(operation.get("startedAt")), operation_finished=_time(operation.get("finishedAt")),
         refresh_requested="argocd.argoproj.io/refresh" in (meta.get("annotations") or {}),
-        sources=tuple(SourceView(s.get("repoURL", ""), s.get("targetRevision"), s.get("path"))
-                      for s in spec.get("sources") or ()),
+        sources=tuple(_source(s) for s in spec.get("sources") or ()),
+        source=_source(spec["source"]) if isinstance(spec.get("source"), Mapping) else None,
         operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
     )

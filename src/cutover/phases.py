@@ -40,7 +40,7 @@ async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     version = await run.host.read(plan.git.path)
     history = await run.host.history(plan.git.path)
-    in_git = run.source.read_selector(version.content, where=plan.git.path)
+    in_git = await run.source.selector(version, ref=None, where=plan.git.path)
     return decide.Observed(live, in_git, decide.last_cutover(history, plan)), writeback.Seen(version, history, in_git)
 
 
@@ -56,7 +56,7 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
                                                      "branch head, which may be newer than the revision synced")
     ref = revision.sha if revision else None
     version = await run.host.read(plan.git.path, ref=ref)
-    wanted = run.source.read_selector(version.content, where=f"{plan.git.path}@{ref or 'head'}")
+    wanted = await run.source.selector(version, ref=ref, where=f"{plan.git.path}@{ref or 'head'}")  # rendered
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)

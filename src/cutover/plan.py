@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from cutover import profiles, providers
+from cutover import kinds, profiles, providers
 from cutover.errors import InvalidInput
 
 API_VERSION = "cutover/v1alpha1"
@@ -28,6 +28,7 @@ DEFAULT_PATH = "/etc/cutover/plan.yaml"
 ENGINES = tuple(profiles.ENGINES)  # the engine kinds: one row each in `profiles`
 PROOFS = ("listed", "generate", "auto")
 PROVIDERS = tuple(providers.PROVIDERS)  # the Git providers: one row each in `providers`
+SOURCES = tuple(kinds.SOURCES)  # where the selector lives: one row each in `kinds`
 GIT_MODES = ("direct", "pull-request")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -41,9 +42,10 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 @dataclasses.dataclass(frozen=True)
 class Backend:
     name: str
-    selector: Mapping[str, str]
+    selector: Mapping[str, str]  # the effective selector, as the live Service carries it (SPEC §9)
     engine: str
     port: int
+    git_value: str | None = None  # helm-values with a scalar selectorPath: what Git holds for this backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,8 @@ class GitSettings:
     mode: str = "direct"
     author: GitAuthor = GitAuthor()
     token_file: str | None = None
+    source: str = "manifest"  # manifest | kustomize | helm-values (SPEC §9)
+    render_path: str | None = None  # the directory ArgoCD builds (default: the Application's source path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +98,11 @@ class ArgoCD:
     application: str
     namespace: str = "argocd"
     refresh: bool = True
+    server: str | None = None  # the ArgoCD API, for refreshes and rendered manifests (SPEC §9)
+    token_file: str | None = None
+
+    def __repr__(self) -> str:  # the token file's path is no secret, but keep reprs short and plain
+        return f"ArgoCD(application={self.application!r}, namespace={self.namespace!r}, server={self.server!r})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,17 +311,32 @@ def _read_plan(node: _Field, *, extra: tuple[str, ...] = ()) -> Plan:
     rollback = node.child("rollback")
     if rollback.value is not None:
         rollback.mapping(("auto",))
+    git = _read_git(node.child("git"))
+    _check_git_values(backends, git, node.child("backends"))
     return Plan(
         name=meta.child("name").string(),
         service=_read_service(node.child("service")),
         backends=backends,
         target=target.string(),
         verify=_read_verify(node.child("verify")),
-        git=_read_git(node.child("git")),
-        argocd=_read_argocd(node.child("argocd")) if node.present("argocd") else None,
+        git=git,
+        argocd=_read_argocd(node.child("argocd"), allow_insecure=git.allow_insecure) if node.present("argocd")
+        else None,
         rollback_auto=rollback.child("auto").boolean(default=True),
         slack=_read_notify(node.child("notify")),
     )
+
+
+def _check_git_values(backends: Mapping[str, Backend], git: GitSettings, node: _Field) -> None:
+    """`gitValue` is what a helm-values scalar holds for a backend: only there, and then for every backend or none."""
+    valued = [name for name, backend in backends.items() if backend.git_value is not None]
+    if valued and git.source != "helm-values":
+        raise node.child(valued[0]).child("gitValue").fail("no gitValue (it is for git.source helm-values only)")
+    if valued and len(valued) != len(backends):
+        missing = next(name for name in backends if name not in valued)
+        raise node.child(missing).child("gitValue").fail("a gitValue on every backend, or on none")
+    if len({backends[name].git_value for name in valued}) != len(valued):
+        raise node.child(valued[-1]).child("gitValue").fail("a gitValue different from the other backends'")
 
 
 def _dns_label(node: _Field) -> str:
@@ -339,12 +363,13 @@ def _read_backends(node: _Field) -> dict[str, Backend]:
         raise node.fail("a mapping of at least two backends (the one serving now and the target)")
     backends: dict[str, Backend] = {}
     for name, field in node.items():
-        field.mapping(("selector", "engine", "port"), required=("selector", "engine", "port"))
+        field.mapping(("selector", "engine", "port", "gitValue"), required=("selector", "engine", "port"))
         backends[name] = Backend(
             name=name,
             selector=_read_selector(field.child("selector")),
             engine=field.child("engine").string(choices=ENGINES),
             port=field.child("port").integer(low=1, high=65535),
+            git_value=field.child("gitValue").string() if field.present("gitValue") else None,
         )
     by_selector: dict[tuple[tuple[str, str], ...], str] = {}
     for name, backend in backends.items():
@@ -389,11 +414,12 @@ def _read_verify(node: _Field) -> Verify:
 
 
 _GIT_KEYS = ("provider", "url", "apiUrl", "allowInsecure", "branch", "path", "document", "selectorPath", "mode",
-             "author", "tokenFile")
+             "author", "tokenFile", "source", "render")
 
 
 def _read_git(node: _Field) -> GitSettings:
-    node.mapping(_GIT_KEYS, required=("url", "path", "document"))
+    source = node.child("source").string(default="manifest", choices=SOURCES)
+    node.mapping(_GIT_KEYS, required=("url", "path") if source == "helm-values" else ("url", "path", "document"))
     url_field = node.child("url")
     url = url_field.string()
     allow_insecure = node.child("allowInsecure").boolean(default=False)
@@ -401,7 +427,9 @@ def _read_git(node: _Field) -> GitSettings:
     api_url = node.child("apiUrl")
     if api_url.value is not None:
         _check_url(api_url, api_url.string(), allow_insecure=allow_insecure, ssh_ok=False)
-    document = node.child("document").mapping(("kind", "name"), required=("kind", "name"))
+    document = node.child("document")
+    if document.value is not None or source != "helm-values":  # a values file has no kind and name
+        document.mapping(("kind", "name"), required=("kind", "name"))
     author = node.child("author")
     if author.value is not None:
         author.mapping(("name", "email"))
@@ -412,7 +440,8 @@ def _read_git(node: _Field) -> GitSettings:
         allow_insecure=allow_insecure,
         branch=node.child("branch").string(default="main"),
         path=_read_repo_path(node.child("path")),
-        document=GitDocument(kind=document.child("kind").string(), name=document.child("name").string()),
+        document=GitDocument(kind=document.child("kind").string(), name=document.child("name").string())
+        if document.value is not None else GitDocument("", ""),
         selector_path=_read_selector_path(node.child("selectorPath")),
         mode=node.child("mode").string(default="direct", choices=GIT_MODES),
         author=GitAuthor(
@@ -420,7 +449,16 @@ def _read_git(node: _Field) -> GitSettings:
             email=author.child("email").string(default="cutover@example.invalid"),
         ),
         token_file=node.child("tokenFile").string() if node.present("tokenFile") else None,
+        source=source,
+        render_path=_read_render(node.child("render")),
     )
+
+
+def _read_render(node: _Field) -> str | None:
+    if node.value is None:
+        return None
+    node.mapping(("path",), required=("path",))
+    return _read_repo_path(node.child("path")).rstrip("/") or "."
 
 
 def _check_url(node: _Field, url: str, *, allow_insecure: bool, ssh_ok: bool) -> None:
@@ -459,12 +497,17 @@ def _read_selector_path(node: _Field) -> str:
     return path
 
 
-def _read_argocd(node: _Field) -> ArgoCD:
-    node.mapping(("application", "namespace", "refresh"), required=("application",))
+def _read_argocd(node: _Field, *, allow_insecure: bool) -> ArgoCD:
+    node.mapping(("application", "namespace", "refresh", "server", "tokenFile"), required=("application",))
+    server = node.child("server")
+    if server.value is not None:  # plain http:// only with git.allowInsecure, as for the Git host
+        _check_url(server, server.string(), allow_insecure=allow_insecure, ssh_ok=False)
     return ArgoCD(
         application=node.child("application").string(),
         namespace=node.child("namespace").string(default="argocd"),
         refresh=node.child("refresh").boolean(default=True),
+        server=server.value,
+        token_file=node.child("tokenFile").string() if node.present("tokenFile") else None,
     )
 
 

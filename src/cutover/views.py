@@ -138,6 +138,7 @@ class ApplicationView:
     sources: tuple[SourceView, ...] = ()  # spec.sources (multi-source); empty for a single source
     operation_revisions: tuple[str, ...] = ()  # syncResult.revisions, else operation.sync.revisions
     sync_revisions: tuple[str, ...] = ()  # status.sync.revisions
+    source: SourceView | None = None  # spec.source (single source)
 
     def position(self, repo_url: str, branch: str) -> int | None:
         """Which of `spec.sources` is the plan's repository (on its branch, where a repository is there twice)."""
@@ -146,6 +147,13 @@ class ApplicationView:
                                                                                                  f"{branch}")]
         chosen = on_branch or found
         return chosen[0] if chosen else None
+
+    def source_path(self, repo_url: str, branch: str) -> str | None:
+        """The directory ArgoCD renders for the plan's repository: spec.source.path, or its source's."""
+        if self.sources:
+            index = self.position(repo_url, branch)
+            return self.sources[index].path if index is not None else None
+        return self.source.path if self.source is not None else None
 
     def for_source(self, repo_url: str, branch: str) -> ApplicationView:
         """The view with the revisions of the plan's source: itself for a single-source Application."""

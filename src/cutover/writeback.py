@@ -52,14 +52,17 @@ class Seen:
     selector: Mapping[str, str]  # what the source read in `version`: not parsed twice
 
 
-def message(plan: Plan, *, trailers: Trailers, proof: Proof | None) -> str:
-    """The commit message: title, proof summary, trailers (SPEC §7). Never holds a secret."""
+def message(plan: Plan, *, trailers: Trailers, proof: Proof | None, note: str | None = None) -> str:
+    """The commit message: title, proof summary, how the edit was checked, trailers (SPEC §7). Never holds a
+    secret."""
     title = f"cutover({plan.service.name}): {trailers.source or 'unknown'} -> {trailers.to}"
     body = []
     if proof is not None:
         body.append(f"Proven {proof.proven_at}: {len(proof.pods)} Ready pod(s) answered "
                     f"{', '.join(proof.names)} ({proof.method}) after waiting {proof.waited:.0f}s.")
         body.append("Pods: " + ", ".join(proof.pods))
+    if note:
+        body.append(note)
     return "\n\n".join([title, *(["\n".join(body)] if body else []), trailers.render()]) + "\n"
 
 
@@ -109,7 +112,7 @@ class _Writer:
             if step is not decide.GitStep.FOREIGN:
                 return seen.version, now, step, seen.history
         current = await self.host.read(git.path)
-        now = self.source.read_selector(current.content, where=git.path)
+        now = await self.source.selector(current, ref=None, where=git.path)
         return current, now, decide.git_step(now, target=target, known=known), None
 
     async def attempt(self, number: int) -> Result:
@@ -122,7 +125,7 @@ class _Writer:
             return Result(False, done.sha if done else "", None, number)
         if step is decide.GitStep.FOREIGN:
             raise await _foreign(self.host, self.plan, now)
-        edit = self.source.edit(current.content, self.plan.backend(self.to).selector, where=git.path)
+        edit = await self.source.edit(current, self.plan.backend(self.to).selector, where=git.path)
         if self.before_write is not None:  # e.g. re-prove a stale proof, check the Lease is still ours
             await self.before_write()
         if git.mode == "pull-request":
@@ -137,7 +140,7 @@ class _Writer:
         title, _, body = self.text.partition("\n\n")
 
         def rewrite(content: str) -> str:  # the edit, made again on the file as the new branch holds it
-            return self.source.edit(content, edit.new, where=git.path).after
+            return self.source.rewrite(content, edit.new, where=git.path).after
 
         change = await self.host.open_change(git.path, rewrite, message=self.text, author=self.author,
                                              branch=change_branch(self.plan, self.to), title=title, body=body)
@@ -153,7 +156,7 @@ async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: s
                           seen: Seen | None = None) -> Result:
     """Make Git hold `to_backend`'s selector; `text` is the commit message. At most one commit (or, in
     pull-request mode, one pull request, waited on until merged). `source` defaults to the plan's."""
-    writer = _Writer(host, plan, source or sources.for_git(plan.git), to_backend, text, author, merge_wait,
+    writer = _Writer(host, plan, source or sources.for_plan(plan, host=host), to_backend, text, author, merge_wait,
                      before_write, seen)
     try:
         async for attempt in _backoff():

@@ -339,9 +339,13 @@ class World:
 
     def plan_text(self, *, target: str = "candle", max_wait: str = "30m", proof: str = "auto",
                   min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None,
-                  slack: bool = False) -> str:
+                  slack: bool = False, git_path: str = "k8s/apps/llm-serving/reasoning-long-service.yaml",
+                  git_more: str = "", git_values: Mapping[str, str] | None = None) -> str:
+        """The reference scenario's plan; `git_more` adds lines under `git:` (e.g. `source: kustomize`),
+        `git_values` a gitValue per backend (helm-values)."""
         def selector(backend: str) -> str:
-            return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items())
+            value = f"\n    gitValue: {git_values[backend]}" if git_values else ""
+            return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items()) + value
 
         api_line = f"\n  apiUrl: {git_api_url}\n  allowInsecure: true" if git_api_url else ""
         return f"""apiVersion: cutover/v1alpha1
@@ -372,8 +376,8 @@ git:
   provider: github
   url: https://github.com/acme/gitops.git{api_line}
   branch: main
-  path: k8s/apps/llm-serving/reasoning-long-service.yaml
-  document: {{kind: Service, name: {SERVICE}}}
+  path: {git_path}
+  document: {{kind: Service, name: {SERVICE}}}{"".join(f"{chr(10)}  {line}" for line in git_more.splitlines())}
 argocd:
   application: llm-serving
 rollback:

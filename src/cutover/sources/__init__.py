@@ -1,22 +1,27 @@
-"""Selector sources, chosen by name (`KINDS`): what kind of file `git.path` is. Today `manifest`; each kind is
-a module here with a `from_settings` constructor (`base.Source` is the protocol they keep)."""
+"""Selector sources, chosen by name (`kinds.SOURCES`): what kind of file `git.path` is. Each kind is a module
+here with a `from_settings` constructor; `base.Source` is the protocol they keep."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 
-from cutover.plan import GitSettings
+from cutover.githost.base import GitHost
+from cutover.kinds import SOURCES
+from cutover.plan import GitSettings, Plan
 from cutover.sources.base import SelectorEdit, Source
+from cutover.sources.kustomize import Locate
 
-__all__ = ["KINDS", "SelectorEdit", "Source", "for_git"]
-
-KINDS: Mapping[str, tuple[str, str]] = {  # kind -> (module, class)
-    "manifest": ("cutover.sources.manifest", "ManifestSource"),
-}
+__all__ = ["SelectorEdit", "Source", "for_plan"]
 
 
-def for_git(settings: GitSettings, *, kind: str = "manifest") -> Source:
-    module, name = KINDS[kind]
-    source: Source = getattr(importlib.import_module(module), name).from_settings(settings)
+def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None) -> Source:
+    """The plan's source; `host` for the kinds that render from the repository, `locate` for the Application's
+    source path (the default directory to render)."""
+    return _for(plan.git, plan=plan, host=host, locate=locate)
+
+
+def _for(settings: GitSettings, *, plan: Plan, host: GitHost | None, locate: Locate | None) -> Source:
+    module, name = SOURCES[settings.source]  # the plan accepts only names of this table
+    kind = getattr(importlib.import_module(module), name)
+    source: Source = kind.from_settings(settings, host=host, service=plan.service, plan=plan, locate=locate)
     return source

@@ -1,8 +1,10 @@
 """Where the selector lives in Git (SPEC §9): one small protocol, one module per kind.
 
-A source reads the selector a file holds and makes the edit that puts another selector there, with the guard
-that nothing else changed (SPEC §6.2). The phases, the writer and `cutover diff` see only this protocol, so a
-new kind of file (a kustomize overlay, Helm values) is a new module, not a new branch in any of them.
+A source says which selector ArgoCD applies from a file version (the effective one: for a kustomize tree, what
+the build renders; for a plain manifest, what the file holds) and makes the edit that gets another one applied,
+with the guard that nothing else in the file changed (SPEC §6.2) and, where it can render, the render check
+(SPEC §9). The phases, the writer, the gate and `cutover plan` see only this protocol, so a new kind of layout
+is a new module, not a new branch in any of them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from cutover.githost.base import FileVersion
 from cutover.manifest import SelectorEdit
 
 __all__ = ["SelectorEdit", "Source"]
@@ -17,11 +20,18 @@ __all__ = ["SelectorEdit", "Source"]
 
 class Source(Protocol):
     kind: str
+    note: str | None  # what the commit body says about the check behind the edit (None: the file guard only)
 
-    def read_selector(self, content: str, *, where: str) -> dict[str, str]:
-        """The selector as the file holds it; `where` names the file (and revision) in error messages."""
+    async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
+        """The selector ArgoCD applies with this version of the file, at `ref` (default: the branch); `where`
+        names the file (and revision) in error messages."""
         ...
 
-    def edit(self, content: str, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
-        """The file with `selector` in place, guarded: every other byte unchanged (GuardFailed otherwise)."""
+    async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
+        """The file with what makes ArgoCD apply `selector`, guarded (and render-checked where it can be)."""
+        ...
+
+    def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
+        """The same edit made again on another copy of the file (a pull request's branch): `written` is the
+        `SelectorEdit.new` of the checked edit."""
         ...

@@ -1,7 +1,8 @@
-"""`git.source: manifest`: a plain YAML file that ArgoCD applies as written (the reference scenario).
+"""`git.source: manifest`: a plain YAML (or JSON) file that ArgoCD applies as written (the reference scenario).
 
-The selector is the mapping at `git.selectorPath` of the document `git.document` names; the edit and its
-guard are `cutover.manifest`'s, line by line, comments and all.
+The selector is the mapping at `git.selectorPath` of the document `git.document` names (a document of its own
+or an item of a `kind: List`); the edit and its guard are `cutover.manifest`'s, line by line, comments and
+all. What the file holds is what ArgoCD applies, so there is nothing to render.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from cutover import manifest
+from cutover.githost.base import FileVersion
 from cutover.plan import GitDocument, GitSettings
 from cutover.sources.base import SelectorEdit
 
@@ -19,15 +21,22 @@ class ManifestSource:
     document: GitDocument
     selector_path: str
     kind: str = "manifest"
+    note: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: GitSettings) -> ManifestSource:
+    def from_settings(cls, settings: GitSettings, **_: object) -> ManifestSource:
         return cls(settings.document, settings.selector_path)
+
+    async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
+        return self.read_selector(version.content, where=where)
+
+    async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
+        return self.rewrite(version.content, selector, where=where)
 
     def read_selector(self, content: str, *, where: str) -> dict[str, str]:
         return manifest.read_selector(content, document=self.document, selector_path=self.selector_path,
                                       source=where)
 
-    def edit(self, content: str, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
+    def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
         return manifest.edit_selector(content, document=self.document, selector_path=self.selector_path,
-                                      selector=selector, source=where)
+                                      selector=written, source=where)

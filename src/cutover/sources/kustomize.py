@@ -1,0 +1,113 @@
+"""`git.source: kustomize`: the file (a base Service, or an overlay's patch of it) is part of a kustomize tree.
+
+The plan's backend selectors are the *effective* selectors, as ArgoCD applies them (SPEC §9): the build may
+add labels to a selector (`commonLabels`, `labels[].includeSelectors`, a base that the file patches). So the
+selector the source reports is the rendered one: the tree at the revision, checked out from the Git host
+(`GitHost.snapshot`), with the file as it was read, built by real kustomize (never imitated). An edit writes
+what makes the build produce the wanted selector (the wanted one less what the build adds), then builds the
+candidate and runs the render check (`rendered.check`) before anything is written.
+
+The directory built is `git.render.path`, else the Application's source path, else the file's directory.
+Called by the phases, the writer and the gate through the `Source` protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import structlog
+
+from cutover import kustomize, manifest, rendered
+from cutover.githost.base import FileVersion, GitHost
+from cutover.plan import GitSettings, ServiceRef
+from cutover.sources.base import SelectorEdit
+
+log = structlog.get_logger("cutover")
+
+Locate = Callable[[], Awaitable[str | None]]  # the Application's source path, when it can be read
+
+
+@dataclasses.dataclass
+class KustomizeSource:
+    git: GitSettings
+    service: ServiceRef
+    host: GitHost
+    locate: Locate | None = None
+    kind: str = "kustomize"
+    note: str | None = ("Render-checked: kustomize build of the candidate and current revision; one Service with "
+                        "the target's selector, nothing else changed.")
+    _trees: dict[tuple[str, str], Path] = dataclasses.field(default_factory=dict)
+    _scratch: Path = dataclasses.field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cutover-render-")))
+    _directory: str | None = None
+
+    def __post_init__(self) -> None:  # the trees go with the source (a pod's /tmp is an emptyDir anyway)
+        weakref.finalize(self, shutil.rmtree, self._scratch, True)
+
+    @classmethod
+    def from_settings(cls, settings: GitSettings, *, host: GitHost | None, service: ServiceRef | None,
+                      locate: Locate | None = None, **_: object) -> KustomizeSource:
+        kustomize.require()  # at start: a kustomize source without kustomize is a clear error, not a late one
+        assert host is not None, "a kustomize source renders from the Git host's tree"
+        assert service is not None
+        return cls(settings, service, host, locate)
+
+    async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
+        docs = await self._render(version, version.content, ref=ref, where=where)
+        found = rendered.service(docs, namespace=self.service.namespace, name=self.service.name, where=where)
+        return rendered.selector_of(found)
+
+    async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
+        current = await self._render(version, version.content, ref=None, where=where)
+        effective = rendered.selector_of(rendered.service(current, namespace=self.service.namespace,
+                                                          name=self.service.name, where=where))
+        in_file = self._file_selector(version.content, where=where)
+        added = {key: value for key, value in effective.items() if in_file.get(key) != value}
+        written = {key: value for key, value in selector.items() if added.get(key) != value}
+        edit = self.rewrite(version.content, written, where=where)
+        candidate = await self._render(version, edit.after, ref=None, where=where)
+        rendered.check(current, candidate, namespace=self.service.namespace, name=self.service.name,
+                       wanted=selector, written=written, where=where)
+        log.info("render.checked", path=await self._render_path(), selector=rendered.shown(selector),
+                 written=rendered.shown(written))
+        return edit
+
+    def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
+        return manifest.edit_selector(content, document=self.git.document, selector_path=self.git.selector_path,
+                                      selector=written, source=where)
+
+    def _file_selector(self, content: str, *, where: str) -> dict[str, str]:
+        return manifest.read_selector(content, document=self.git.document, selector_path=self.git.selector_path,
+                                      source=where)
+
+    async def _render_path(self) -> str:
+        if self._directory is None:
+            found = self.git.render_path or (await self.locate() if self.locate else None)
+            self._directory = found or str(PurePosixPath(self.git.path).parent)
+        return self._directory
+
+    async def _tree(self, version: FileVersion, ref: str | None) -> Path:
+        """The tree at `ref` (default: the branch), fetched once per revision and file version."""
+        key = (ref or self.git.branch, version.version)
+        if key not in self._trees:
+            into = self._scratch / f"tree-{len(self._trees)}"
+            self._trees[key] = await self.host.snapshot(ref or self.git.branch, into)
+        return self._trees[key]
+
+    async def _render(self, version: FileVersion, content: str, *, ref: str | None,
+                      where: str) -> list[dict[str, Any]]:
+        """kustomize build of the render path, in a copy of the tree whose file holds `content`."""
+        pristine = await self._tree(version, ref)
+        work = Path(tempfile.mkdtemp(dir=self._scratch, prefix="build-"))
+        try:
+            shutil.copytree(pristine, work, dirs_exist_ok=True)
+            (work / self.git.path).write_bytes(content.encode("utf-8"))
+            directory = await self._render_path()
+            return await kustomize.build(work / directory, where=f"{directory}@{(ref or self.git.branch)[:12]}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)

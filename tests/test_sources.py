@@ -1,0 +1,265 @@
+"""Selectors that live in kustomize trees and Helm values (SPEC §9), end to end in the simulated world: the tree
+comes from the GitHub double (its archive), real kustomize renders it for cutover's render check and for the
+simulated ArgoCD alike, and a client calls the Service throughout. Every failure leaves Git and the cluster as
+they were."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import io
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from conftest import GIT_TOKEN
+from cutover import cli, phases, plan
+from cutover.context import Run
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, World
+from cutover.errors import InvalidInput
+from cutover.githost.github import GitHub
+from cutover.results import Completed
+from helpers import named
+from test_e2e import Client
+
+pytestmark = pytest.mark.looptime
+
+APP = "k8s/apps/llm-serving"
+HEADER = "# reasoning-long-predictor: the stable name. cutover edits only the selector; this line stays.\n"
+VLLM, CANDLE = BACKENDS["vllm"]["labels"], BACKENDS["candle"]["labels"]
+
+
+def service(selector: dict[str, str]) -> str:
+    lines = "".join(f"\n    {key}: {value}" for key, value in selector.items())
+    return HEADER + f"""apiVersion: v1
+kind: Service
+metadata:
+  name: {SERVICE}
+  namespace: {NAMESPACE}
+spec:
+  type: ClusterIP
+  selector:{lines}
+  ports:
+    - {{name: http, port: 80, targetPort: 8080}}
+    - {{name: engine, port: 8080, targetPort: 8080}}
+"""
+
+
+def kustomization(*resources: str, more: str = "") -> str:
+    return ("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+            + "".join(f"  - {resource}\n" for resource in resources) + more)
+
+
+# The prod overlay adds `component: predictor` to every selector: the base holds the rest.
+ADDS_A_LABEL = {
+    f"{APP}/base/kustomization.yaml": kustomization("service.yaml"),
+    f"{APP}/base/service.yaml": service({k: v for k, v in VLLM.items() if k != "component"}),
+    f"{APP}/overlays/prod/kustomization.yaml": kustomization(
+        "../../base", more="labels:\n  - pairs: {component: predictor}\n    includeSelectors: true\n"),
+}
+# The prod overlay's patch holds the engine's labels; the base only what every engine shares.
+IN_A_PATCH = {
+    f"{APP}/base/kustomization.yaml": kustomization("service.yaml"),
+    f"{APP}/base/service.yaml": service({"component": "predictor"}),
+    f"{APP}/overlays/prod/kustomization.yaml": kustomization("../../base", more="patches:\n  - path: service.yaml\n"),
+    f"{APP}/overlays/prod/service.yaml": service({k: v for k, v in VLLM.items() if k != "component"}),
+}
+# A patch pins the whole selector: editing the base changes nothing that ArgoCD applies.
+PINNED = {
+    **IN_A_PATCH,
+    f"{APP}/base/service.yaml": service(dict(VLLM)),
+    f"{APP}/overlays/prod/service.yaml": service(dict(VLLM)),
+}
+
+
+@dataclasses.dataclass
+class Layout:
+    world: World
+    repo: BareRepo
+    host: GitHub
+    fake: FakeContentsHost
+    plan: plan.Plan
+    path: str  # the file cutover edits
+
+
+@contextlib.asynccontextmanager
+async def layout(world: World, tmp_path: Path, files: dict[str, str], *, edits: str,
+                 git_more: str = "source: kustomize", **plan_options: Any) -> AsyncIterator[Layout]:
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit(files, "The reasoning-long Service, in a kustomize tree\n")
+    sim_argocd.seed_application(world, revision=repo.head(), path=f"{APP}/overlays/prod")
+    sim_argocd.apply_git(world, repo, edits)  # the live Service, as ArgoCD renders the overlay today
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=edits, git_more=git_more,
+                                                 **plan_options))
+        host = GitHub(url=the_plan.git.url, branch="main", token=GIT_TOKEN, api_url=fake.url)
+        yield Layout(world, repo, host, fake, the_plan, edits)
+        await host.aclose()
+
+
+def live_selector(world: World) -> dict[str, str]:
+    stored = world.kube.stored("/v1/services", NAMESPACE, SERVICE)
+    assert stored is not None
+    return dict(stored["spec"]["selector"])
+
+
+async def run_through(kube: Any, the: Layout) -> tuple[Completed, Client]:
+    client = Client(f"http://{the.world.cluster_ip}:80/v1/chat/completions")
+    probing = asyncio.create_task(client.run())
+    try:
+        async with sim_argocd.running(the.world, the.repo, the.path):
+            result = await phases.run(Run.create(kube, the.plan, the.host, identity="cutover-run-1"))
+        await asyncio.sleep(5)
+    finally:
+        probing.cancel()
+        await asyncio.gather(probing, return_exceptions=True)
+    assert isinstance(result, Completed)
+    return result, client
+
+
+@pytest.mark.parametrize(("files", "edits", "written"), [
+    (ADDS_A_LABEL, f"{APP}/base/service.yaml", {"app.kubernetes.io/name": "llm-reasoning-candle"}),
+    (IN_A_PATCH, f"{APP}/overlays/prod/service.yaml", {"app.kubernetes.io/name": "llm-reasoning-candle"}),
+], ids=["overlay-adds-a-selector-label", "selector-in-an-overlay-patch"])
+async def test_a_cutover_through_a_kustomize_tree(world: World, kube: Any, tmp_path: Path, files: dict[str, str],
+                                                  edits: str, written: dict[str, str],
+                                                  events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    await world.settled()
+    async with layout(world, tmp_path, files, edits=edits) as the:
+        assert live_selector(world) == VLLM  # the effective selector: what the plan names
+        result, client = await run_through(kube, the)
+        (commit, *_) = the.repo.log(edits)
+        content, _ = the.repo.read(edits)  # type: ignore[misc]
+    assert result.verified.endpoints == (candle.ip,) and live_selector(world) == CANDLE
+    assert client.sent > 5 and client.failed == 0
+    assert "Render-checked: kustomize build" in commit.message and "Cutover-To: candle" in commit.message
+    assert f"  selector:{''.join(f'{chr(10)}    {k}: {v}' for k, v in written.items())}\n" in content
+    assert content.startswith(HEADER) and content.count("\n") == files[edits].count("\n") - (
+        len([k for k in VLLM if k != "component"]) - len(written))
+    assert named(events, "render.checked")[0]["written"] == ",".join(f"{k}={v}" for k, v in written.items())
+
+
+async def test_a_pinned_selector_is_a_render_mismatch_and_nothing_is_touched(world: World, tmp_path: Path) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    async with layout(world, tmp_path, PINNED, edits=f"{APP}/base/service.yaml") as the:
+        head = the.repo.head()
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(world.plan_text(git_api_url=the.fake.url, git_path=the.path, git_more="source: kustomize"))
+        environ = {"CUTOVER_PLAN": str(plan_file), "CUTOVER_GIT_TOKEN": GIT_TOKEN, "HOSTNAME": "cutover-run",
+                   "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")),
+                   "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log")}
+        with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()) as out:
+            code = await cli.arun(["--log-format", "json", "postsync"])
+        assert the.repo.head() == head  # nothing committed
+    outcome = out.getvalue().strip().splitlines()[-1]
+    assert code == 2 and "cause render_mismatch" in outcome
+    assert "the rendered Service selects app.kubernetes.io/name=llm-reasoning," in outcome
+    assert "the build adds app.kubernetes.io/name=llm-reasoning,serving.kserve.io/inferenceservice=reasoning" in outcome
+    assert live_selector(world) == VLLM
+
+
+async def test_the_presync_gate_judges_the_rendered_revision(world: World, kube: Any, tmp_path: Path) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    async with layout(world, tmp_path, ADDS_A_LABEL, edits=f"{APP}/base/service.yaml") as the:
+        switched = service({"app.kubernetes.io/name": "llm-reasoning-candle"})
+        sha = the.repo.commit({the.path: switched}, "switch\n")
+        gated = await phases.presync(Run.create(kube, the.plan, the.host), job_name=f"x-{sha[:7]}-presync-1764457200")
+    assert gated.backend == "candle" and gated.changed  # rendered: with the overlay's component: predictor
+
+
+async def test_kustomize_missing_is_a_clear_error_at_start(world: World, tmp_path: Path) -> None:
+    async with layout(world, tmp_path, ADDS_A_LABEL, edits=f"{APP}/base/service.yaml") as the:
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(world.plan_text(git_api_url=the.fake.url, git_path=the.path, git_more="source: kustomize"))
+        environ = {"CUTOVER_PLAN": str(plan_file), "PATH": str(tmp_path / "empty"),
+                   "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig"))}
+        with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()) as out:
+            code = await cli.arun(["postsync"])
+        served = world.kube.served
+    assert code == 2 and "cause kustomize_missing" in out.getvalue()
+    assert served == world.kube.served  # stopped before connecting anywhere
+
+
+# --- Helm values ----------------------------------------------------------------------------------------------
+
+VALUES = """# values for the llm chart: the Service selector is derived from `engine`
+engine: vllm   # vllm | candle
+replicas: 1
+"""
+
+
+async def test_a_helm_values_scalar_is_written_as_the_backends_git_value(world: World, kube: Any, tmp_path: Path,
+                                                                         events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({f"{APP}/values.yaml": VALUES}, "values\n")
+    sim_argocd.seed_application(world, revision=repo.head())
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=f"{APP}/values.yaml",
+                                                 git_more="source: helm-values\nselectorPath: engine",
+                                                 git_values={"vllm": "vllm", "candle": "candle"}))
+        host = GitHub(url=the_plan.git.url, branch="main", token=GIT_TOKEN, api_url=fake.url)
+        result = await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
+        await host.aclose()
+    (commit, *_) = repo.log(f"{APP}/values.yaml")
+    content, _ = repo.read(f"{APP}/values.yaml")  # type: ignore[misc]
+    assert getattr(result, "committed", False) and content == VALUES.replace("engine: vllm ", "engine: candle ")
+    assert "Not render-checked" in commit.message
+    assert named(events, "render.unchecked")[0]["hint"].startswith("not render-checked: set argocd.server")
+
+
+@pytest.mark.parametrize(("files", "render", "words"), [
+    ({**ADDS_A_LABEL, "k8s/apps/other/kustomization.yaml": kustomization("cm.yaml"),
+      "k8s/apps/other/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"},
+     "k8s/apps/other", "found 0"),
+    ({**ADDS_A_LABEL, f"{APP}/base/kustomization.yaml": kustomization("service.yaml", "twin.yaml"),
+      f"{APP}/base/twin.yaml": service(dict(VLLM)).replace(f"  namespace: {NAMESPACE}\n", "")},
+     f"{APP}/overlays/prod", "found 2"),
+], ids=["no-service-rendered", "two-services-rendered"])
+async def test_a_render_without_exactly_one_service_is_exit_2(world: World, kube: Any, tmp_path: Path,
+                                                              files: dict[str, str], render: str, words: str) -> None:
+    async with layout(world, tmp_path, ADDS_A_LABEL, edits=f"{APP}/base/service.yaml") as the:
+        the.repo.commit(files, "another layout\n")
+        head, live = the.repo.head(), live_selector(world)
+        checked = dataclasses.replace(the.plan, git=dataclasses.replace(the.plan.git, render_path=render))
+        with pytest.raises(InvalidInput) as caught:
+            await phases.postsync(Run.create(kube, checked, the.host, identity="cutover-postsync-1"))
+        assert the.repo.head() == head and live_selector(world) == live
+    assert caught.value.cause == "render_mismatch" and caught.value.exit_code == 2 and words in caught.value.message
+
+
+@pytest.mark.parametrize(("values", "git_values", "words"), [
+    (VALUES, None, "expected backends.<name>.gitValue for each backend"),
+    ("engine: vllm\nservice:\n  selector: {app: x}\n", {"vllm": "vllm", "candle": "candle"},
+     "holds a mapping, and the plan gives gitValue for a scalar"),
+], ids=["scalar-without-gitValue", "gitValue-on-a-mapping"])
+async def test_helm_values_that_do_not_fit_the_plan_are_exit_2(world: World, kube: Any, tmp_path: Path, values: str,
+                                                               git_values: dict[str, str] | None, words: str) -> None:
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({f"{APP}/values.yaml": values}, "values\n")
+    path = "engine" if git_values is None else "service.selector"
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=f"{APP}/values.yaml",
+                                                 git_more=f"source: helm-values\nselectorPath: {path}",
+                                                 git_values=git_values))
+        host = GitHub(url=the_plan.git.url, branch="main", token=GIT_TOKEN, api_url=fake.url)
+        with pytest.raises(InvalidInput) as caught:
+            await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
+        await host.aclose()
+    assert caught.value.exit_code == 2 and words in caught.value.message and len(repo.log()) == 1
