@@ -8,6 +8,13 @@
 # loads (the kubernetes package's generated models and APIs and its asyncio client: 84 MB of the 109 MB
 # `pip install .` puts on disk; measured by `make bench`), plus their byte code. git with its Debian
 # dependencies (perl among them) adds about 75 MB, hence the separate target.
+# kustomize, for `git.source: kustomize` (the render check builds what ArgoCD builds): the static binary of the
+# official image (kustomize.Dockerfile in kubernetes-sigs/kustomize copies it to /app/kustomize). Pin the digest
+# where the image is built: --build-arg KUSTOMIZE_DIGEST=sha256:... (docker buildx imagetools inspect
+# registry.k8s.io/kustomize/kustomize:v5.5.0); tests/test_packaging.py checks this wiring.
+ARG KUSTOMIZE_DIGEST=""
+FROM registry.k8s.io/kustomize/kustomize:v5.5.0${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize
+
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -24,6 +31,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
+COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
 USER 65532:65532
 ENTRYPOINT ["cutover"]
@@ -33,6 +41,7 @@ CMD ["--help"]
 FROM python:3.11-slim
 RUN useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
+COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
 USER 65532:65532
 ENTRYPOINT ["cutover"]

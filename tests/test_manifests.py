@@ -104,10 +104,14 @@ def test_hook_jobs_are_shaped_for_argocd(job: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("cronjob", CRONJOBS, ids=lambda cronjob: cronjob["metadata"]["name"])
-def test_manual_cronjobs_never_fire_by_themselves(cronjob: dict[str, Any]) -> None:
-    assert cronjob["spec"]["suspend"] is True
-    assert cronjob["metadata"]["name"] in ("cutover-rollback", "cutover-run")
-    _check_pod(cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"], cronjob["metadata"]["name"][8:])
+def test_manual_cronjobs_never_fire_by_themselves_and_the_audit_every_5_minutes(cronjob: dict[str, Any]) -> None:
+    name, spec = cronjob["metadata"]["name"], cronjob["spec"]
+    assert name in ("cutover-rollback", "cutover-run", "cutover-audit")
+    if name == "cutover-audit":  # SPEC §9: every 5 minutes, not suspended, one at a time
+        assert (spec["suspend"], spec["schedule"], spec["concurrencyPolicy"]) == (False, "*/5 * * * *", "Forbid")
+    else:
+        assert spec["suspend"] is True
+    _check_pod(spec["jobTemplate"]["spec"]["template"]["spec"], name[8:])
 
 
 def _check_pod(pod: dict[str, Any], command: str) -> None:

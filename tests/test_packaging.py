@@ -58,3 +58,10 @@ def test_pruning_drops_the_simulated_world(tmp_path: Path) -> None:
     (site / "cutover" / "demo" / "world.py").write_text("x = 1\n")
     assert prune.prune(site) > 0
     assert not (site / "cutover" / "demo").exists() and (site / "cutover" / "cli.py").exists()
+
+
+def test_the_image_carries_the_official_kustomize_binary_in_both_targets() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "FROM registry.k8s.io/kustomize/kustomize:v5.5.0${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize" in \
+        dockerfile
+    assert dockerfile.count("COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize") == 2  # both images

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from cutover.results import Result
 
 TERMINATION_LOG = "/dev/termination-log"
-COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "demo")
+COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
+            "demo")
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
 
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "presync": "ArgoCD PreSync gate", "postsync": "ArgoCD PostSync: advance or verify",
         "syncfail": "ArgoCD SyncFail: report the failure", "run": "standalone cutover",
         "rollback": "back to the previous backend, then hold", "status": "the current state",
+        "audit": "what the cutover-audit CronJob runs: verify a switch no hook verified, check the live backend",
         "demo": "a whole cutover on an embedded simulated cluster",
     }
     for name in COMMANDS:
@@ -283,7 +285,8 @@ async def _phase(args: argparse.Namespace, job: Run) -> Result:
         return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
     if args.command == "run":
         return await phases.run(job, to=args.to)
-    writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail}
+    writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail,
+               "audit": phases.audit}
     return await writers[args.command](job)
 
 

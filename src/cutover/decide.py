@@ -90,6 +90,13 @@ class Nothing:
 
 
 @dataclasses.dataclass(frozen=True)
+class Check:
+    """`cutover audit`: the switch is verified already; does the live backend still prove its names?"""
+
+    backend: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Gate:
     """PreSync: the revision being synced switches the Service to `backend`; prove it before ArgoCD applies it."""
 
@@ -120,6 +127,22 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
     if dict(observed.live.selector) != wanted:
         return AwaitApply(to)
     return Verify(to)
+
+
+def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verify | Check | Nothing:
+    """`cutover audit` (SPEC §9), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
+    that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
+    backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish; a selector of no
+    backend of the plan is not ours."""
+    live, git = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
+    if live is None or git is None:
+        return Nothing("the Service or Git selects no backend of the plan: not ours to audit")
+    if live != git:
+        return Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
+    last = observed.last
+    if last is not None and last.trailers.to == git and last.sha != verified:
+        return Verify(git)
+    return Check(live)
 
 
 def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> Gate | Nothing:

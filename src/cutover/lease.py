@@ -136,3 +136,39 @@ async def _release(cluster: Cluster, held: Held, *, now: Now) -> None:
             return
     except ClusterError as exc:  # best effort: it expires by itself
         log.warning("lock.release_failed", lease=held.lease.name, error=exc.message)
+
+
+VERIFIED = "cutover.dev/verified"  # the cutover commit whose switch was last verified through the Service
+
+
+async def annotate(cluster: Cluster, *, namespace: str, service: str, notes: Mapping[str, str]) -> None:
+    """Add `notes` to the Service's Lease annotations (they outlive each holder), compare-and-swap, keeping the
+    holder and its renewals as they are; best effort (Slack threads, the verified mark: never an outcome)."""
+    name = lock.lease_name(service)
+    for _ in range(3):
+        try:
+            current = await cluster.lease(namespace, name)
+            spec: dict[str, Any] = {"holderIdentity": None, "leaseDurationSeconds": 1}
+            if current is not None:
+                spec = {"holderIdentity": current.holder, "leaseDurationSeconds": int(current.duration),
+                        "leaseTransitions": current.transitions}
+                if current.renewed:
+                    spec["renewTime"] = _micro(current.renewed)
+            await cluster.write_lease(namespace, name, spec=spec,
+                                      annotations={**(current.annotations if current else {}), **notes},
+                                      previous=current)
+            return
+        except ClusterConflict:
+            continue
+        except ClusterError as exc:
+            log.info("lease.note_failed", lease=name, error=exc.message)  # info: never a Slack message of its own
+            return
+
+
+async def notes(cluster: Cluster, *, namespace: str, service: str) -> dict[str, str]:
+    """The Service's Lease annotations, or none when it cannot be read."""
+    try:
+        current = await cluster.lease(namespace, lock.lease_name(service))
+    except ClusterError:
+        return {}
+    return dict(current.annotations) if current else {}

@@ -11,6 +11,7 @@ from typing import Any
 from cutover.plan import Plan
 from cutover.results import (
     Advanced,
+    Audited,
     Awaiting,
     Completed,
     Diffed,
@@ -106,6 +107,15 @@ def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
                   data={"rolledBack": True, "commit": failed.rollback_commit})
 
 
+def _audited(audited: Audited, plan: Plan) -> Report:
+    summaries = {"verified": f"verified the switch to {audited.backend} that no hook verified "
+                             f"({(audited.commit or '')[:12]})",
+                 "checked": f"the live backend {audited.backend} still serves every name",
+                 "skipped": f"nothing to audit: {audited.detail}"}
+    return Report(summaries[audited.state], data={"audit": audited.state, "backend": audited.backend,
+                                                  "commit": audited.commit, "detail": audited.detail})
+
+
 def _status(status: Status, plan: Plan) -> Report:
     state = status.state
     live = state["liveBackend"]
@@ -155,6 +165,7 @@ def _diffed(diffed: Diffed) -> Report:
 
 _RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
     Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, WouldAdvance: _would_advance,
-    Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Status: _status,
+    Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Audited: _audited,
+    Status: _status,
     Shown: _shown,
 }

@@ -16,10 +16,11 @@ import dataclasses
 
 import structlog
 
-from cutover import advance, argocd, decide, milestones, sync, verification, writeback
+from cutover import advance, argocd, decide, lease, milestones, sync, verification, writeback
 from cutover.context import Run
 from cutover.errors import CutoverError, VerificationFailed
 from cutover.results import (
+    Audited,
     Awaiting,
     Completed,
     Gated,
@@ -103,12 +104,16 @@ async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | 
     exit 6)."""
     trailers = observed.last.trailers if observed.last else Trailers()
     try:
-        return await verification.verify(run, observed.live, trailers, backend)
+        verified = await verification.verify(run, observed.live, trailers, backend)
     except VerificationFailed as failure:
         step = decide.next_step(dataclasses.replace(observed, verification_failed=True), run.plan, to=to, hold=hold)
         if not isinstance(step, decide.RollBack):
             raise
         raise await _roll_back_after(run, failure, observed, seen, source=backend, to=step.to) from failure
+    if observed.last is not None and not run.dry_run:  # for `cutover audit`: this switch needs no second look
+        await lease.annotate(run.cluster, namespace=run.plan.service.namespace, service=run.plan.service.name,
+                             notes={lease.VERIFIED: observed.last.sha})
+    return verified
 
 
 async def _roll_back_after(run: Run, failure: VerificationFailed, observed: decide.Observed,
@@ -172,6 +177,44 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
         log.info(milestones.HELD, on=hold, commit=commit[:12], hint="change the plan's target to resume cutovers")
     log.info(milestones.COMPLETED, to=to, commit=commit[:12])
     return Completed(verified, commit, to)
+
+
+# --- audit ---------------------------------------------------------------------------------------------------
+
+
+async def audit(run: Run) -> Audited:
+    """What the CronJob cutover-audit runs (SPEC §9): finish a verification no hook did (rolling back on
+    failure as PostSync would), or check that the live backend still proves its names (an alert otherwise:
+    Event, Slack, exit 6). It commits nothing but such a rollback."""
+    run.bind("audit")
+    plan = run.plan
+    observed, seen = await observe(run)
+    notes = await lease.notes(run.cluster, namespace=plan.service.namespace, service=plan.service.name)
+    step = decide.audit_step(observed, plan, verified=notes.get(lease.VERIFIED))
+    if isinstance(step, decide.Nothing):
+        log.info("audit.skipped", reason=step.reason)
+        return Audited("skipped", None, step.reason)
+    if isinstance(step, decide.Verify):
+        last = observed.last
+        log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
+                    hint="a sync applied the switch without running the PostSync hook (argo-cd#22795): verifying")
+        hold = last.trailers.hold if last else None
+        await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
+        return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None)
+    await _still_serving(run, observed, step.backend)
+    return Audited("checked", step.backend, "the live backend proves its names")
+
+
+async def _still_serving(run: Run, observed: decide.Observed, backend: str) -> None:
+    try:
+        await prove_backend(run.cluster, run.plan, run.plan.backend(backend), wait=False)
+    except CutoverError as exc:
+        message = f"the live backend {backend} no longer proves its names: {exc.message}"
+        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=exc.hint)
+        await run.event(observed.live, "CutoverLiveBackendUnproven", message, warning=True)
+        raise VerificationFailed(message, cause="live_backend_unproven",
+                                 hint=f"clients of the Service are failing: look at the {backend} pods, or roll "
+                                      "back with the cutover-rollback Job") from exc
 
 
 # --- syncfail --------------------------------------------------------------------------------------------------

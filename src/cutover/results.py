@@ -103,6 +103,17 @@ class SyncFailed:
 
 
 @dataclasses.dataclass(frozen=True)
+class Audited:
+    """`cutover audit`: what it found, and what it did (verified a switch no hook verified, or checked the live
+    backend's names)."""
+
+    state: str  # verified | checked | skipped
+    backend: str | None
+    detail: str
+    commit: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Status:
     """The state `cutover status` shows: plain data, as `--output json` prints it."""
 
@@ -130,5 +141,5 @@ class Diffed:
     selector_path: str
 
 
-Result = Proven | Gated | Held | Advanced | WouldAdvance | Awaiting | Verified | Completed | SyncFailed | Status | \
-    Shown | Diffed
+Result = Proven | Gated | Held | Advanced | WouldAdvance | Awaiting | Verified | Completed | SyncFailed | Audited | \
+    Status | Shown | Diffed

@@ -8,11 +8,9 @@ Called by the CLI, which hands it to the Slack sender (`notify.ThreadStore`).
 
 from __future__ import annotations
 
-from typing import Any
-
-from cutover import lock
+from cutover import lease, lock
 from cutover.cluster import Cluster
-from cutover.errors import ClusterConflict, ClusterError
+from cutover.errors import ClusterError
 
 KEY = "cutover.dev/slack-key"
 TS = "cutover.dev/slack-thread-ts"
@@ -21,7 +19,8 @@ ANNOUNCED = "cutover.dev/slack-announced"
 
 class LeaseThreads:
     def __init__(self, cluster: Cluster, *, namespace: str, service: str) -> None:
-        self.cluster, self.namespace, self.name = cluster, namespace, lock.lease_name(service)
+        self.cluster, self.namespace, self.service = cluster, namespace, service
+        self.name = lock.lease_name(service)
 
     async def load(self, key: str) -> tuple[str | None, set[str]]:
         try:
@@ -35,20 +34,4 @@ class LeaseThreads:
 
     async def save(self, key: str, ts: str | None, announced: set[str]) -> None:
         notes = {KEY: key, ANNOUNCED: ",".join(sorted(announced)), **({TS: ts} if ts else {})}
-        for _ in range(3):
-            try:
-                current = await self.cluster.lease(self.namespace, self.name)
-                spec: dict[str, Any] = {"holderIdentity": None, "leaseDurationSeconds": 1}
-                if current is not None:
-                    spec = {"holderIdentity": current.holder, "leaseDurationSeconds": int(current.duration),
-                            "leaseTransitions": current.transitions}
-                if current and current.renewed:
-                    spec["renewTime"] = current.renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                await self.cluster.write_lease(self.namespace, self.name, spec=spec,
-                                               annotations={**(current.annotations if current else {}), **notes},
-                                               previous=current)
-                return
-            except ClusterConflict:
-                continue
-            except ClusterError:
-                return
+        await lease.annotate(self.cluster, namespace=self.namespace, service=self.service, notes=notes)

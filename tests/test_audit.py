@@ -1,0 +1,112 @@
+"""`cutover audit`, for syncs that run no hook (argo-cd#22795, #25475; SPEC §9): a switch ArgoCD applied that no
+PostSync verified is verified by the next audit (and rolled back when it does not check out); a live backend
+that stops proving its names is an alert (exit 6, an Event); otherwise it exits 0 and commits nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cutover import cluster, lease, phases, plan
+from cutover.context import Run
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import NAMESPACE, World
+from cutover.errors import VerificationFailed
+from cutover.githost.github import GitHub
+from cutover.results import Advanced, Audited
+from helpers import named
+
+pytestmark = pytest.mark.looptime
+
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+LEASES = "coordination.k8s.io/v1/leases"
+
+
+def cutover_commits(repo: BareRepo) -> list[str]:
+    return [entry.message.split("\n", 1)[0] for entry in repo.log(PATH) if entry.message.startswith("cutover(")]
+
+
+def verified_mark(world: World) -> str | None:
+    stored = world.kube.stored(LEASES, NAMESPACE, "cutover-reasoning-long-predictor") or {}
+    return (stored.get("metadata", {}).get("annotations") or {}).get(lease.VERIFIED)
+
+
+async def audit(kube: cluster.Cluster, the_plan: plan.Plan, host: GitHub, n: int = 1) -> Audited:
+    return await phases.audit(Run.create(kube, the_plan, host, identity=f"cutover-audit-{n}"))
+
+
+async def test_a_switch_applied_without_hooks_is_verified_by_the_next_audit(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    sim_argocd.seed_application(world)
+    committed = await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
+    assert isinstance(committed, Advanced) and committed.committed
+    sim_argocd.apply_git(world, repo, PATH)  # a selective self-heal sync: applied, and no PostSync hook runs
+    first = await audit(kube, the_plan, host)
+    assert (first.state, first.backend, first.commit) == ("verified", "candle", committed.sha)
+    assert named(events, "audit.unverified") and named(events, "service.verified")
+    assert verified_mark(world) == committed.sha
+    again = await audit(kube, the_plan, host, 2)  # five minutes later: verified already, the names still answer
+    assert (again.state, again.backend) == ("checked", "candle")
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]  # no second commit
+    assert candle.engine.requests  # checked on the pods themselves
+
+
+async def test_a_postsync_that_verified_leaves_nothing_for_the_audit_to_verify(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    sim_argocd.seed_application(world)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
+    sim_argocd.apply_git(world, repo, PATH)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-2"))  # the hook did run
+    assert (await audit(kube, the_plan, host)).state == "checked"
+
+
+async def test_a_live_backend_that_stops_proving_its_names_is_an_alert(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    vllm = world.add_pod("vllm", ready=True)
+    the_plan = make_plan()
+    vllm.engine.served_names = ("reasoning",)  # someone dropped --served-model-name reasoning-long
+    with pytest.raises(VerificationFailed) as caught:
+        await audit(kube, the_plan, host)
+    assert (caught.value.cause, caught.value.exit_code) == ("live_backend_unproven", 6)
+    assert "'reasoning-long' is not in /v1/models" in caught.value.message
+    (event,) = [e for e in world.kube.objects("/v1/events", NAMESPACE) if e["reason"] == "CutoverLiveBackendUnproven"]
+    assert event["type"] == "Warning"
+    assert cutover_commits(repo) == []  # an alert only
+
+
+async def test_a_switch_that_does_not_check_out_is_rolled_back_by_the_audit(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    sim_argocd.seed_application(world)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
+    sim_argocd.apply_git(world, repo, PATH, endpoints=False)  # the EndpointSlices never follow
+    with pytest.raises(VerificationFailed) as caught:
+        await audit(kube, the_plan, host)
+    assert caught.value.cause == "verification_failed_rolled_back" and caught.value.exit_code == 6
+    assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): candle -> vllm",
+                                     "cutover(reasoning-long-predictor): vllm -> candle"]
+    assert "Cutover-Hold: vllm" in repo.log(PATH)[0].message
+
+
+async def test_nothing_to_audit_while_argocd_has_yet_to_apply_git(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, tmp_path: Path) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    sim_argocd.seed_application(world)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))  # not applied yet
+    found = await audit(kube, the_plan, host)
+    assert (found.state, found.detail) == ("skipped", "ArgoCD has yet to apply candle (the Service selects vllm)")
+    assert len(cutover_commits(repo)) == 1
