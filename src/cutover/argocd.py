@@ -70,3 +70,15 @@ def judge_sync(app: ApplicationView, *, revision: str, committed_at: datetime) -
             not app.refresh_requested:
         return SyncState.REFRESH_AGAIN
     return SyncState.WAITING
+
+
+def applied_revision(app: ApplicationView, commit: str) -> str | None:
+    """The revision ArgoCD syncs for our commit: the commit itself, or, with the Source Hydrator, the hydratedSHA
+    once `currentOperation.drySHA` is our commit and its phase is Hydrated (None until then; SPEC §9,
+    reference/gitops-realities.md §1.1)."""
+    hydrator = app.hydrator
+    if hydrator is None:
+        return commit
+    if hydrator.dry_sha == commit and hydrator.phase == "Hydrated":
+        return hydrator.hydrated_sha
+    return None

@@ -206,10 +206,14 @@ class Cluster:
                               what=f"read Application {namespace}/{name}")
         return application_view(body)
 
-    async def request_refresh(self, namespace: str, name: str) -> None:
-        """Ask ArgoCD to compare with Git now (the annotation it removes once it has refreshed)."""
+    async def request_refresh(self, namespace: str, name: str, *, hydrate: bool = False) -> None:
+        """Ask ArgoCD to compare with Git now (the annotation it removes once it has refreshed); with the Source
+        Hydrator, to hydrate the dry source now too (argocd.argoproj.io/hydrate, reference/gitops-realities §1)."""
+        notes = {"argocd.argoproj.io/refresh": "normal"}
+        if hydrate:
+            notes["argocd.argoproj.io/hydrate"] = "normal"
         await self.request("PATCH", f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications/{name}",
-                           body={"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}},
+                           body={"metadata": {"annotations": notes}},
                            content_type="application/merge-patch+json",
                            what=f"request a refresh of Application {namespace}/{name}")
 

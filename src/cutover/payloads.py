@@ -14,6 +14,7 @@ from cutover.views import (
     ApplicationView,
     ContainerView,
     EndpointView,
+    HydratorView,
     LeaseView,
     PodView,
     PolicyView,
@@ -104,6 +105,15 @@ def _source(obj: Mapping[str, Any]) -> SourceView:
     return SourceView(obj.get("repoURL", ""), obj.get("targetRevision"), obj.get("path"))
 
 
+def _hydrator(spec: Any, status: Mapping[str, Any]) -> HydratorView | None:
+    if not isinstance(spec, Mapping):
+        return None
+    sync, current = spec.get("syncSource") or {}, status.get("currentOperation") or {}
+    return HydratorView(dry=_source(spec.get("drySource") or {}), sync_branch=sync.get("targetBranch", ""),
+                        sync_path=sync.get("path", ""), dry_sha=current.get("drySHA"),
+                        hydrated_sha=current.get("hydratedSHA"), phase=current.get("phase"))
+
+
 def application_view(obj: Mapping[str, Any]) -> ApplicationView:
     """Single- and multi-source: `revision` or `revisions[]` in the operation, its result and the sync status."""
     meta, status, spec = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
@@ -123,5 +133,6 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         refresh_requested="argocd.argoproj.io/refresh" in (meta.get("annotations") or {}),
         sources=tuple(_source(s) for s in spec.get("sources") or ()),
         source=_source(spec["source"]) if isinstance(spec.get("source"), Mapping) else None,
+        hydrator=_hydrator(spec.get("sourceHydrator"), status.get("sourceHydrator") or {}),
         operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
     )

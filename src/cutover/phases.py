@@ -29,7 +29,9 @@ from cutover.results import (
     SyncFailed,
     Verified,
 )
+from cutover.sources.manifest import ManifestSource
 from cutover.trailers import Trailers
+from cutover.views import ApplicationView
 from cutover.wait import prove_backend
 
 log = structlog.get_logger("cutover")
@@ -51,13 +53,13 @@ async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
 async def presync(run: Run, *, job_name: str | None) -> Gated:
     run.bind("presync")
     plan = run.plan
-    revision = argocd.syncing_revision(job_name, await sync.application(run))
+    app = await sync.application(run)
+    revision = argocd.syncing_revision(job_name, app)
     if revision is None:
         log.warning("presync.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the "
                                                      "branch head, which may be newer than the revision synced")
     ref = revision.sha if revision else None
-    version = await run.host.read(plan.git.path, ref=ref)
-    wanted = await run.source.selector(version, ref=ref, where=f"{plan.git.path}@{ref or 'head'}")  # rendered
+    wanted = await _synced_selector(run, app, ref)
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)
@@ -72,6 +74,20 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
     proven = await prove_backend(run.cluster, plan, plan.backend(step.backend), wait=True)
     await advance.no_foreign_pods(run, step.backend)
     return Gated(shown, True, step.backend, proven)
+
+
+async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:
+    """The selector in the revision being synced, as ArgoCD renders it: through the plan's source, or, with the
+    Source Hydrator, straight from the hydrated manifest the sync applies (SPEC §9)."""
+    plan = run.plan
+    if app is not None and app.hydrator is not None and ref is not None:
+        path = app.hydrator.manifest
+        version = await run.host.read(path, ref=ref)
+        log.info("presync.hydrated", manifest=path, revision=ref[:12], branch=app.hydrator.sync_branch)
+        return await ManifestSource(plan.git.document, "spec.selector").selector(version, ref=ref,
+                                                                                 where=f"{path}@{ref}")
+    version = await run.host.read(plan.git.path, ref=ref)
+    return await run.source.selector(version, ref=ref, where=f"{plan.git.path}@{ref or 'head'}")  # rendered
 
 
 # --- postsync --------------------------------------------------------------------------------------------------
@@ -201,20 +217,8 @@ async def audit(run: Run) -> Audited:
         hold = last.trailers.hold if last else None
         await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
         return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None)
-    await _still_serving(run, observed, step.backend)
+    await verification.still_serving(run, observed.live, step.backend)
     return Audited("checked", step.backend, "the live backend proves its names")
-
-
-async def _still_serving(run: Run, observed: decide.Observed, backend: str) -> None:
-    try:
-        await prove_backend(run.cluster, run.plan, run.plan.backend(backend), wait=False)
-    except CutoverError as exc:
-        message = f"the live backend {backend} no longer proves its names: {exc.message}"
-        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=exc.hint)
-        await run.event(observed.live, "CutoverLiveBackendUnproven", message, warning=True)
-        raise VerificationFailed(message, cause="live_backend_unproven",
-                                 hint=f"clients of the Service are failing: look at the {backend} pods, or roll "
-                                      "back with the cutover-rollback Job") from exc
 
 
 # --- syncfail --------------------------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ async def refresh(run: Run) -> None:
     if plan.argocd is None or not plan.argocd.refresh or run.dry_run:
         return
     try:
-        await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application)
+        app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
+        await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application,
+                                          hydrate=app.hydrator is not None)
         log.info("argocd.refresh_requested", application=plan.argocd.application)
     except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
         log.warning("argocd.refresh_failed", error=exc.message, cause=exc.cause, hint=exc.hint)
@@ -76,7 +78,13 @@ async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetim
 
 
 async def _judged(run: Run, app: ApplicationView, *, commit: str, committed_at: datetime) -> None:
-    state = argocd.judge_sync(app, revision=commit, committed_at=committed_at)
+    revision = argocd.applied_revision(app, commit)
+    if revision is None:  # the Source Hydrator has yet to render our dry commit to the sync branch
+        hydrator = app.hydrator
+        log.info("argocd.hydrating", commit=commit[:12], phase=hydrator.phase if hydrator else None,
+                 hydrating=(hydrator.dry_sha or "")[:12] if hydrator else None)
+        return
+    state = argocd.judge_sync(app, revision=revision, committed_at=committed_at)
     if state is argocd.SyncState.FAILED:
         raise SyncTimeout(f"ArgoCD's sync of {commit[:12]} failed", cause="argocd_sync_failed",
                           hint=f"read the operation's message: argocd app get {app.name}")

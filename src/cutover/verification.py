@@ -14,10 +14,11 @@ import structlog
 
 from cutover import decide, engines, milestones, profiles
 from cutover.context import Run
-from cutover.errors import VerificationFailed
+from cutover.errors import CutoverError, VerificationFailed
 from cutover.results import Verified
 from cutover.trailers import Trailers
 from cutover.views import ServiceView
+from cutover.wait import prove_backend
 
 DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
 SERVICE_TRIES, SERVICE_RETRY = 3, 2.0  # proofs through the Service, and seconds between them
@@ -93,3 +94,17 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
                 await asyncio.sleep(SERVICE_RETRY)
             problems += [f"through {address}:{port}: {problem.message}" for problem in proof.problems]
     return problems
+
+
+async def still_serving(run: Run, live: ServiceView, backend: str) -> None:
+    """The live backend's pods prove every name now (`cutover audit`); an alert otherwise: an Event, Slack (an
+    error event), exit 6."""
+    try:
+        await prove_backend(run.cluster, run.plan, run.plan.backend(backend), wait=False)
+    except CutoverError as exc:
+        message = f"the live backend {backend} no longer proves its names: {exc.message}"
+        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=exc.hint)
+        await run.event(live, "CutoverLiveBackendUnproven", message, warning=True)
+        raise VerificationFailed(message, cause="live_backend_unproven",
+                                 hint=f"clients of the Service are failing: look at the {backend} pods, or roll "
+                                      "back with the cutover-rollback Job") from exc

@@ -121,6 +121,25 @@ def same_repository(one: str, other: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class HydratorView:
+    """ArgoCD 3.x's Source Hydrator (`spec.sourceHydrator`, `status.sourceHydrator`): the dry source people commit
+    to, the branch ArgoCD writes the rendered manifests to and syncs from, and its current operation."""
+
+    dry: SourceView  # drySource: repoURL, targetRevision, path
+    sync_branch: str  # syncSource.targetBranch
+    sync_path: str  # syncSource.path: the hydrated manifest is <path>/manifest.yaml there
+    dry_sha: str | None = None  # status.sourceHydrator.currentOperation.drySHA
+    hydrated_sha: str | None = None  # ... .hydratedSHA
+    phase: str | None = None  # ... .phase: Hydrating | Failed | Hydrated
+
+    @property
+    def manifest(self) -> str:
+        """The hydrated manifest's path on the sync branch."""
+        return f"{self.sync_path.strip('/')}/manifest.yaml" if self.sync_path.strip("/") not in ("", ".") \
+            else "manifest.yaml"
+
+
+@dataclasses.dataclass(frozen=True)
 class ApplicationView:
     """What a cutover reads of an ArgoCD Application (argoproj.io/v1alpha1). For a multi-source Application the
     revisions are per source (`revisions[]`, in the order of `spec.sources`); `for_source` picks ours."""
@@ -139,6 +158,7 @@ class ApplicationView:
     operation_revisions: tuple[str, ...] = ()  # syncResult.revisions, else operation.sync.revisions
     sync_revisions: tuple[str, ...] = ()  # status.sync.revisions
     source: SourceView | None = None  # spec.source (single source)
+    hydrator: HydratorView | None = None  # spec.sourceHydrator, with its status
 
     def position(self, repo_url: str, branch: str) -> int | None:
         """Which of `spec.sources` is the plan's repository (on its branch, where a repository is there twice)."""
@@ -149,7 +169,10 @@ class ApplicationView:
         return chosen[0] if chosen else None
 
     def source_path(self, repo_url: str, branch: str) -> str | None:
-        """The directory ArgoCD renders for the plan's repository: spec.source.path, or its source's."""
+        """The directory ArgoCD renders for the plan's repository: spec.source.path, or its source's (the dry
+        source's, with the Source Hydrator)."""
+        if self.hydrator is not None:
+            return self.hydrator.dry.path
         if self.sources:
             index = self.position(repo_url, branch)
             return self.sources[index].path if index is not None else None

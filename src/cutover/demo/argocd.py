@@ -1,23 +1,29 @@
 """A stand-in for ArgoCD's automated sync in the simulated world, rendering as ArgoCD renders.
 
 An Application (valid against ArgoCD's own CRD schema; the tests check every write) names a source path in a
-real bare repository. A sync checks the tree out at the revision, renders the path the way ArgoCD's
-repo-server does (real kustomize when the path holds a kustomization, every YAML/JSON file of the directory
-otherwise), applies the rendered Service's selector to the live Service in place, and records what ArgoCD
-records: `operationState.operation.sync.revision`, `syncResult.revision`, `status.sync.revision`. When asked
-to refresh (the annotation cutover sets), or on its own poll, it syncs the branch head. Used by the demo and
-the tests of `run`, `rollback` and the hooks.
+real bare repository, or a Source Hydrator's dry source. A sync checks the tree out at the revision, renders
+the path the way ArgoCD's repo-server does (real kustomize when the path holds a kustomization, every
+YAML/JSON file of the directory otherwise), applies the rendered Service's selector to the live Service in
+place, and records what ArgoCD records: `operationState.operation.sync.revision`, `syncResult.revision`,
+`status.sync.revision`. With the hydrator, a sync first hydrates (renders the dry path at the dry branch's
+head, commits `<syncSource.path>/manifest.yaml` to the sync branch, records
+`status.sourceHydrator.currentOperation`) and applies the hydrated revision. When asked to refresh (the
+annotation cutover sets), or on its own poll, it syncs the branch head. Used by the demo and the tests of
+`run`, `rollback` and the hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from ruamel.yaml import YAML
 
 from cutover import kustomize
 from cutover.demo.gitrepo import BareRepo
@@ -30,15 +36,22 @@ REPO_URL = "https://github.com/acme/gitops.git"
 DEFAULT_PATH = "k8s/apps/llm-serving"  # the directory of the reference scenario's Service file
 
 
+SYNC_BRANCH, SYNC_PATH = "environments/prod", "llm-serving"  # where a hydrator Application's manifests go
+
+
 def application(*, revision: str | None = None, path: str = DEFAULT_PATH,
-                sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """An Application as a person writes it, synced and healthy at `revision`."""
+                sources: list[dict[str, Any]] | None = None, hydrator: bool = False) -> dict[str, Any]:
+    """An Application as a person writes it, synced and healthy at `revision`; with `hydrator`, through ArgoCD
+    3.x's Source Hydrator (dry source `path` on main, hydrated to environments/prod)."""
     spec: dict[str, Any] = {
         "project": "llm-serving",
         "destination": {"server": "https://kubernetes.default.svc", "namespace": NAMESPACE},
         "syncPolicy": {"automated": {"prune": True, "selfHeal": True}},
     }
-    if sources is not None:
+    if hydrator:
+        spec["sourceHydrator"] = {"drySource": {"repoURL": REPO_URL, "targetRevision": "main", "path": path},
+                                  "syncSource": {"targetBranch": SYNC_BRANCH, "path": SYNC_PATH}}
+    elif sources is not None:
         spec["sources"] = sources
     else:
         spec["source"] = {"repoURL": REPO_URL, "targetRevision": "main", "path": path}
@@ -49,8 +62,33 @@ def application(*, revision: str | None = None, path: str = DEFAULT_PATH,
 
 
 def seed_application(world: World, *, revision: str | None = None, path: str = DEFAULT_PATH,
-                     sources: list[dict[str, Any]] | None = None) -> None:
-    world.kube.apply(APPS, application(revision=revision, path=path, sources=sources))
+                     sources: list[dict[str, Any]] | None = None, hydrator: bool = False) -> None:
+    world.kube.apply(APPS, application(revision=revision, path=path, sources=sources, hydrator=hydrator))
+
+
+def _hydrator(world: World) -> dict[str, Any] | None:
+    stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
+    found = (stored.get("spec") or {}).get("sourceHydrator")
+    return dict(found) if found else None
+
+
+def hydrate(world: World, repo: BareRepo) -> str:
+    """What the hydrator does with the dry branch's head: render the dry path, commit the manifests to the sync
+    branch (as the Argo CD bot), record the operation. The hydrated revision."""
+    spec = _hydrator(world)
+    assert spec is not None
+    dry = repo.head(spec["drySource"]["targetRevision"])
+    assert dry is not None
+    docs = render(repo, dry, spec["drySource"]["path"])
+    out = io.StringIO()
+    YAML(typ="safe", pure=True).dump_all(docs, out)
+    target = f"{spec['syncSource']['path']}/manifest.yaml"
+    hydrated = repo.commit({target: out.getvalue()}, f"[Argo CD Bot] hydrate {dry}\n", name="Argo CD",
+                           email="argo-cd@example.invalid", branch=spec["syncSource"]["targetBranch"])
+    world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {"sourceHydrator": {"currentOperation": {
+        "drySHA": dry, "hydratedSHA": hydrated, "phase": "Hydrated", "message": "", "startedAt": world.kube.stamp(),
+        "finishedAt": world.kube.stamp(), "sourceHydrator": spec}}}})
+    return hydrated
 
 
 def operation_state(world: World, phase: str, revision: str, *, message: str | None = None,
@@ -101,10 +139,17 @@ def rendered_selector(repo: BareRepo, revision: str, path: str) -> dict[str, str
 def apply_git(world: World, repo: BareRepo, path: str, *, endpoints: bool = True, revision: str | None = None) -> str:
     """What a sync does to the Service: patch its selector in place (same object, same ClusterIP), as the
     Application's source renders it at `revision` (default: the branch head). `path` is the Service file; its
-    directory is rendered unless the Application names a path. The revision synced."""
-    synced = revision or repo.head()
+    directory is rendered unless the Application names a path; a hydrator Application syncs its hydrated branch
+    (`revision`: a hydrated commit). The revision synced."""
+    spec = _hydrator(world)
+    if spec is not None:
+        synced = revision or repo.head(spec["syncSource"]["targetBranch"])
+        rendered_path = spec["syncSource"]["path"]
+    else:
+        synced = revision or repo.head()
+        rendered_path = source_path(world, str(PurePosixPath(path).parent))
     assert synced is not None
-    selector = rendered_selector(repo, synced, source_path(world, str(PurePosixPath(path).parent)))
+    selector = rendered_selector(repo, synced, rendered_path)
     world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": None}})
     world.kube.merge("/v1/services", NAMESPACE, SERVICE, {"spec": {"selector": selector}})
     if endpoints:
@@ -131,6 +176,8 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
         synced = head = repo.head()
         assert head is not None
         try:
+            if _hydrator(world) is not None:  # hydrate the dry head, then sync the hydrated revision
+                head = hydrate(world, repo)
             apply_git(world, repo, path, endpoints=not endpoint_lag, revision=head)
         except CutoverError as exc:  # a tree ArgoCD cannot render: its sync fails, the live objects stay
             world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
@@ -140,7 +187,7 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
         if endpoint_lag:
             loop.call_later(endpoint_lag, world.sync_endpoints)
         world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
-            "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+            "metadata": {"annotations": {"argocd.argoproj.io/refresh": None, "argocd.argoproj.io/hydrate": None}},
             "status": {"sync": {"status": "Synced", "revision": head}, "health": {"status": "Healthy"},
                        "operationState": operation_state(world, "Succeeded", head)}})
 

@@ -1,0 +1,106 @@
+"""ArgoCD 3.x's Source Hydrator (SPEC §9), end to end in the simulated world: cutover commits to the dry source,
+the stand-in hydrates the dry branch into `environments/prod` and syncs the hydrated revision; "applied" means
+the hydrator's drySHA is our commit, then the sync revision its hydratedSHA; the PreSync gate reads the hydrated
+manifest at the revision being synced."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import pytest
+
+from cutover import argocd, cluster, phases
+from cutover.context import Run
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import NAMESPACE, SERVICE, World
+from cutover.githost.github import GitHub
+from cutover.results import Completed
+from cutover.views import ApplicationView, HydratorView, SourceView
+from helpers import named
+from test_e2e import Client
+
+pytestmark = pytest.mark.looptime
+
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+DRY = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
+HYDRATED = "ffeeddccbbaa00998877665544332211ffeeddcc"
+
+
+def hydrated_app(**fields: Any) -> ApplicationView:
+    hydrator = HydratorView(SourceView("https://github.com/acme/gitops.git", "main", "k8s/apps/llm-serving"),
+                            "environments/prod", "llm-serving", **fields)
+    return ApplicationView("argocd", "llm-serving", "Synced", HYDRATED, "Healthy", "Succeeded", HYDRATED, None, None,
+                           False, hydrator=hydrator)
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"dry_sha": DRY, "hydrated_sha": HYDRATED, "phase": "Hydrated"}, HYDRATED),
+    ({"dry_sha": DRY, "hydrated_sha": None, "phase": "Hydrating"}, None),  # not yet
+    ({"dry_sha": "9" * 40, "hydrated_sha": HYDRATED, "phase": "Hydrated"}, None),  # an older dry commit
+    ({"dry_sha": DRY, "hydrated_sha": HYDRATED, "phase": "Failed"}, None),  # retried by ArgoCD after ~120 s
+])
+def test_applied_means_hydrated_then_synced(fields: dict[str, Any], expected: str | None) -> None:
+    assert argocd.applied_revision(hydrated_app(**fields), DRY) == expected
+    plain = dataclasses.replace(hydrated_app(**fields), hydrator=None)
+    assert argocd.applied_revision(plain, DRY) == DRY
+
+
+def live_selector(world: World) -> dict[str, str]:
+    stored = world.kube.stored("/v1/services", NAMESPACE, SERVICE)
+    assert stored is not None
+    return dict(stored["spec"]["selector"])
+
+
+async def test_a_cutover_through_the_source_hydrator(world: World, kube: cluster.Cluster, host: GitHub,
+                                                     repo: BareRepo, make_plan: Any,
+                                                     events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    await world.settled()
+    sim_argocd.seed_application(world, hydrator=True)
+    sim_argocd.apply_git(world, repo, PATH, revision=sim_argocd.hydrate(world, repo))
+    the_plan = make_plan()
+    client = Client(f"http://{world.cluster_ip}:80/v1/chat/completions")
+    probing = asyncio.create_task(client.run())
+    try:
+        async with sim_argocd.running(world, repo, PATH):
+            result = await phases.run(Run.create(kube, the_plan, host, identity="cutover-run-1"))
+        await asyncio.sleep(3)
+    finally:
+        probing.cancel()
+        await asyncio.gather(probing, return_exceptions=True)
+    assert isinstance(result, Completed) and result.verified.endpoints == (candle.ip,)
+    ours = repo.log(PATH)[0]
+    assert ours.message.startswith("cutover(reasoning-long-predictor): vllm -> candle") and result.commit == ours.sha
+    hydration = repo.log(branch=sim_argocd.SYNC_BRANCH)[0]
+    assert hydration.message.startswith(f"[Argo CD Bot] hydrate {ours.sha}")  # our dry commit, hydrated
+    assert not [e for e in repo.log(branch=sim_argocd.SYNC_BRANCH) if e.message.startswith("cutover(")]
+    assert live_selector(world) == dict(the_plan.backends["candle"].selector) and client.failed == 0
+    refresh = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+    assert refresh is not None and not (refresh["metadata"].get("annotations") or {})  # both asks were taken up
+    assert named(events, "argocd.synced")
+
+
+async def test_the_presync_gate_reads_the_hydrated_manifest(world: World, kube: cluster.Cluster, host: GitHub,
+                                                            repo: BareRepo, make_plan: Any,
+                                                            events: list[dict[str, Any]]) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    sim_argocd.seed_application(world, hydrator=True)
+    sim_argocd.apply_git(world, repo, PATH, revision=sim_argocd.hydrate(world, repo))
+    the_plan = make_plan()
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    repo.commit({PATH: content.replace("llm-reasoning   ", "llm-reasoning-candle   ").replace(
+        "    serving.kserve.io/inferenceservice: reasoning     # KServe's own label on the vLLM pods\n", "")},
+        "switch by hand, gated all the same\n")
+    hydrated = sim_argocd.hydrate(world, repo)
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+        "operationState": sim_argocd.operation_state(world, "Running", hydrated, finished=False)}})
+    gated = await phases.presync(Run.create(kube, the_plan, host), job_name="cutover-presync-llm-serving")
+    assert gated.changed and gated.backend == "candle" and gated.revision == hydrated[:12]
+    (read,) = named(events, "presync.hydrated")
+    assert read["manifest"] == "llm-serving/manifest.yaml" and read["branch"] == sim_argocd.SYNC_BRANCH
