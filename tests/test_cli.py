@@ -312,8 +312,12 @@ def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
     assert lines[-1] == ("cutover demo: OK — vllm -> candle, committed once, applied in place, verified; "
                          "rolled back and held")
     assert "Cutover-Hold: vllm" in lines
-    assert "+    app.kubernetes.io/name: llm-reasoning-candle   # the vLLM pods" in lines
+    assert "+    app.kubernetes.io/name: llm-reasoning-candle   # which engine's pods: cutover's to change" in lines
     assert "Cutover-To: candle" in lines
+    # kubectl (hence kustomize) is a prerequisite of the tests: the demo tells the kustomize overlay's story
+    assert "--- a/k8s/apps/llm-serving/base/reasoning-long-service.yaml" in lines
+    assert "-    serving.kserve.io/inferenceservice: reasoning" in lines  # the overlay adds component: predictor
+    assert any(line.startswith("Render-checked: kustomize build") for line in lines)
 
 
 async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(cutover: Run, world: World,

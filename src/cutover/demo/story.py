@@ -22,7 +22,7 @@ from pathlib import Path
 
 import looptime
 
-from cutover import cluster, logs, manifest, notify, outcome, phases, plan
+from cutover import cluster, kustomize, logs, manifest, notify, outcome, phases, plan
 from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
@@ -33,9 +33,20 @@ from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.results import Result
 
-SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"  # without kustomize: one plain file
+BASE_FILE = "k8s/apps/llm-serving/base/reasoning-long-service.yaml"
+OVERLAY = "k8s/apps/llm-serving/overlays/prod"
 HEADER = """# reasoning-long-predictor: the stable name clients use for the long-context reasoning model.
 # cutover edits only the selector below; every other line, this comment included, stays as it is.
+"""
+BASE = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [reasoning-long-service.yaml]\n"
+PROD = """# What ArgoCD renders for the Application: the base, with component: predictor in every selector.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [../../base]
+labels:
+  - pairs: {component: predictor}
+    includeSelectors: true
 """
 SLACK_BUDGET = 30.0  # seconds of real time to post the story's milestones, one a second
 TOKEN = "demo-token-of-the-simulated-git-host"  # noqa: S105 -- the simulated host's own
@@ -45,7 +56,8 @@ def say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def _service_file() -> str:
+def _service_file(*, overlay: bool) -> str:
+    shared = "" if overlay else "\n    component: predictor"
     return HEADER + f"""apiVersion: v1
 kind: Service
 metadata:
@@ -54,8 +66,7 @@ metadata:
 spec:
   type: ClusterIP
   selector:
-    app.kubernetes.io/name: llm-reasoning   # the vLLM pods
-    component: predictor
+    app.kubernetes.io/name: llm-reasoning   # which engine's pods: cutover's to change{shared}
     serving.kserve.io/inferenceservice: reasoning
   ports:
     - {{name: http, port: 80, targetPort: 8080}}
@@ -70,6 +81,7 @@ class Cast:
     world: World
     repo: BareRepo
     seed: str
+    path: str  # the file cutover edits
     kube: cluster.Cluster
     host: GitHub
     plan: plan.Plan
@@ -85,23 +97,36 @@ class Cast:
 
 async def story(workdir: Path) -> int:
     repo = BareRepo(workdir / "gitops.git")
-    seed = repo.commit({SERVICE_FILE: _service_file()}, "Add the reasoning-long Service\n")
+    overlay = kustomize.command() is not None  # the kustomize story where kustomize is there (kubectl has it)
+    path = BASE_FILE if overlay else SERVICE_FILE
+    files = {BASE_FILE: _service_file(overlay=True), f"{OVERLAY}/kustomization.yaml": PROD,
+             "k8s/apps/llm-serving/base/kustomization.yaml": BASE} if overlay else {
+        SERVICE_FILE: _service_file(overlay=False)}
+    seed = repo.commit(files, "Add the reasoning-long Service\n")
     async with World() as world, FakeContentsHost(repo, token=TOKEN) as fake:
         world.admit_jobs()
-        sim_argocd.seed_application(world, revision=seed)
+        sim_argocd.seed_application(world, revision=seed, path=OVERLAY if overlay else sim_argocd.DEFAULT_PATH)
         say(f"Simulated cluster: Service {NAMESPACE}/{SERVICE} (ClusterIP {world.cluster_ip}, ports 80 and 8080), "
             "a GitOps repository, an ArgoCD Application")
+        if overlay:
+            say(f"The Service lives in a kustomize tree: {BASE_FILE}, and the prod overlay ArgoCD renders "
+                f"({OVERLAY}) adds component: predictor to every selector. The plan names the effective selectors; "
+                "cutover renders the tree with real kustomize before it commits anything")
+        else:
+            say("kustomize is not on PATH here: the story of a plain Service file (install kubectl for the "
+                "kustomize overlay story)")
         vllm = world.add_pod("vllm", ready=True)
         await world.settled()
         say(f"vLLM pod {vllm.name} serves 'reasoning-long' and 'reasoning' at {vllm.ip}")
         candle = world.add_pod("candle", Script(pull=45, load=11 * 60))
         say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "
             "11 min loading weights (startupProbe allows 120 × 15 s = 30 min)")
-        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url))
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=path,
+                                                 git_more="source: kustomize" if overlay else ""))
         kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig")))
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
-        cast = Cast(world, repo, seed, kube, host, the_plan, Author(the_plan.git.author.name,
-                                                                    the_plan.git.author.email))
+        cast = Cast(world, repo, seed, path, kube, host, the_plan, Author(the_plan.git.author.name,
+                                                                          the_plan.git.author.email))
         try:
             await _cutover(cast)
             await _rollback(cast)
@@ -121,18 +146,18 @@ async def _cutover(cast: Cast) -> None:
     say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
     report = await phases.postsync(cast.run("cutover-postsync-demo"))
     print(cast.told(report))
-    (commit, *_) = cast.repo.log(SERVICE_FILE)
+    (commit, *_) = cast.repo.log(cast.path)
     say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
     print(commit.message.rstrip())
-    before, _ = cast.repo.read(SERVICE_FILE, cast.seed)  # type: ignore[misc]
-    after, _ = cast.repo.read(SERVICE_FILE)  # type: ignore[misc]
-    print(manifest.SelectorEdit(before, after, {}, {}).diff(SERVICE_FILE).rstrip())
+    before, _ = cast.repo.read(cast.path, cast.seed)  # type: ignore[misc]
+    after, _ = cast.repo.read(cast.path)  # type: ignore[misc]
+    print(manifest.SelectorEdit(before, after, {}, {}).diff(cast.path).rstrip())
     say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
     gate = await phases.presync(cast.run("cutover-presync-demo"),
                                 job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
     print(cast.told(gate))
     say("ArgoCD patches the Service's selector in place (same object, same ClusterIP)")
-    sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
+    sim_argocd.apply_git(cast.world, cast.repo, cast.path)
     say("The PostSync hook of that sync checks the switch: cutover postsync")
     verified = await phases.postsync(cast.run("cutover-postsync-demo-2"))
     print(cast.told(verified))
@@ -141,10 +166,10 @@ async def _cutover(cast: Cast) -> None:
 async def _rollback(cast: Cast) -> None:
     say("Suppose candle misbehaves: an operator runs the rollback Job "
         "(kubectl -n cutover create job --from=cronjob/cutover-rollback ...): cutover rollback")
-    async with sim_argocd.running(cast.world, cast.repo, SERVICE_FILE):
+    async with sim_argocd.running(cast.world, cast.repo, cast.path):
         back = await phases.rollback(cast.run("cutover-rollback-demo"))
     print(cast.told(back))
-    (rollback_commit, *_) = cast.repo.log(SERVICE_FILE)
+    (rollback_commit, *_) = cast.repo.log(cast.path)
     print(rollback_commit.message.rstrip())
     say("The next sync's PostSync respects the hold until the plan's target changes: cutover postsync")
     held = await phases.postsync(cast.run("cutover-postsync-demo-3"))
