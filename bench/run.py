@@ -16,6 +16,11 @@ Ratios are taken inside one run because these machines are noisy. Measured:
      full runs only, as it installs from the package index
  11. 50 Services in one `cutover postsync` (fake time): its timeline against the slowest Service alone, API
      requests per Service against that one, and the CPU the process spent on it
+ 12. the render check per commit of a kustomize source (the tree from the GitHub double's archive, kustomize
+     build of the current and the candidate revision, the comparison) on the example overlay and on a
+     200-resource overlay
+ 13. Ready → the live Service switched, a whole `cutover run` through the simulated ArgoCD (refresh, no poll),
+     the Service in a kustomize overlay: real time, fake time skipping only the startup
 """
 
 from __future__ import annotations
@@ -354,6 +359,100 @@ def bench_commit_latency(runs: int) -> float:
     return statistics.median(samples)
 
 
+# --- 12, 13: kustomize sources --------------------------------------------------------------------------
+
+APP = "k8s/apps/llm-serving"
+OVERLAY = f"{APP}/overlays/prod"
+BASE_FILE = f"{APP}/base/service.yaml"
+
+
+def _overlay_tree(extra: int) -> dict[str, str]:
+    """The example layout: a base Service (and `extra` ConfigMaps), the prod overlay adding a selector label."""
+    service = ("apiVersion: v1\nkind: Service\nmetadata:\n  name: reasoning-long-predictor\n"
+               "  namespace: llm-serving\nspec:\n  selector:\n    app.kubernetes.io/name: llm-reasoning\n"
+               "    serving.kserve.io/inferenceservice: reasoning\n  ports:\n"
+               "    - {name: http, port: 80, targetPort: 8080}\n    - {name: engine, port: 8080, targetPort: 8080}\n")
+    maps = "".join(f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: config-{i}, namespace: llm-serving}}\n"
+                   f"data: {{index: '{i}'}}\n" for i in range(extra))
+    resources = "  - service.yaml\n" + ("  - configmaps.yaml\n" if extra else "")
+    return {BASE_FILE: service, f"{APP}/base/configmaps.yaml": maps or "---\n",
+            f"{APP}/base/kustomization.yaml": f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                                               f"resources:\n{resources}",
+            f"{OVERLAY}/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                                             "resources: [../../base]\nlabels:\n  - pairs: {component: predictor}\n"
+                                             "    includeSelectors: true\n"}
+
+
+async def _render_checks(extra: int, runs: int) -> float:
+    from cutover import sources
+
+    samples = []
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = BareRepo(Path(tmp) / "gitops.git")
+        repo.commit(_overlay_tree(extra), "overlay\n")
+        async with FakeContentsHost(repo, token="t") as fake:
+            world = World.__new__(World)
+            world.port = 8080
+            (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=BASE_FILE,
+                                                     git_more=f"source: kustomize\nrender: {{path: {OVERLAY}}}"))
+            host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
+            for _ in range(runs):
+                source = sources.for_plan(the_plan, host=host)  # a fresh source: the archive is fetched again
+                version = await host.read(BASE_FILE)
+                start = time.perf_counter()
+                edit = await source.edit(version, the_plan.backends["candle"].selector, where=BASE_FILE)
+                samples.append(time.perf_counter() - start)
+                assert edit.changed
+            await host.aclose()
+    return statistics.median(samples)
+
+
+def bench_render_checks(runs: int) -> dict[str, float]:
+    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    return {"example": asyncio.run(_render_checks(0, runs)), "200 resources": asyncio.run(_render_checks(199, runs))}
+
+
+async def _switch_once(tmp: Path, between: _Between) -> None:
+    from cutover import phases
+    from cutover.context import Run
+    from cutover.demo import argocd as sim_argocd
+
+    structlog.configure(processors=[between, lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    repo = BareRepo(tmp / "gitops.git")
+    repo.commit(_overlay_tree(0), "overlay\n")
+    async with World() as world, FakeContentsHost(repo, token="t") as fake:
+        world.admit_jobs()
+        world.add_pod("vllm", ready=True)
+        world.add_pod("candle", Script(pull=30, load=600))
+        sim_argocd.seed_application(world, revision=repo.head(), path=OVERLAY)
+        sim_argocd.apply_git(world, repo, BASE_FILE)
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=BASE_FILE,
+                                                 git_more="source: kustomize"))
+        kube = cluster.connect(kubeconfig=str(world.kubeconfig(tmp / "kubeconfig")), environ={})
+        host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
+        try:
+            async with sim_argocd.running(world, repo, BASE_FILE):
+                await phases.run(Run.create(kube, the_plan, host, identity="bench"))
+        finally:
+            await host.aclose()
+            await kube.aclose()
+
+
+def bench_switch(runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        between = _Between("target.ready", "argocd.synced")
+        loop = looptime.new_event_loop(start=0)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                loop.run_until_complete(_switch_once(Path(tmp), between))
+        finally:
+            loop.close()
+        samples.append(between.seconds)
+    structlog.reset_defaults()
+    return statistics.median(samples)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -369,6 +468,8 @@ def main() -> int:
     slack_posts = bench_slack_messages()
     scale = bench_scale(10 if args.smoke else 50)
     to_commit = bench_commit_latency(2 if args.smoke else 10)
+    renders = bench_render_checks(2 if args.smoke else 10)
+    switch = bench_switch(2 if args.smoke else 10)
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -392,6 +493,10 @@ def main() -> int:
          f"{scale['requests_per_service']:.0f} / {scale['requests_one']}", "no worse"),
         (f"11. CPU seconds, {scale['count']} Services / one alone",
          f"{scale['cpu_many']:.1f} / {scale['cpu_one']:.1f}", ""),
+        *((f"12. render check per commit, kustomize, {name} overlay (s)", f"{value:.2f}", "≤ 1")
+          for name, value in renders.items()),
+        ("13. Ready → live Service switched p50, `cutover run`, kustomize overlay, simulated ArgoCD (s)",
+         f"{switch:.2f}", "≤ 5"),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -403,7 +508,8 @@ def main() -> int:
         print(f"| {name.ljust(width)} | {value} | {goal} |")
     print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
                       "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
-                      "scale": scale, "ready_to_commit": to_commit}))
+                      "scale": scale, "ready_to_commit": to_commit, "render_checks": renders,
+                      "ready_to_switched": switch}))
     return 0
 
 
