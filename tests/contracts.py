@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -86,3 +87,61 @@ def check_application(obj: Any) -> None:
     errors = sorted(crd_validator("application").iter_errors(obj), key=lambda error: list(error.path))
     assert not errors, "; ".join(f"{'.'.join(map(str, error.path)) or '(root)'}: {error.message}"
                                  for error in errors[:5])
+
+
+@functools.cache
+def argocd_swagger() -> dict[str, Any]:
+    """ArgoCD 3.6's server API (Swagger 2.0, generated from its gRPC gateway)."""
+    loaded: dict[str, Any] = json.loads(gzip.decompress((SPECS / "argocd-3.6.0-swagger.json.gz").read_bytes()))
+    return loaded
+
+
+def _operation(method: str, path: str) -> tuple[str, dict[str, Any]] | None:
+    for template, operations in argocd_swagger()["paths"].items():
+        pattern = "^" + "".join(f"(?P<{part[1:-1].replace('.', '_')}>[^/]+)" if part.startswith("{") else
+                                 re.escape(part) for part in re.split(r"(\{[^}]+\})", template)) + "$"
+        if re.match(pattern, path) and method.lower() in operations:
+            return template, operations[method.lower()]
+    return None
+
+
+class SwaggerRecorder:
+    """The ArgoCD API double's validator: every request's path, method and query parameters against the
+    operation ArgoCD declares, and every answer against the operation's response schema."""
+
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+        self.checked = 0
+
+    def request(self, method: str, path: str, query: Any) -> None:
+        self.checked += 1
+        found = _operation(method, path)
+        if found is None:
+            self.violations.append(f"{method} {path}: no such operation in ArgoCD's API")
+            return
+        template, operation = found
+        declared = {param["name"]: param for param in operation.get("parameters", []) if param.get("in") == "query"}
+        for name in query:
+            param = declared.get(name)
+            if param is None:
+                self.violations.append(f"{method} {template}: unknown query parameter {name!r}")
+            elif param.get("type") == "boolean" and query[name] not in ("true", "false"):
+                self.violations.append(f"{method} {template}: {name}={query[name]!r} is no boolean")
+            elif param.get("type") != "array" and len(query.getall(name)) > 1:
+                self.violations.append(f"{method} {template}: {name} given twice")
+
+    def response(self, method: str, path: str, status: int, body: Any) -> None:
+        found = _operation(method, path)
+        if found is None:
+            return
+        responses = found[1]["responses"]
+        schema = (responses.get(str(status)) or responses.get("default") or {}).get("schema")
+        if schema is None:
+            return
+        validator = jsonschema.Draft4Validator({**schema, "definitions": argocd_swagger()["definitions"]})
+        self.violations += [f"{method} {path} answered {status}: {error.message}"
+                            for error in validator.iter_errors(body)][:5]
+
+    def assert_clean(self) -> None:
+        assert self.checked > 0
+        assert self.violations == [], "\n".join(self.violations)

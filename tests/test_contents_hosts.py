@@ -394,3 +394,17 @@ def test_the_commit_message_carries_the_proof_and_every_trailer(the_plan: plan.P
     assert Trailers.parse(message).as_dict() == {"Cutover-Id": "c0ffee", "Cutover-From": "candle", "Cutover-To": "vllm",
                                  "Cutover-Plan": "reasoning-long", "Cutover-Service-Uid": "uid-1",
                                  "Cutover-Cluster-Ip": "10.96.40.17", "Cutover-Hold": "vllm"}
+
+
+async def test_a_scratch_branch_holds_a_candidate_and_goes_again(host: GitHost, repo: BareRepo) -> None:
+    head = repo.head()
+    sha = await host.scratch(PATH, FIXTURE.replace("llm-reasoning ", "llm-reasoning-candle "), message="candidate\n",
+                             author=AUTHOR, branch="cutover/check-reasoning-long")
+    assert repo.head("cutover/check-reasoning-long") == sha and repo.head() == head  # the base branch untouched
+    content, _ = repo.read(PATH, sha)  # type: ignore[misc]
+    assert "llm-reasoning-candle" in content
+    again = await host.scratch(PATH, FIXTURE, message="candidate\n", author=AUTHOR,
+                               branch="cutover/check-reasoning-long")  # a leftover branch is made anew
+    assert repo.head("cutover/check-reasoning-long") == again
+    await host.drop("cutover/check-reasoning-long")
+    assert repo.head("cutover/check-reasoning-long") is None and repo.head() == head

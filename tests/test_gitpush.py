@@ -198,3 +198,12 @@ async def test_a_snapshot_is_the_tree_at_the_branch_or_a_commit(host: GitPush, r
     assert (await host.snapshot("main", tmp_path / "now") / "README.md").read_text() == "moved on\n"
     then = await host.snapshot(first[:7], tmp_path / "then")
     assert (then / "README.md").read_text() == "gitops\n" and (then / PATH).read_text() == FIXTURE
+
+
+async def test_a_scratch_branch_is_pushed_and_deleted(host: GitPush, repo: BareRepo) -> None:
+    head = repo.head()
+    sha = await host.scratch(PATH, FIXTURE + "# candidate\n", message="candidate\n", author=AUTHOR,
+                             branch="cutover/check")
+    assert repo.head("cutover/check") == sha and repo.head() == head
+    await host.drop("cutover/check")
+    assert repo.head("cutover/check") is None

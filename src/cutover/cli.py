@@ -262,20 +262,23 @@ def _read_secret(path: str | None, env: str) -> str | None:
 async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     """One plan's command; those that read Git get a host for it."""
     from cutover import commands, githost, outcome  # noqa: PLC0415
+    from cutover.argocdapi import ArgoCDApi  # noqa: PLC0415
     from cutover.context import Run  # noqa: PLC0415
 
     if args.command == "verify":
         return outcome.render(await commands.verify(kube, plan, backend=args.backend, wait=args.wait), plan)
     if args.command == "status":
         return outcome.render(await commands.status(kube, plan), plan)
-    host = githost.connect(plan.git)
+    host, api = githost.connect(plan.git), ArgoCDApi.connect(plan.argocd)
     try:
         if args.command == "plan":
             return outcome.render(await commands.show_plan(kube, plan, host=host), plan)
-        job = Run.create(kube, plan, host, identity=_identity(), dry_run=bool(args.dry_run))
+        job = Run.create(kube, plan, host, identity=_identity(), dry_run=bool(args.dry_run), api=api)
         return outcome.render(await _phase(args, job), plan)
     finally:
         await host.aclose()
+        if api is not None:
+            await api.aclose()
 
 
 async def _phase(args: argparse.Namespace, job: Run) -> Result:

@@ -14,12 +14,13 @@ import dataclasses
 import structlog
 
 from cutover import sources
+from cutover.argocdapi import ArgoCDApi
 from cutover.clock import Clock
 from cutover.cluster import Cluster
 from cutover.errors import ClusterError
 from cutover.githost.base import Author, GitHost
 from cutover.plan import Plan
-from cutover.views import ServiceView
+from cutover.views import ApplicationView, ServiceView
 
 SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
 
@@ -36,24 +37,34 @@ class Run:
     author: Author
     clock: Clock
     dry_run: bool = False
+    api: ArgoCDApi | None = None  # the ArgoCD API, with argocd.server: refreshes and renders through it
 
     @classmethod
     def create(cls, cluster: Cluster, plan: Plan, host: GitHost, *, identity: str = "cutover",
-               author: Author | None = None, dry_run: bool = False) -> Run:
+               author: Author | None = None, dry_run: bool = False, api: ArgoCDApi | None = None) -> Run:
         """Inside the event loop (the clock follows it)."""
 
-        async def locate() -> str | None:  # the directory the Application renders, read when first needed
+        async def application() -> ApplicationView | None:  # read when first needed
             if plan.argocd is None:
                 return None
             try:
-                app = await cluster.application(plan.argocd.namespace, plan.argocd.application)
+                return await cluster.application(plan.argocd.namespace, plan.argocd.application)
             except ClusterError as exc:
                 log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
                 return None
-            return app.source_path(plan.git.url, plan.git.branch)
 
-        return cls(cluster, plan, host, sources.for_plan(plan, host=host, locate=locate), identity,
-                   author or Author(plan.git.author.name, plan.git.author.email), Clock(), dry_run)
+        async def locate() -> str | None:  # the directory the Application renders
+            app = await application()
+            return app.source_path(plan.git.url, plan.git.branch) if app else None
+
+        async def position() -> int | None:  # the plan's source among a multi-source Application's
+            app = await application()
+            return app.position(plan.git.url, plan.git.branch) if app and app.sources else None
+
+        source = sources.for_plan(plan, host=host, locate=locate, api=api, position=position)
+        return cls(cluster, plan, host, source, identity, author or Author(plan.git.author.name,
+                                                                          plan.git.author.email),
+                   Clock(), dry_run, api)
 
     def bind(self, phase: str) -> None:
         """Name the Service, the plan and the phase on every event of this task (Slack threads by them)."""

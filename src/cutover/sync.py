@@ -30,6 +30,10 @@ async def refresh(run: Run) -> None:
     if plan.argocd is None or not plan.argocd.refresh or run.dry_run:
         return
     try:
+        if run.api is not None:  # no write permission on the Application needed (SPEC §9)
+            await run.api.refresh()
+            log.info("argocd.refresh_requested", application=plan.argocd.application, via="api")
+            return
         app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
         await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application,
                                           hydrate=app.hydrator is not None)

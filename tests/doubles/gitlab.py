@@ -34,6 +34,7 @@ class FakeGitLab(FakeHost):
         app.router.add_route("POST", base + "/commits", self._commit)
         app.router.add_route("GET", base + "/commits", self._commits)
         app.router.add_route("GET", base + "/archive.tar.gz", self._archive)
+        app.router.add_route("DELETE", base + "/branches/{branch:.+}", self._branch_delete)
         requests = f"{self.prefix}/projects/{{project:.+?}}/merge_requests"
         app.router.add_route("GET", requests, self._mr_list)
         app.router.add_route("POST", requests, self._mr_create)
@@ -87,6 +88,13 @@ class FakeGitLab(FakeHost):
         return web.json_response({"id": sha, "short_id": sha[:8], "title": body["commit_message"].split("\n")[0],
                                   "message": body["commit_message"],
                                   "web_url": f"https://gitlab.example/{self.project}/-/commit/{sha}"}, status=201)
+
+    async def _branch_delete(self, request: web.Request) -> web.Response:
+        branch = unquote(request.match_info["branch"])
+        if not self._known(request) or self.repo.head(branch) is None:
+            return web.json_response({"message": "404 Branch Not Found"}, status=404)
+        self.repo.delete_branch(branch)
+        return web.Response(status=204)
 
     async def _archive(self, request: web.Request) -> web.Response:
         """GET /projects/:id/repository/archive.tar.gz?sha=: the tree under <project>-<ref>-<sha>/."""

@@ -48,6 +48,7 @@ class FakeContentsHost(FakeHost):
             app.router.add_route("GET", prefix + "/git/ref/heads/{branch:.+}", self._ref_get)
             app.router.add_route("POST", prefix + "/git/refs", self._ref_create)
             app.router.add_route("PATCH", prefix + "/git/refs/heads/{branch:.+}", self._ref_update)
+            app.router.add_route("DELETE", prefix + "/git/refs/heads/{branch:.+}", self._ref_delete)
         else:
             app.router.add_route("GET", prefix + "/branches/{branch:.+}", self._branch_get)
             app.router.add_route("DELETE", prefix + "/branches/{branch:.+}", self._branch_delete)
@@ -202,6 +203,12 @@ class FakeContentsHost(FakeHost):
         self.repo.set_branch(request.match_info["branch"], body["sha"])
         return web.json_response({"ref": f"refs/heads/{request.match_info['branch']}",
                                   "object": {"sha": body["sha"], "type": "commit"}})
+
+    async def _ref_delete(self, request: web.Request) -> web.Response:
+        if self.repo.head(request.match_info["branch"]) is None:
+            return web.json_response({"message": "Reference does not exist", "documentation_url": DOCS}, status=422)
+        self.repo.delete_branch(request.match_info["branch"])
+        return web.Response(status=204)
 
     async def _branch_get(self, request: web.Request) -> web.Response:
         sha = self.repo.head(request.match_info["branch"])

@@ -132,6 +132,17 @@ class GitHost(abc.ABC):
     async def snapshot(self, ref: str, into: Path) -> Path:
         """The whole tree at `ref` (the branch or a commit), written out under `into`: what ArgoCD renders from."""
 
+    async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
+        """Commit `content` at `path` on `branch`, made anew from the base branch's head; that commit's sha. A
+        candidate for ArgoCD's API to render before anything reaches the base branch (it renders only what Git
+        holds); `drop` removes the branch again."""
+        raise InvalidInput(f"argocd.server: {self.name} cannot hold a scratch branch", cause="not_implemented",
+                           hint="render-check through the ArgoCD API with another provider")
+
+    async def drop(self, branch: str) -> None:
+        """Delete `branch` (a scratch branch); best effort."""
+        return
+
     async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
                           branch: str, title: str, body: str) -> ChangeRequest:
         """Make `branch` from the base branch's head, commit `rewrite(file as it is there)` on it and open a

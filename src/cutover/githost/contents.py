@@ -13,6 +13,7 @@ from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
 import httpx
+import structlog
 
 from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
@@ -29,6 +30,8 @@ from cutover.githost.base import (
 from cutover.plan import GitSettings
 from cutover.trailers import Trailers
 
+log = structlog.get_logger("cutover.git")
+
 
 def repository(url: str) -> tuple[str, str]:
     """owner and repo from https://HOST/OWNER/REPO(.git)."""
@@ -42,6 +45,7 @@ def repository(url: str) -> tuple[str, str]:
 class ContentsApi(HttpHost):
     history_limit_param = "per_page"
     archive = "tarball/{ref}"  # GitHub's; Gitea and Forgejo serve archive/{ref}.tar.gz
+    branch_ref = "/repos/{owner}/{repo}/git/refs/heads/{branch}"  # what DELETE removes; Gitea: branches/{branch}
 
     def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -88,6 +92,20 @@ class ContentsApi(HttpHost):
     async def snapshot(self, ref: str, into: Path) -> Path:
         url = f"/repos/{self.owner}/{self.repo}/{self.archive.format(ref=quote(ref, safe=''))}"
         return unpack(await self.download(url, what=f"the archive of {ref}"), into, what=f"the archive of {ref}")
+
+    async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
+        await self._branch_from_base(branch)
+        current = await self.read(path, ref=branch)
+        return (await self.write(path, content, expected=current, message=message, author=author,
+                                 branch=branch)).sha
+
+    async def drop(self, branch: str) -> None:
+        try:
+            await self.call("DELETE", self.branch_ref.format(owner=self.owner, repo=self.repo,
+                                                             branch=quote(branch, safe="/")),
+                            what=f"delete branch {branch}")
+        except GitError as exc:  # a leftover scratch branch is reset by the next render anyway
+            log.info("git.scratch_left", branch=branch, error=exc.message)
 
     # --- pull requests ------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ class Gitea(ContentsApi):
     name = "gitea"
     history_limit_param = "limit"
     archive = "archive/{ref}.tar.gz"
+    branch_ref = "/repos/{owner}/{repo}/branches/{branch}"
     api_root = staticmethod(default_api)
 
     def headers(self, token: str | None) -> dict[str, str]:

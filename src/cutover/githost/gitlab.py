@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from cutover.errors import InvalidInput
+from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
     Author,
     ChangeRequest,
@@ -105,6 +105,21 @@ class GitLab(HttpHost):
                 for item in response.json()]
 
     # --- merge requests ------------------------------------------------------------------------------
+
+    async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
+        commit = {"branch": branch, "start_branch": self.branch, "force": True, "commit_message": message,
+                  "author_name": author.name, "author_email": author.email,
+                  "actions": [{"action": "update", "file_path": path, "content": content, "encoding": "text"}]}
+        created = await self.call("POST", f"/projects/{self.project}/repository/commits", json=commit,
+                                  what=f"commit {path}@{branch}")
+        return str(created.json()["id"])
+
+    async def drop(self, branch: str) -> None:
+        try:
+            await self.call("DELETE", f"/projects/{self.project}/repository/branches/{quote(branch, safe='')}",
+                            what=f"delete branch {branch}")
+        except GitError:  # best effort: the next render replaces it (force)
+            return
 
     async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
                           branch: str, title: str, body: str) -> ChangeRequest:

@@ -142,6 +142,20 @@ class GitPush(GitHost):
         archive = await self._bytes("archive", "--format=tar.gz", "--prefix=tree/", sha)
         return unpack(archive, into, what=f"git archive {sha[:12]}")
 
+    async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
+        head = await self._fetch()
+        sha = await self._commit_on(head, path, content, message=message, author=author)
+        async for attempt in retrying():
+            with attempt:
+                await self.git("push", "--quiet", "--porcelain", "--force", "origin", f"{sha}:refs/heads/{branch}")
+        return sha
+
+    async def drop(self, branch: str) -> None:
+        try:
+            await self.git("push", "--quiet", "--porcelain", "origin", f":refs/heads/{branch}")
+        except GitError:  # best effort: the next render forces it anew
+            return
+
     async def _bytes(self, *args: str) -> bytes:
         process = await asyncio.create_subprocess_exec(
             "git", *args, cwd=self.repo, env=self.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -152,15 +166,7 @@ class GitPush(GitHost):
 
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
                     author: Author) -> Written:
-        identity = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
-                    "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email,
-                    "GIT_INDEX_FILE": str(self.work / "index")}
-        await self.git("read-tree", expected.version, env=identity)
-        blob = (await self.git("hash-object", "-w", "--stdin", stdin=content.encode())).strip()
-        await self.git("update-index", "--cacheinfo", f"100644,{blob},{path}", env=identity)
-        tree = (await self.git("write-tree", env=identity)).strip()
-        sha = (await self.git("commit-tree", tree, "-p", expected.version, stdin=message.encode(),
-                              env=identity)).strip()
+        sha = await self._commit_on(expected.version, path, content, message=message, author=author)
         # The lease makes the push a compare-and-swap even against a host that would accept a force push.
         async for attempt in retrying():
             with attempt:
@@ -168,6 +174,17 @@ class GitPush(GitHost):
                                f"--force-with-lease=refs/heads/{self.branch}:{expected.version}",
                                "origin", f"{sha}:refs/heads/{self.branch}")
         return Written(sha=sha)
+
+    async def _commit_on(self, parent: str, path: str, content: str, *, message: str, author: Author) -> str:
+        """A commit on `parent` with `path` holding `content`, built with plumbing (no work tree to keep clean)."""
+        identity = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
+                    "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email,
+                    "GIT_INDEX_FILE": str(self.work / "index")}
+        await self.git("read-tree", parent, env=identity)
+        blob = (await self.git("hash-object", "-w", "--stdin", stdin=content.encode())).strip()
+        await self.git("update-index", "--cacheinfo", f"100644,{blob},{path}", env=identity)
+        tree = (await self.git("write-tree", env=identity)).strip()
+        return (await self.git("commit-tree", tree, "-p", parent, stdin=message.encode(), env=identity)).strip()
 
     async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
         head = self._head or await self._fetch()

@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import importlib
 
+from cutover.argocdapi import ArgoCDApi
 from cutover.githost.base import GitHost
 from cutover.kinds import SOURCES
 from cutover.plan import GitSettings, Plan
+from cutover.sources.api import ApiChecked, Position
 from cutover.sources.base import SelectorEdit, Source
 from cutover.sources.kustomize import Locate
 
 __all__ = ["SelectorEdit", "Source", "for_plan"]
 
 
-def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None) -> Source:
+def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None, api: ArgoCDApi | None = None,
+             position: Position | None = None) -> Source:
     """The plan's source; `host` for the kinds that render from the repository, `locate` for the Application's
-    source path (the default directory to render)."""
-    return _for(plan.git, plan=plan, host=host, locate=locate)
+    source path (the default directory to render). With the ArgoCD API (`api`), a kind that cannot render
+    itself is render-checked through it (`position`: the plan's source in a multi-source Application)."""
+    source = _for(plan.git, plan=plan, host=host, locate=locate)
+    if api is not None and host is not None and source.kind != "kustomize":  # kustomize renders for itself
+        return ApiChecked(source, api, host, plan, position)
+    return source
 
 
 def _for(settings: GitSettings, *, plan: Plan, host: GitHost | None, locate: Locate | None) -> Source:
