@@ -263,3 +263,50 @@ async def test_helm_values_that_do_not_fit_the_plan_are_exit_2(world: World, kub
             await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
         await host.aclose()
     assert caught.value.exit_code == 2 and words in caught.value.message and len(repo.log()) == 1
+
+
+COMMON_LABELS = {
+    f"{APP}/base/kustomization.yaml": kustomization("service.yaml"),
+    f"{APP}/base/service.yaml": service({k: v for k, v in VLLM.items() if k != "component"}),
+    f"{APP}/overlays/prod/kustomization.yaml": kustomization("../../base",
+                                                             more="commonLabels:\n  component: predictor\n"),
+}
+
+
+async def test_commonlabels_are_accounted_for_too(world: World, kube: Any, tmp_path: Path) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    async with layout(world, tmp_path, COMMON_LABELS, edits=f"{APP}/base/service.yaml") as the:
+        assert live_selector(world) == VLLM
+        result, client = await run_through(kube, the)
+        content, _ = the.repo.read(the.path)  # type: ignore[misc]
+    assert live_selector(world) == CANDLE and client.failed == 0 and result.to == "candle"
+    assert "  selector:\n    app.kubernetes.io/name: llm-reasoning-candle\n  ports:" in content
+
+
+async def test_a_multi_source_application_end_to_end(world: World, kube: Any, tmp_path: Path) -> None:
+    """The chart from a Helm repository, the plan's repository second: the stand-in syncs revisions[] and the
+    named hooks' gate reads the plan's position."""
+    world.add_pod("vllm", ready=True)
+    candle = world.add_pod("candle", ready=True)
+    await world.settled()
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({f"{APP}/reasoning-long-service.yaml": service(dict(VLLM))}, "seed\n")
+    sim_argocd.seed_application(world, sources=[
+        {"repoURL": "https://charts.example.invalid", "chart": "llm", "targetRevision": "1.4.2"},
+        {"repoURL": sim_argocd.REPO_URL, "targetRevision": "main", "path": APP}])
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=f"{APP}/reasoning-long-service.yaml"))
+        host = GitHub(url=the_plan.git.url, branch="main", token=GIT_TOKEN, api_url=fake.url)
+        the = Layout(world, repo, host, fake, the_plan, f"{APP}/reasoning-long-service.yaml")
+        result, client = await run_through(kube, the)
+        stored = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+        assert stored is not None and stored["status"]["sync"]["revisions"] == ["1.4.2", result.commit]
+        switched = repo.commit({the.path: service(dict(VLLM))}, "back by hand\n")
+        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+            "operationState": sim_argocd.operation_state(world, "Running", switched, finished=False)}})
+        gated = await phases.presync(Run.create(kube, the_plan, host), job_name="cutover-presync-llm-serving")
+        await host.aclose()
+    assert result.verified.endpoints == (candle.ip,) and client.failed == 0
+    assert gated.revision == switched[:12] and gated.backend == "vllm"  # revisions[1], not the chart's 1.4.2

@@ -91,11 +91,25 @@ def hydrate(world: World, repo: BareRepo) -> str:
     return hydrated
 
 
+def _revisions(world: World, revision: str) -> list[str] | None:
+    """A multi-source Application's revisions: `revision` for the plan's repository, the others' own."""
+    stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
+    sources = (stored.get("spec") or {}).get("sources")
+    if not sources:
+        return None
+    return [revision if source.get("repoURL") == REPO_URL else str(source.get("targetRevision", ""))
+            for source in sources]
+
+
 def operation_state(world: World, phase: str, revision: str, *, message: str | None = None,
                     finished: bool = True) -> dict[str, Any]:
-    """`status.operationState` as ArgoCD writes it for an automated sync of `revision`."""
-    state: dict[str, Any] = {"operation": {"sync": {"revision": revision}, "initiatedBy": {"automated": True}},
-                             "phase": phase, "startedAt": world.kube.stamp(), "syncResult": {"revision": revision}}
+    """`status.operationState` as ArgoCD writes it for an automated sync of `revision` (`revisions[]`, one per
+    source, for a multi-source Application)."""
+    revisions = _revisions(world, revision)
+    sync: dict[str, Any] = {"revisions": revisions} if revisions else {"revision": revision}
+    result: dict[str, Any] = {"revision": "", "revisions": revisions} if revisions else {"revision": revision}
+    state: dict[str, Any] = {"operation": {"sync": sync, "initiatedBy": {"automated": True}},
+                             "phase": phase, "startedAt": world.kube.stamp(), "syncResult": result}
     if finished:
         state["finishedAt"] = world.kube.stamp()
     if message:
@@ -188,7 +202,8 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
             loop.call_later(endpoint_lag, world.sync_endpoints)
         world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
             "metadata": {"annotations": {"argocd.argoproj.io/refresh": None, "argocd.argoproj.io/hydrate": None}},
-            "status": {"sync": {"status": "Synced", "revision": head}, "health": {"status": "Healthy"},
+            "status": {"sync": {"status": "Synced", **({"revisions": _revisions(world, head)} if _revisions(
+                world, head) else {"revision": head})}, "health": {"status": "Healthy"},
                        "operationState": operation_state(world, "Succeeded", head)}})
 
 
