@@ -110,3 +110,37 @@ async def test_nothing_to_audit_while_argocd_has_yet_to_apply_git(
     found = await audit(kube, the_plan, host)
     assert (found.state, found.detail) == ("skipped", "ArgoCD has yet to apply candle (the Service selects vllm)")
     assert len(cutover_commits(repo)) == 1
+
+
+async def test_the_audit_cronjob_command_line_exits_0_then_6(world: World, repo: BareRepo, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cutover audit` as the CronJob runs it: exit 0 and an OK outcome while the live backend serves; exit 6
+    with the cause on the last line once it does not."""
+    import contextlib
+    import io
+
+    import structlog
+
+    from conftest import GIT_TOKEN
+    from cutover import cli
+    from cutover.demo.contents import FakeContentsHost
+
+    vllm = world.add_pod("vllm", ready=True)
+    await world.settled()
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        (tmp_path / "plan.yaml").write_text(world.plan_text(git_api_url=fake.url))
+        for name, value in {"CUTOVER_PLAN": str(tmp_path / "plan.yaml"), "CUTOVER_GIT_TOKEN": GIT_TOKEN,
+                            "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")), "HOSTNAME": "audit-1",
+                            "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log")}.items():
+            monkeypatch.setenv(name, value)
+        outcomes = []
+        for _ in range(2):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                code = await cli.arun(["--log-format", "json", "audit"])
+            structlog.reset_defaults()
+            outcomes.append((code, out.getvalue().strip().splitlines()[-1]))
+            vllm.engine.served_names = ("reasoning",)  # then a served name goes missing
+    assert outcomes[0] == (0, "cutover audit: OK — the live backend vllm still serves every name")
+    assert outcomes[1][0] == 6 and "cause live_backend_unproven" in outcomes[1][1]
+    assert (tmp_path / "termination-log").read_text() == outcomes[1][1]
+    assert cutover_commits(repo) == []

@@ -183,3 +183,17 @@ def _no_cluster_write_but_the_three() -> bool:
 ])
 def test_the_guarantees(rule: str, holds: Any) -> None:
     assert holds(), rule
+
+
+@pytest.mark.parametrize(("seen", "verified", "expected"), [
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), None, decide.Verify("candle")),  # applied, unverified
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), "c0ffee" + "0" * 34, decide.Check("candle")),
+    (observed(VLLM, VLLM), None, decide.Check("vllm")),  # no cutover yet: the live backend still serves?
+    (observed(VLLM, CANDLE, cutover("vllm", "candle")), None,
+     decide.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")),
+    (observed(CANARY, VLLM), None,
+     decide.Nothing("the Service or Git selects no backend of the plan: not ours to audit")),
+    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), None, decide.Verify("vllm")),  # a rollback
+], ids=["unverified", "verified", "no-cutover", "not-applied", "not-ours", "rollback-unverified"])
+def test_audit_step(seen: decide.Observed, verified: str | None, expected: decide.Step) -> None:
+    assert decide.audit_step(seen, PLAN, verified=verified) == expected

@@ -104,3 +104,16 @@ async def test_the_presync_gate_reads_the_hydrated_manifest(world: World, kube: 
     assert gated.changed and gated.backend == "candle" and gated.revision == hydrated[:12]
     (read,) = named(events, "presync.hydrated")
     assert read["manifest"] == "llm-serving/manifest.yaml" and read["branch"] == sim_argocd.SYNC_BRANCH
+
+
+async def test_the_refresh_asks_the_hydrator_too(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
+                                                 make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    sim_argocd.seed_application(world, hydrator=True)
+    sim_argocd.apply_git(world, repo, PATH, revision=sim_argocd.hydrate(world, repo))
+    await phases.postsync(Run.create(kube, make_plan(), host, identity="cutover-postsync-1"))  # commits, refreshes
+    stored = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+    assert stored is not None and stored["metadata"]["annotations"] == {
+        "argocd.argoproj.io/refresh": "normal", "argocd.argoproj.io/hydrate": "normal"}

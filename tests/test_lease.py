@@ -111,3 +111,17 @@ async def test_a_lease_taken_from_us_is_noticed(world: World, kube: cluster.Clus
     assert lost["holder"] == "job-b" and lost["cause"] == "lock_lost"
     stored = world.kube.stored(LEASES, NAMESPACE, f"cutover-{SERVICE}")
     assert stored is not None and stored["spec"]["holderIdentity"] == "job-b"  # not released: it is not ours
+
+
+async def test_notes_on_the_lease_keep_its_holder_and_each_other(world: World, kube: cluster.Cluster) -> None:
+    from cutover import lease as lease_notes
+
+    clock = Clock()
+    async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-1", now=clock.now):
+        await lease_notes.annotate(kube, namespace=NAMESPACE, service=SERVICE, notes={lease_notes.VERIFIED: "abc"})
+        await lease_notes.annotate(kube, namespace=NAMESPACE, service=SERVICE, notes={"cutover.dev/other": "x"})
+        held = await kube.lease(NAMESPACE, "cutover-" + SERVICE)
+        assert held is not None and held.holder == "job-1"  # a note never takes the Lease from its holder
+    notes = await lease_notes.notes(kube, namespace=NAMESPACE, service=SERVICE)
+    assert notes[lease_notes.VERIFIED] == "abc" and notes["cutover.dev/other"] == "x"
+    assert await lease_notes.notes(kube, namespace=NAMESPACE, service="no-such-service") == {}

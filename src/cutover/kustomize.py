@@ -40,12 +40,12 @@ def command(environ: Mapping[str, str] | None = None) -> tuple[str, ...] | None:
     """The argv prefix of a kustomize build: `kustomize build`, else `kubectl kustomize`; None without either.
     CUTOVER_KUSTOMIZE names a binary explicitly."""
     environ = os.environ if environ is None else environ
-    explicit = environ.get("CUTOVER_KUSTOMIZE")
+    path, explicit = environ.get("PATH"), environ.get("CUTOVER_KUSTOMIZE")
     if explicit:
-        return (explicit, "build") if shutil.which(explicit) else None
-    if shutil.which("kustomize"):
+        return (explicit, "build") if shutil.which(explicit, path=path) else None
+    if shutil.which("kustomize", path=path):
         return ("kustomize", "build")
-    if shutil.which("kubectl"):
+    if shutil.which("kubectl", path=path):
         return ("kubectl", "kustomize")
     return None
 
@@ -55,7 +55,8 @@ def require() -> tuple[str, ...]:
     if found is None:
         raise InvalidInput("git.source kustomize: expected a kustomize binary (kustomize, or kubectl with its bundled "
                            "kustomize) on PATH, found neither", cause="kustomize_missing",
-                           hint="use the cutover image (it carries kustomize), or install kustomize v5")
+                           hint="use the cutover image (it carries kustomize), or install kubectl (it bundles "
+                                "kustomize) or a kustomize v5 binary")
     return found
 
 

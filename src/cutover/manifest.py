@@ -370,6 +370,10 @@ def edit_value(text: str, *, value_path: str, value: str, source: str = "file") 
     docs = _load_all(text, source=source, typ="rt")
     parent, key = _walk(_target(docs, _matching(docs, GitDocument("", ""), source)), value_path, source)
     old = parent[key]
+    if isinstance(old, Mapping | list) or old is None:
+        raise InvalidInput(f"{source}: {value_path}: expected a scalar to write {value!r} into, found "
+                           f"{type(old).__name__ if old is not None else 'nothing'}", cause="selector_not_mapping",
+                           hint="point git.selectorPath at the key the chart reads")
     if str(old) == value:
         return SelectorEdit(text, text, {value_path: str(old)}, {value_path: value})
     lines = text.splitlines(keepends=True)
@@ -378,8 +382,9 @@ def edit_value(text: str, *, value_path: str, value: str, source: str = "file") 
         raise InvalidInput(f"{source}: line {number + 1}: {value_path} is not a one-line scalar",
                            cause="selector_alias", hint="write the value on one line, without anchors")
     start, end, quote = _value_span(lines[number], column)
-    lines[number] = lines[number][:start] + (f"{quote}{value}{quote}" if quote else render_scalar(value)) + \
-        lines[number][end:]
+    # a number or a boolean stays one (a chart may compare it as such); a string stays a string
+    written = f"{quote}{value}{quote}" if quote else value if not isinstance(old, str) else render_scalar(value)
+    lines[number] = lines[number][:start] + written + lines[number][end:]
     edit = SelectorEdit(text, "".join(lines), {value_path: str(old)}, {value_path: value}, block=(number, number))
     before, after = _load_all(edit.before, source="before the edit", typ="safe"), _load_all(
         edit.after, source="after the edit", typ="safe")

@@ -1,0 +1,84 @@
+"""The ArgoCD API client on its own (httpx.MockTransport, fake time): what it asks, how it retries, what each
+refusal becomes; never the token in an error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cutover.argocdapi import ArgoCDApi, token
+from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
+from cutover.plan import ArgoCD
+
+pytestmark = pytest.mark.looptime
+
+SETTINGS = ArgoCD(application="llm-serving", namespace="argocd", server="https://argocd.example.invalid")
+TOKEN = "argocd-token-" + "Z" * 20
+
+
+def client(handler: httpx.MockTransport) -> ArgoCDApi:
+    return ArgoCDApi(SETTINGS, token=TOKEN, transport=handler)
+
+
+async def test_manifests_of_one_source_and_of_a_position() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"manifests": [json.dumps({"kind": "Service", "metadata": {"name": "s"}})]})
+
+    api = client(httpx.MockTransport(answer))
+    assert await api.manifests("abc") == [{"kind": "Service", "metadata": {"name": "s"}}]
+    await api.manifests("def", position=1)
+    await api.aclose()
+    assert [str(r.url) for r in seen] == [
+        "https://argocd.example.invalid/api/v1/applications/llm-serving/manifests?appNamespace=argocd&revision=abc",
+        "https://argocd.example.invalid/api/v1/applications/llm-serving/manifests?appNamespace=argocd&revisions=def"
+        "&sourcePositions=2"]
+    assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in seen)
+
+
+async def test_5xx_and_429_are_retried_then_answered() -> None:
+    answers = iter([httpx.Response(503), httpx.Response(429), httpx.Response(200, json={})])
+    api = client(httpx.MockTransport(lambda request: next(answers)))
+    await api.refresh()
+    await api.aclose()
+
+
+async def test_an_outage_ends_after_six_attempts() -> None:
+    calls = []
+
+    def down(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError("refused", request=request)
+
+    api = client(httpx.MockTransport(down))
+    with pytest.raises(ClusterUnavailable) as caught:
+        await api.refresh()
+    await api.aclose()
+    assert len(calls) == 6 and caught.value.cause == "cluster_api_unavailable"
+
+
+@pytest.mark.parametrize(("status", "cause"), [(401, "argocd_api_forbidden"), (403, "argocd_api_forbidden"),
+                                               (404, "argocd_api_error")])
+async def test_a_refusal_is_named_without_the_token(status: int, cause: str) -> None:
+    api = client(httpx.MockTransport(lambda request: httpx.Response(status, json={"message": "no"})))
+    with pytest.raises(ClusterError) as caught:
+        await api.manifests("abc")
+    await api.aclose()
+    assert caught.value.cause == cause and TOKEN not in str(caught.value) + caught.value.hint
+
+
+def test_the_token_from_a_file_is_stripped_and_a_missing_file_is_named(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    assert token(ArgoCD(application="a", token_file=str(tmp_path / "token"))) == TOKEN
+    monkeypatch.setenv("CUTOVER_ARGOCD_TOKEN", TOKEN)
+    assert token(ArgoCD(application="a")) == TOKEN
+    with pytest.raises(InvalidInput) as caught:
+        token(ArgoCD(application="a", token_file=str(tmp_path / "absent")))
+    assert caught.value.cause == "argocd_token_missing"
+    assert ArgoCDApi.connect(None) is None and ArgoCDApi.connect(ArgoCD(application="a")) is None

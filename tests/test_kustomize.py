@@ -1,0 +1,75 @@
+"""Finding and running real kustomize: `kustomize build`, else `kubectl kustomize`, else a clear error; a build
+that fails or hangs says so; the output is opened into objects (a `kind: List` into its items)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cutover import kustomize
+
+
+def bin_with(tmp_path: Path, *names: str) -> str:
+    """A PATH holding only programs of these names, each a link to the real tool or a script of ours."""
+    folder = tmp_path / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        target = folder / name
+        real = shutil.which("kubectl")
+        if name in ("kubectl", "kustomize") and real:
+            target.symlink_to(real)
+        else:
+            target.write_text("#!/bin/sh\nexit 0\n")
+            target.chmod(0o755)
+    return str(folder)
+
+
+def test_kustomize_first_then_kubectl_then_nothing(tmp_path: Path) -> None:
+    assert kustomize.command({"PATH": bin_with(tmp_path / "a", "kustomize", "kubectl")}) == ("kustomize", "build")
+    assert kustomize.command({"PATH": bin_with(tmp_path / "b", "kubectl")}) == ("kubectl", "kustomize")
+
+
+def test_without_either_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert kustomize.command() is None
+    with pytest.raises(kustomize.InvalidInput) as caught:
+        kustomize.require()
+    assert caught.value.cause == "kustomize_missing" and "kubectl" in caught.value.hint
+
+
+def test_an_explicit_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", bin_with(tmp_path, "kustomize-5.5"))
+    assert kustomize.command({"CUTOVER_KUSTOMIZE": "kustomize-5.5", "PATH": os.environ["PATH"]}) == (
+        "kustomize-5.5", "build")
+
+
+async def test_a_build_kustomize_refuses_is_render_failed(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
+    with pytest.raises(kustomize.RenderFailed) as caught:
+        await kustomize.build(tmp_path, where="overlays/prod@main")
+    assert caught.value.cause == "render_failed" and caught.value.exit_code == 2
+    assert caught.value.message.startswith("overlays/prod@main: kustomize build failed:") and "missing.yaml" in \
+        caught.value.message
+
+
+async def test_a_build_that_hangs_is_cut_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow = tmp_path / "bin" / "kustomize"
+    slow.parent.mkdir()
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{slow.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(kustomize, "BUILD_TIMEOUT", 0.2)
+    with pytest.raises(kustomize.RenderFailed) as caught:
+        await kustomize.build(tmp_path, where="overlays/prod@main")
+    assert "did not finish within 0s" in caught.value.message or "did not finish" in caught.value.message
+
+
+def test_documents_open_lists_and_read_json() -> None:
+    text = ('{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Service", "metadata": {"name": "a"}},'
+            ' {"kind": "ConfigMap", "metadata": {"name": "b"}}]}\n---\n---\nkind: Secret\nmetadata: {name: c}\n')
+    assert [doc["kind"] for doc in kustomize.documents(text, where="x")] == ["Service", "ConfigMap", "Secret"]
+    with pytest.raises(kustomize.RenderFailed):
+        kustomize.documents("kind: [unclosed\n", where="x")
