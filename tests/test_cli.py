@@ -94,7 +94,8 @@ async def test_a_bad_plan_exits_2_and_touches_nothing(cutover: Run, world: World
     result = await cutover("verify", "--backend", "candle", plan=bad)
     assert result.code == 2
     assert "git.url: expected a URL without credentials" in result.outcome
-    assert "[REDACTED]" in result.outcome  # the token in the URL is shown as redacted, never as itself
+    assert "found 'https://github.com/...' (a URL with credentials in it, not shown)" in result.outcome  # scheme
+    assert TOKEN not in result.stdout + result.stderr  # and host only: never the userinfo, not even cut short
     assert list(world.kube) == []  # not one request reached the cluster
 
 

@@ -122,6 +122,7 @@ class Case:
     commits: tuple[str, ...] = (SWITCH,)
     cause: str = "-"
     saw: tuple[str, ...] = ()  # events that prove the fault was met
+    unseen: tuple[str, ...] = ()  # events that must not happen (the fault handled, not merely survived)
     host: str = "github"
     script: Script = dataclasses.field(default_factory=lambda: Script(pull=30, load=240))  # the target pod's
     back: bool = False  # the other way round: candle-vllm serves, a vLLM pod starts, the plan's target is vllm
@@ -291,6 +292,16 @@ CASES = [
     Case("git", "someone selects a canary meanwhile", at("names.proven", lambda stage: stage.other_commit(
         "ops: canary", lambda text: text.replace("component: predictor", "component: canary"))),
          commits=("ops: canary",), steps=(Step(("run",), 5),), cause="git_conflict"),
+    Case("git", "GitHub 307 on the write (a renamed repository)", host_faults(Fault(
+        "PUT", 307, {"Location": "https://api.github.com/repositories/4711/contents/x?token=secret-in-the-url"})),
+         commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("git", "GitHub 200 to the write without a commit", host_faults(Fault("PUT", 200, body={"content": {}})),
+         commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("git", "GitHub says committed, the branch does not hold it", host_faults(Fault(
+        "PUT", 200, body={"commit": {"sha": "d" * 40, "html_url": "https://github.com/x"}})),
+         commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("git", "token with a trailing newline (echo'd into the Secret)",
+         lambda stage: stage.env.update(CUTOVER_GIT_TOKEN=TOKEN + "\n")),
     Case("git", "Forgejo 422 stale sha", host_faults(Fault("PUT", 422, body={"message": "sha does not match"})),
          host="gitea", saw=("git.conflict_retry",)),
     Case("git", "Forgejo 500 on the write", host_faults(Fault("PUT", 500)), host="gitea", saw=("git.retry",)),
@@ -367,6 +378,8 @@ CASES = [
     Case("slack", "Slack 429 with Retry-After", slack_faults((429, {"Retry-After": "3"}), (429, {})), slack=True),
     Case("slack", "Slack 500 five times", slack_faults(*[(500, {})] * 5), slack=True),
     Case("slack", "Slack hangs", slack_hangs, slack=True, saw=("slack.unsent",)),
+    Case("slack", "webhook with a trailing newline", lambda stage: stage.env.update(
+        CUTOVER_SLACK_WEBHOOK=stage.slack.webhook + "\n"), slack=True, unseen=("slack.dropped", "slack.unsent")),
     # kills and re-runs
     *[Case("kill", f"run killed at {event}", steps=kill(("run",), event), saw=(event,))
       for event in ("lock.acquired", "target.watching", "target.ready", "names.proven", "git.committed",
@@ -497,6 +510,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
     assert commits == list(case.commits)
     assert cause == case.cause, outcome
     assert [event for event in case.saw if event not in stage.seen] == [], "the fault was never met"
+    assert [event for event in case.unseen if event in stage.seen] == [], "the fault was survived, not handled"
     assert left == ([], []) and stage.met != 0, "an injected fault was never met"
     assert stage.tail <= 5.5, f"the exit waited {stage.tail:.1f} s after the outcome"
     theirs = next(entry.sha for entry in repo.log(PATH) if not entry.message.startswith("cutover("))

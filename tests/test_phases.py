@@ -197,7 +197,8 @@ async def test_postsync_after_argocd_applied_verifies_the_switch(
 
 async def test_a_postsync_reads_the_file_once_and_its_history_once(
         world: World, kube: cluster.Cluster, repo: BareRepo, make_plan: Any) -> None:
-    """Advancing (wait, prove, commit), then verifying: each reads Git once per kind, and the commit is one PUT."""
+    """Advancing (wait, prove, commit), then verifying: each reads Git once per kind; the commit is one PUT, read
+    back once before it counts as committed."""
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
@@ -211,7 +212,7 @@ async def test_a_postsync_reads_the_file_once_and_its_history_once(
                                  else "contents") for method, path, _ in fake.requests))
             argocd_applies(world, repo)
         await client.aclose()
-    assert kinds == [[("GET", "commits"), ("GET", "contents"), ("PUT", "contents")],
+    assert kinds == [[("GET", "commits"), ("GET", "contents"), ("GET", "contents"), ("PUT", "contents")],
                      [("GET", "commits"), ("GET", "contents")]]
 
 

@@ -157,6 +157,11 @@ BAD = [
     ("credentials in the url", _edit("url: https://github.com/acme/gitops.git",
                                      "url: https://bot:hunter2hunter2@github.com/acme/gitops.git"),
      "git.url", "a URL without credentials"),
+    ("a long token in the url", _edit("url: https://github.com/acme/gitops.git",
+                                      "url: https://x-access-token:ghp_" + "L" * 36 + "@github.com/acme/gitops.git"),
+     "git.url", "found 'https://github.com/...' (a URL with credentials in it, not shown)"),
+    ("a token in the api url", _edit("apiUrl: null", "apiUrl: https://bot:" + "S" * 40 + "@ghe.example/api/v3"),
+     "git.apiUrl", "found 'https://ghe.example/...' (a URL with credentials in it, not shown)"),
     ("one backend only", _edit("""  candle:
     selector:
       app.kubernetes.io/name: llm-reasoning-candle
@@ -198,6 +203,7 @@ def test_bad_plans_name_the_field_and_what_was_found(why: str, text: str, field:
         plan.parse(text, source="plan.yaml")
     message = caught.value.message
     assert message.startswith(f"plan.yaml: {field}: expected "), message
+    assert "L" * 36 not in message and "S" * 40 not in message and "hunter2" not in message  # never echoed
     assert words in message, message
     assert caught.value.exit_code == ExitCode.INVALID_INPUT
     assert caught.value.hint

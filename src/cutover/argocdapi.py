@@ -12,15 +12,14 @@ connections, six attempts. Called by `sync` (refresh) and the render check.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import httpx
 import structlog
 import tenacity
 
-from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
+from cutover import secrets
+from cutover.errors import ClusterError, ClusterUnavailable
 from cutover.plan import ArgoCD
 
 log = structlog.get_logger("cutover.argocd")
@@ -34,12 +33,9 @@ __all__ = ["ArgoCDApi", "token"]
 def token(settings: ArgoCD) -> str | None:
     """The API token from argocd.tokenFile, else CUTOVER_ARGOCD_TOKEN; never logged."""
     if settings.token_file:
-        try:
-            return Path(settings.token_file).read_text(encoding="utf-8").strip() or None
-        except OSError as exc:
-            raise InvalidInput(f"argocd.tokenFile {settings.token_file}: cannot read: {exc.strerror}",
-                               cause="argocd_token_missing", hint="mount the ArgoCD account's token there") from exc
-    return os.environ.get(TOKEN_ENV) or None
+        return secrets.from_file(settings.token_file, field="argocd.tokenFile", cause="argocd_token_missing",
+                                 hint="mount the ArgoCD account's token there")
+    return secrets.from_env(TOKEN_ENV)
 
 
 def _retrying() -> tenacity.AsyncRetrying:

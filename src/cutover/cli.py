@@ -253,10 +253,15 @@ def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube:
 
 
 def _read_secret(path: str | None, env: str) -> str | None:
-    if path:
-        with contextlib.suppress(OSError):
-            return Path(path).read_text(encoding="utf-8").strip() or None
-    return os.environ.get(env) or None
+    """Slack's webhook or bot token: best effort (an unreadable file means no Slack, never a failed cutover)."""
+    from cutover import secrets  # noqa: PLC0415
+    from cutover.errors import CutoverError  # noqa: PLC0415
+
+    with contextlib.suppress(CutoverError):
+        found = secrets.from_file(path, field="notify.slack", cause="invalid_input", hint="")
+        if found:
+            return found
+    return secrets.from_env(env)
 
 
 async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
@@ -313,10 +318,10 @@ def _identity() -> str:
 
 def _secret_values(files: Sequence[str]) -> list[str]:
     """Secret values this process may hold (environment and files), so the redactor can hide them anywhere."""
-    values = [os.environ.get(name, "") for name in SECRET_ENV]
+    values = [(os.environ.get(name) or "").strip() for name in SECRET_ENV]
     for path in files:
-        with contextlib.suppress(OSError):  # not mounted: nothing to hide
-            values.append(Path(path).read_text().strip())
+        with contextlib.suppress(OSError, UnicodeDecodeError):  # not mounted: nothing to hide
+            values.append(Path(path).read_text(encoding="utf-8").strip())
     return [value for value in values if value]
 
 

@@ -37,6 +37,7 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_CREDENTIALS = re.compile(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s@]+@")  # scheme://userinfo@host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,6 +269,9 @@ def _describe(value: Any) -> str:
         return "{} (an empty mapping)" if not value else f"a mapping with keys {', '.join(map(str, value))}"
     if isinstance(value, list):
         return "[] (an empty list)" if not value else f"a list of {len(value)}"
+    if isinstance(value, str) and _CREDENTIALS.search(value):  # never echoed, not even cut short
+        parts = urlsplit(value.strip())
+        return f"'{parts.scheme}://{parts.hostname or '?'}/...' (a URL with credentials in it, not shown)"
     text = ("true" if value else "false") if isinstance(value, bool) else repr(value)
     text = text if len(text) <= 60 else text[:57] + "..."
     return f"{text} ({kinds.get(type(value), type(value).__name__)})"

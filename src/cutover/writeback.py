@@ -131,9 +131,19 @@ class _Writer:
         if git.mode == "pull-request":
             return await self.through_pull_request(edit)
         written = await self.host.write(git.path, edit.after, expected=current, message=self.text, author=self.author)
+        await self.confirm(written.sha, edit)
         log.info(milestones.COMMITTED, path=git.path, commit=written.sha, url=written.url, to=self.to,
                  attempts=number)
         return Result(True, written.sha, written.url, number, edit.diff(git.path))
+
+    async def confirm(self, sha: str, edit: SelectorEdit) -> None:
+        """Read the file back: a host's word is not a commit until Git holds the edit (SPEC §6.5)."""
+        held = await self.host.read(self.plan.git.path)
+        if held.content != edit.after:
+            raise GitError(f"{self.plan.git.path}: the host answered the write with {sha[:12] or 'no commit'}, but "
+                           "the branch does not hold the edit", cause="git_rejected",
+                           hint="a proxy or a branch protection may answer for the host; nothing was counted as "
+                                "committed")
 
     async def through_pull_request(self, edit: SelectorEdit) -> Result:
         git = self.plan.git

@@ -15,17 +15,18 @@ import abc
 import dataclasses
 import email.utils
 import io
-import os
 import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import httpx
 import structlog
 import tenacity
 
+from cutover import secrets
 from cutover.errors import GitError, InvalidInput
 from cutover.plan import GitSettings
 from cutover.views import Commit
@@ -217,14 +218,11 @@ async def _capped(response: httpx.Response, *, what: str) -> bytes:
 
 
 def token(settings: GitSettings) -> str | None:
-    """The token from git.tokenFile, else CUTOVER_GIT_TOKEN; never logged."""
+    """The token from git.tokenFile, else CUTOVER_GIT_TOKEN, stripped; never logged."""
     if settings.token_file:
-        try:
-            return Path(settings.token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise InvalidInput(f"git.tokenFile {settings.token_file}: cannot read: {exc.strerror}",
-                               cause="git_token_missing", hint="mount the token Secret at that path") from exc
-    return os.environ.get("CUTOVER_GIT_TOKEN") or None
+        return secrets.from_file(settings.token_file, field="git.tokenFile", cause="git_token_missing",
+                                 hint="mount the token Secret at that path")
+    return secrets.from_env("CUTOVER_GIT_TOKEN")
 
 
 def retry_after(response: httpx.Response, *, now: float | None = None) -> float | None:
@@ -262,17 +260,33 @@ def retrying() -> tenacity.AsyncRetrying:
                                   stop=tenacity.stop_after_attempt(6), before_sleep=_log_retry, reraise=True)
 
 
+def _moved(response: httpx.Response, *, what: str, provider: str) -> GitError:
+    moved = urlsplit(response.headers.get("location", "")).hostname or "an unnamed place"
+    return GitError(f"{provider} answered {response.status_code} to {what}, redirecting to {moved}",
+                    cause="git_rejected", hint="the repository moved (renamed or transferred?): point git.url (and "
+                                               "git.apiUrl) at where it lives now")
+
+
 def classify(response: httpx.Response, *, what: str, provider: str) -> GitError | None:
-    """The own error for a host's answer, or None for success."""
+    """The own error for a host's answer, or None for success: 2xx only. A redirect is never followed with the
+    token, and never success: GitHub answers 307 to a write on a renamed repository, and a 3xx taken for a commit
+    once let cutover log `git.committed` with nothing in Git. Its Location is named by host, never in full."""
     status = response.status_code
-    if status < 400:
+    if 200 <= status < 300:
         return None
+    if 300 <= status < 400:
+        return _moved(response, what=what, provider=provider)
     wait = retry_after(response)
     if status == 429 or (status == 403 and (wait is not None or "rate limit" in response.text.lower())):
         return HostUnavailable(f"{provider} rate limit on {what} ({status})", retry_after=wait,
                                hint="the token's rate limit is exhausted; retried after the reset")
     if status >= 500:
         return HostUnavailable(f"{provider} answered {status} to {what}", retry_after=wait)
+    return _refused(response, what=what, provider=provider)
+
+
+def _refused(response: httpx.Response, *, what: str, provider: str) -> GitError:
+    status = response.status_code
     if status in (401, 403):
         return GitError(f"{provider} refused {what} ({status})", cause="git_auth",
                         hint="check the token and its scopes: it needs read and write on the repository contents")

@@ -86,8 +86,12 @@ class ContentsApi(HttpHost):
         body = {"message": message, "content": base64.b64encode(content.encode()).decode(), "sha": expected.version,
                 "branch": target, "committer": person, "author": person}
         response = await self.call("PUT", self._contents(path), json=body, what=f"write {path}@{target}")
-        commit = response.json().get("commit") or {}
-        return Written(sha=commit.get("sha", ""), url=commit.get("html_url"))
+        commit = _json(response).get("commit") or {}
+        if not isinstance(commit, dict) or not commit.get("sha"):
+            raise GitError(f"{self.name}: write {path}@{target}: answered {response.status_code} without a commit",
+                           cause="git_rejected", hint="the host did not say it committed; nothing is counted as "
+                                                      "committed until it does")
+        return Written(sha=str(commit["sha"]), url=commit.get("html_url"))
 
     async def snapshot(self, ref: str, into: Path) -> Path:
         url = f"/repos/{self.owner}/{self.repo}/{self.archive.format(ref=quote(ref, safe=''))}"
@@ -151,6 +155,14 @@ class ContentsApi(HttpHost):
                                     params={"path": path, "sha": self.branch, self.history_limit_param: str(limit)},
                                     what=f"history of {path}")
         return [_commit(item) for item in response.json()]
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _commit(item: dict[str, Any]) -> Commit:
