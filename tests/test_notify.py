@@ -167,3 +167,15 @@ async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: F
     assert stages.count("started") == 1 and "verified" in stages
     lease = world.kube.stored("coordination.k8s.io/v1/leases", NAMESPACE, f"cutover-{NAME}")
     assert lease["metadata"]["annotations"]["cutover.dev/slack-thread-ts"] == "1700000000.000001"
+
+
+def test_what_came_from_outside_cannot_mention_or_link() -> None:
+    """An engine's answer, a pod's message or a commit author may hold `<!channel>` or a link: shown literally."""
+    event = {"event": "names.failed", "service": "llm-serving/svc", "cause": "http_status",
+             "message": "pod x: <!channel> please <https://evil.example|click> & see", "hint": "a > b",
+             "commit": "by Eve <eve@example.invalid>"}
+    message = notify.Message("k", "failed", event)
+    rendered = json.dumps(notify.blocks(message)) + notify.text(message)
+    assert "<!channel>" not in rendered and "<https://" not in rendered and "<eve@" not in rendered
+    assert "&lt;!channel&gt; please &lt;https://evil.example|click&gt; &amp; see" in rendered
+    assert "*Cause* `http_status`" in rendered  # our own formatting stays formatting

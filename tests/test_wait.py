@@ -4,6 +4,7 @@ engine doubles, in fake time: a 30-minute startup runs in milliseconds and elaps
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -120,7 +121,25 @@ async def test_no_pod_matching_the_selector(world: World, kube: cluster.Cluster,
     with pytest.raises(TargetNotReady) as caught:
         await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
     assert caught.value.cause == "no_target_pods" and "labels match the plan" in caught.value.hint
+    assert caught.value.message.endswith("; no pod matches any of its labels")
     assert loop.time() - start == pytest.approx(120, abs=1)
+
+
+async def test_verify_with_no_pod_at_all_names_where_it_looked_and_the_near_misses(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    """Not "0 of 1 pods Ready now": no pod in the namespace matches the selector, and one nearly does."""
+    world.add_pod("vllm", ready=True)  # shares component=predictor with candle's selector
+    plan = make_plan()
+    typo = dataclasses.replace(plan.backends["candle"], selector={"app.kubernetes.io/name": "llm-reasoning-candel",
+                                                                  "component": "predictor"})
+    with pytest.raises(TargetNotReady) as caught:
+        await wait.prove_backend(kube, plan, typo, wait=False)
+    message = caught.value.message
+    assert caught.value.cause == "no_target_pods" and caught.value.exit_code == 3
+    assert message.startswith("no pod in llm-serving matches app.kubernetes.io/name=llm-reasoning-candel,"
+                              "component=predictor; pods matching part of it: reasoning-long-predictor-vllm-")
+    assert "(lacks app.kubernetes.io/name=llm-reasoning-candel)" in message
+    assert "backends.candle.selector" in caught.value.hint
 
 
 async def test_the_pod_deleted_during_the_wait(world: World, kube: cluster.Cluster,

@@ -71,6 +71,12 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def escaped(value: object) -> str:
+    """Text from outside (engine answers, pod messages, commit authors) as Slack shows it literally: `&`, `<`
+    and `>` escaped, so it can neither mention (`<!channel>`) nor link (`<https://...|...>`)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def blocks(message: Message) -> list[dict[str, Any]]:
     """A header, up to 10 fields and, on failure, the cause and the hint; within Slack's documented limits
     (header text 150, field 2000, section text 3000 characters; at most 50 blocks)."""
@@ -82,21 +88,23 @@ def blocks(message: Message) -> list[dict[str, Any]]:
                        ("names", "Names"), ("commit", "Commit"), ("url", "Link"), ("ready", "Ready pods")):
         if event.get(key) not in (None, "", []):
             value = event[key]
-            fields.append((label, ", ".join(map(str, value)) if isinstance(value, list) else str(value)))
+            fields.append((label, escaped(", ".join(map(str, value)) if isinstance(value, list) else value)))
     result: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _clip(f"cutover {service} {move}".strip(), 150)}},
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(escaped(f"cutover {service} {move}".strip()),
+                                                                         150)}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
                                        for label, value in fields[:10]]},
     ]
     if event.get("cause"):
-        detail = f"*Cause* `{event['cause']}`: {event.get('message', '')}\n*Hint* {event.get('hint', '')}"
+        detail = (f"*Cause* `{escaped(event['cause'])}`: {escaped(event.get('message', ''))}\n"
+                  f"*Hint* {escaped(event.get('hint', ''))}")
         result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(detail, 3000)}})
     return result[:50]
 
 
 def text(message: Message) -> str:
     """The plain-text fallback (notifications, screen readers)."""
-    return _clip(f"cutover {message.event.get('service', '')}: {message.stage}", 3000)
+    return _clip(escaped(f"cutover {message.event.get('service', '')}: {message.stage}"), 3000)
 
 
 # --- transports --------------------------------------------------------------------------------------------

@@ -162,7 +162,7 @@ def _failure(
     if not live:
         return Failure(
             cause="no_target_pods",
-            message=f"no pod matches the target selector after {elapsed:.0f}s",
+            message=f"no pod matches the target selector after {elapsed:.0f}s",  # `wait` adds the near misses
             hint="check that the target workload is committed and synced, and that its labels match the plan",
         )
     return Failure(

@@ -10,13 +10,14 @@ commands and the phases.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 
 import structlog
 
 from cutover import engines, milestones, netpolicy, profiles, readiness
 from cutover.clock import Clock
-from cutover.cluster import Cluster, PodWatch
+from cutover.cluster import Cluster, PodWatch, selector_text
 from cutover.errors import NamesNotProven, TargetNotReady
 from cutover.plan import Backend, Plan
 from cutover.profiles import PodProof, Problem
@@ -67,15 +68,13 @@ class _Wait:
                 await self.watch.relist()  # never fail on a view that might lag behind the API
                 found = self.assess()
                 if found.failure is not None:
-                    raise self._not_ready(found.failure)
+                    raise await self._failed(found.failure)
             if found.satisfied and self._due(self.next_proof):
                 proven = await self._prove(found)
                 if proven is not None:
                     return proven
             elif not found.satisfied and not self.keep_waiting:
-                raise TargetNotReady(
-                    f"backend {self.backend.name}: {len(found.ready)} of {self.settings.min_ready} pods Ready now",
-                    cause="target_not_ready_now", hint="run with --wait to wait on the startup timeline")
+                raise await self._not_ready_now(found)
             await self.watch.changed(self._sleep(found))
             self._maybe_progress()
 
@@ -97,6 +96,33 @@ class _Wait:
         log.info(milestones.WAITING, backend=self.backend.name, elapsed=round(found.elapsed),
                  budget_left=round(found.budget_left), ready=len(found.ready),
                  pods=[_pod_line(pod) for pod in found.pods])
+
+    async def _not_ready_now(self, found: readiness.Assessment) -> TargetNotReady:
+        if not found.pods:  # none at all: say where we looked, and what nearly matched
+            failure = readiness.Failure("no_target_pods", f"no pod in {self.plan.service.namespace} matches "
+                                                          f"{selector_text(self.backend.selector)}",
+                                        "check that the target workload is synced and that its pod labels match "
+                                        f"backends.{self.backend.name}.selector")
+            return await self._failed(failure)
+        return TargetNotReady(f"backend {self.backend.name}: {len(found.ready)} of {self.settings.min_ready} pods "
+                              "Ready now", cause="target_not_ready_now",
+                              hint="run with --wait to wait on the startup timeline")
+
+    async def _failed(self, failure: readiness.Failure) -> TargetNotReady:
+        if failure.cause == "no_target_pods":
+            failure = dataclasses.replace(failure, message=failure.message + await self._near_misses())
+        return self._not_ready(failure)
+
+    async def _near_misses(self) -> str:
+        """Pods that carry some of the selector's labels, and which they lack: the usual typo, found for the user."""
+        near: dict[str, list[str]] = {}
+        for key, value in self.backend.selector.items():
+            pods, _ = await self.cluster.pods(self.plan.service.namespace, {key: value})
+            for pod in pods:
+                near.setdefault(pod.name, [f"{k}={v}" for k, v in self.backend.selector.items()
+                                           if pod.labels.get(k) != v])
+        shown = [f"{name} (lacks {', '.join(lacks)})" for name, lacks in sorted(near.items())[:5]]
+        return f"; pods matching part of it: {'; '.join(shown)}" if shown else "; no pod matches any of its labels"
 
     def _not_ready(self, failure: readiness.Failure) -> TargetNotReady:
         event = milestones.BUDGET_EXHAUSTED if failure.cause in ("startup_budget_exhausted", "no_target_pods") \
