@@ -207,3 +207,14 @@ async def test_a_scratch_branch_is_pushed_and_deleted(host: GitPush, repo: BareR
     assert repo.head("cutover/check") == sha and repo.head() == head
     await host.drop("cutover/check")
     assert repo.head("cutover/check") is None
+
+
+async def test_history_pages_past_the_shallow_fetch(host: GitPush, repo: BareRepo) -> None:
+    for number in range(60):  # beyond the 50 commits the first fetch brings
+        repo.commit({"README.md": f"gitops {number}\n", PATH: FIXTURE + f"# {number}\n"}, f"docs {number}\n")
+    first = await host.history(PATH, limit=20)
+    third = await host.history(PATH, limit=20, page=3)
+    fourth = await host.history(PATH, limit=20, page=4)
+    assert [c.title for c in first][:2] == ["docs 59", "docs 58"]
+    assert [c.title for c in third][-1] == "docs 0" and [c.title for c in fourth] == [
+        "Add the reasoning-long Service"]

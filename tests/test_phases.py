@@ -278,6 +278,30 @@ async def test_a_rollback_hold_stops_postsync(world: World, kube: cluster.Cluste
     assert named(events, "cutover.held")
 
 
+async def test_a_rollback_hold_25_commits_back_still_stops_postsync(world: World, kube: cluster.Cluster,
+                                                                    host: GitHub, repo: BareRepo, make_plan: Any,
+                                                                    events: list[dict[str, Any]]) -> None:
+    """The history is paged back to the newest cutover commit: people editing the file 25 times since the
+    rollback (beyond one page of 20) do not make PostSync forget the hold."""
+    the_plan = make_plan()
+    switch(repo, the_plan, "candle")
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    back = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+                                  selector=the_plan.backends["vllm"].selector)
+    text = writeback.message(the_plan, trailers=Trailers(id="r0", source="candle", to="vllm", plan=the_plan.name,
+                                                         hold="vllm"), proof=None)
+    repo.commit({PATH: back.after}, text)
+    for number in range(25):
+        content, _ = repo.read(PATH)  # type: ignore[misc]
+        repo.commit({PATH: content.replace("# Ports:", f"# Ports ({number}):", 1) if number == 0 else
+                     content.replace(f"# Ports ({number - 1}):", f"# Ports ({number}):")}, f"docs {number}\n")
+    world.add_pod("candle", ready=True)
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
+    assert report.data == {"held": "vllm"}
+    assert len([e for e in repo.log(PATH, limit=100) if e.message.startswith("cutover(")]) == 1  # no new commit
+    assert not named(events, "git.history_bound")
+
+
 @pytest.mark.parametrize(("trailers", "ready", "serving", "words"), [
     (Trailers(service_uid="u1", cluster_ip="10.0.0.1"), {"1.1.1.1"}, {"1.1.1.1"}, []),
     (Trailers(service_uid="u0"), {"1.1.1.1"}, {"1.1.1.1"}, ["re-created (uid u1, was u0)"]),

@@ -42,7 +42,7 @@ async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
     plan = run.plan
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     version = await run.host.read(plan.git.path)
-    history = await run.host.history(plan.git.path)
+    history = await writeback.history(run.host, plan)
     in_git = await run.source.selector(version, ref=None, where=plan.git.path)
     return decide.Observed(live, in_git, decide.last_cutover(history, plan)), writeback.Seen(version, history, in_git)
 
@@ -187,7 +187,7 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
     log.info(milestones.SYNCED, commit=commit[:12], waited=round(loop.time() - started))
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     after = decide.Observed(live, plan.backend(to).selector, decide.last_cutover(
-        await run.host.history(plan.git.path), plan))
+        await writeback.history(run.host, plan), plan))
     verified = await _verified(run, after, None, backend=to, to=to, hold=hold)
     if hold:
         log.info(milestones.HELD, on=hold, commit=commit[:12], hint="change the plan's target to resume cutovers")

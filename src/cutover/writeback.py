@@ -28,6 +28,7 @@ from cutover.trailers import Trailers
 log = structlog.get_logger("cutover")
 
 CONFLICT_TRIES = 10
+HISTORY_PAGE, HISTORY_PAGES = 20, 25  # the file's history is read a page at a time, up to 500 commits back
 MERGE_POLL = 30.0  # seconds between looks at an open pull request (Kargo's git-wait-for-pr polls every 30 s)
 MERGE_WAIT = 3600.0  # how long a pull-request-mode cutover waits for someone to merge
 
@@ -50,6 +51,22 @@ class Seen:
     version: FileVersion
     history: Sequence[Commit]
     selector: Mapping[str, str]  # what the source read in `version`: not parsed twice
+
+
+async def history(host: GitHost, plan: Plan) -> list[Commit]:
+    """The file's history back to the newest cutover commit of this plan (a rollback's hold lives there, however
+    many commits people made since), read a page at a time; past HISTORY_PAGES pages without one, the plan is
+    taken as never to have switched this file, and the log says so."""
+    seen: list[Commit] = []
+    for page in range(1, HISTORY_PAGES + 1):
+        batch = await host.history(plan.git.path, limit=HISTORY_PAGE, page=page)
+        seen += batch
+        if decide.last_cutover(batch, plan) is not None or len(batch) < HISTORY_PAGE:
+            return seen
+    log.warning("git.history_bound", path=plan.git.path, commits=len(seen), cause="git_history_deep",
+                hint=f"no cutover commit of {plan.name} in the file's last {len(seen)} commits: a rollback's hold "
+                     "older than that is not seen; run `cutover run --to BACKEND` to be explicit")
+    return seen
 
 
 def message(plan: Plan, *, trailers: Trailers, proof: Proof | None, note: str | None = None) -> str:

@@ -108,8 +108,9 @@ class FakeGitLab(FakeHost):
         return web.Response(body=body, content_type="application/x-gzip")
 
     async def _commits(self, request: web.Request) -> web.Response:
-        entries = self.repo.log(request.query.get("path"), branch=request.query.get("ref_name"),
-                                limit=int(request.query.get("per_page", "20")))
+        limit = int(request.query.get("per_page", "20"))
+        entries = self.repo.log(request.query.get("path"), branch=request.query.get("ref_name"), limit=limit,
+                                skip=limit * (int(request.query.get("page", "1")) - 1))
         return web.json_response([
             {"id": entry.sha, "short_id": entry.sha[:8], "title": entry.message.split("\n", 1)[0],
              "message": entry.message, "author_name": entry.name, "author_email": entry.email,

@@ -123,7 +123,9 @@ class FakeContentsHost(FakeHost):
 
     async def _commits(self, request: web.Request) -> web.Response:
         limit = int(request.query.get("limit" if self.flavor == "gitea" else "per_page", "30"))
-        entries = self.repo.log(request.query.get("path"), branch=request.query.get("sha"), limit=limit)
+        page = int(request.query.get("page", "1"))
+        entries = self.repo.log(request.query.get("path"), branch=request.query.get("sha"), limit=limit,
+                                skip=limit * (page - 1))
         return web.json_response([
             {"sha": entry.sha, "html_url": f"https://github.com/{self.owner}/{self.name}/commit/{entry.sha}",
              "commit": {"message": entry.message.rstrip("\n"),

@@ -84,11 +84,12 @@ class BareRepo:
         self.git("update-ref", f"refs/heads/{branch}", sha, *([old] if old else []))
         return sha
 
-    def log(self, path: str | None = None, *, branch: str | None = None, limit: int = 20) -> list[LogEntry]:
+    def log(self, path: str | None = None, *, branch: str | None = None, limit: int = 20,
+            skip: int = 0) -> list[LogEntry]:
         start = self.resolve(branch)
         if start is None:
             return []
-        out = self.git("log", f"-{limit}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", start,
+        out = self.git("log", f"-{limit}", f"--skip={skip}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", start,
                        *(["--", path] if path else []))
         entries = []
         for record in out.split("\x1e"):

@@ -126,8 +126,8 @@ class GitHost(abc.ABC):
         """Commit `content`, only if the file is still at `expected` (StaleVersion otherwise)."""
 
     @abc.abstractmethod
-    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
-        """The newest commits that touched `path`, newest first."""
+    async def history(self, path: str, *, limit: int = 20, page: int = 1) -> list[Commit]:
+        """The commits that touched `path`, newest first: `limit` of them, the `page`-th such batch."""
 
     @abc.abstractmethod
     async def snapshot(self, ref: str, into: Path) -> Path:

@@ -150,9 +150,10 @@ class ContentsApi(HttpHost):
     async def _branch_from_base(self, branch: str) -> None:
         raise NotImplementedError
 
-    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
+    async def history(self, path: str, *, limit: int = 20, page: int = 1) -> list[Commit]:
         response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/commits",
-                                    params={"path": path, "sha": self.branch, self.history_limit_param: str(limit)},
+                                    params={"path": path, "sha": self.branch, self.history_limit_param: str(limit),
+                                            **({"page": str(page)} if page > 1 else {})},
                                     what=f"history of {path}")
         return [_commit(item) for item in response.json()]
 

@@ -94,9 +94,10 @@ class GitLab(HttpHost):
         commit = response.json()
         return Written(sha=commit.get("id", ""), url=commit.get("web_url"))
 
-    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
+    async def history(self, path: str, *, limit: int = 20, page: int = 1) -> list[Commit]:
         response = await self.call("GET", f"/projects/{self.project}/repository/commits",
-                                   params={"ref_name": self.branch, "path": path, "per_page": str(limit)},
+                                   params={"ref_name": self.branch, "path": path, "per_page": str(limit),
+                                           **({"page": str(page)} if page > 1 else {})},
                                    what=f"history of {path}")
         return [Commit(sha=item.get("id", ""), title=item.get("title", ""),
                        author=f"{item.get('author_name', '?')} <{item.get('author_email', '?')}>",

@@ -186,9 +186,15 @@ class GitPush(GitHost):
         tree = (await self.git("write-tree", env=identity)).strip()
         return (await self.git("commit-tree", tree, "-p", parent, stdin=message.encode(), env=identity)).strip()
 
-    async def history(self, path: str, *, limit: int = 20) -> list[Commit]:
+    async def history(self, path: str, *, limit: int = 20, page: int = 1) -> list[Commit]:
         head = self._head or await self._fetch()
-        out = await self.git("log", f"-{limit}", "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", head, "--", path)
+        if page > 1:  # beyond the shallow fetch: fetch deeper (a larger --depth; --deepen trips protocol v2)
+            async for attempt in retrying():
+                with attempt:
+                    await self.git("fetch", "--quiet", "--no-tags", f"--depth={HISTORY_DEPTH * page}", "origin",
+                                   f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}")
+        out = await self.git("log", f"-{limit}", f"--skip={limit * (page - 1)}",
+                             "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", head, "--", path)
         commits = []
         for record in out.split("\x1e"):
             if record.strip():
