@@ -97,3 +97,24 @@ def test_bad_command_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path, m
     monkeypatch.chdir(tmp_path)
     code, outcome = run(capsys, tmp_path, monkeypatch, *args, service=FIXTURE)
     assert code == 2 and words in outcome
+
+
+HOSTILE_PLANS = [
+    ("plan not UTF-8", GOOD.encode() + b"# caf\xe9\n", "not UTF-8 text"),
+    ("plan nested 10,000 deep", GOOD.encode() + b"extra: " + b"[" * 10000 + b"]" * 10000 + b"\n",
+     "nested deeper than 200"),
+    ("plan nested 100,000 deep (kills libyaml)", b"a:\n" + b"- " * 100000 + b"x\n", "nested deeper than 200"),
+    ("plan of 2 MiB", GOOD.encode() + b"#" * (2 << 20) + b"\n", "larger than the 1 MiB"),
+    ("plan with an alias bomb", GOOD.replace("kind: CutoverPlan", "kind: CutoverPlan\n" + "".join(
+        f"l{n}: &l{n} [{', '.join([f'*l{n - 1}' if n else 'lol'] * 9)}]\n" for n in range(10))).encode(),
+     "l0: expected no such key"),
+]
+
+
+@pytest.mark.parametrize(("why", "raw", "words"), HOSTILE_PLANS, ids=[case[0] for case in HOSTILE_PLANS])
+def test_hostile_plans(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       why: str, raw: bytes, words: str) -> None:
+    """Bytes a plan mount can hold that are not a plan: each is exit 2 naming what is wrong, at once."""
+    (tmp_path / "hostile.yaml").write_bytes(raw)
+    code, outcome = run(capsys, tmp_path, monkeypatch, "--plan", str(tmp_path / "hostile.yaml"), "postsync")
+    assert code == 2 and words in outcome and "hint:" in outcome, outcome

@@ -12,6 +12,7 @@ table (conftest's terminal summary)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import dataclasses
@@ -200,6 +201,13 @@ def switch_to_candle(text: str) -> str:
     return text.replace("name: llm-reasoning ", "name: llm-reasoning-candle ").replace(kserve, "")
 
 
+def bombed(text: str) -> str:
+    """Billion laughs in the Service's own document: nine to the ninth strings, if anything ever expanded it."""
+    levels = ["  l0: &l0 [x, x, x, x, x, x, x, x, x]\n"] + [
+        f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9)]
+    return text.replace("  annotations:\n", "  bombs:\n" + "".join(levels).replace("  l", "    l") + "  annotations:\n")
+
+
 def switched_by_hand(stage: Stage) -> None:
     """A person commits the switch; ArgoCD's PreSync hook Job for that revision gates it."""
     stage.other_commit("ops: switch to candle", switch_to_candle)
@@ -336,6 +344,8 @@ CASES = [
          commits=(), steps=(Step(("run",), 4),), cause="http_status"),
     Case("engine", "target answers garbage JSON", at("target.ready", lambda stage: stage.engine("garbage")()),
          commits=(), steps=(Step(("run",), 4),), cause="bad_json"),
+    Case("engine", "target answers a broken gzip body", at("target.ready", lambda stage: stage.engine("gzip")()),
+         commits=(), steps=(Step(("run",), 4),), cause="bad_encoding"),
     Case("engine", "target answers a 2 MB body", at("target.ready", lambda stage: stage.engine("huge")()),
          commits=(), steps=(Step(("run",), 4),), cause="too_large"),
     Case("engine", "target never answers (read timeout)", at("target.ready", lambda stage: stage.engine("slow")()),
@@ -371,6 +381,24 @@ CASES = [
          commits=(), steps=(Step(("run",), 5),), cause="git_not_found"),
     Case("payload", "GitHub answers a read with a directory", host_faults(Fault("GET", 200, body=[{"name": "a"}])),
          commits=(), steps=(Step(("run",), 5),), cause="git_not_found"),
+    Case("payload", "an alias bomb in the Service file", lambda stage: stage.other_commit("ops: bomb", bombed),
+         commits=("ops: bomb",), steps=(Step(("run",), 2),), cause="selector_alias"),
+    Case("payload", "a 2 MiB Service file", lambda stage: stage.other_commit(
+        "ops: huge", lambda text: text + "# " + "x" * (2 << 20) + "\n"), commits=("ops: huge",),
+        steps=(Step(("run",), 2),), cause="invalid_file"),
+    Case("payload", "nesting 10,000 deep in the file", lambda stage: stage.other_commit(
+        "ops: deep", lambda text: text + "---\ndeep: " + "[" * 10000 + "]" * 10000 + "\n"), commits=("ops: deep",),
+        steps=(Step(("run",), 2),), cause="invalid_file"),
+    Case("payload", "the file in Git is not UTF-8", host_faults(Fault("GET", 200, body={
+        "type": "file", "encoding": "base64", "sha": "f" * 40, "content": base64.b64encode(
+            FIXTURE.encode("latin-1", errors="replace") + b"\xff\xfe").decode()})),
+        commits=(), steps=(Step(("run",), 2),), cause="invalid_file"),
+    Case("payload", "GitHub answers a login page (HTML)", host_faults(Fault(
+        "GET", 200, {"Content-Type": "text/html"}, raw=b"<html><body>Sign in to your proxy</body></html>")),
+        commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("payload", "GitHub answers content that is not base64", host_faults(Fault("GET", 200, body={
+        "type": "file", "encoding": "base64", "sha": "f" * 40, "content": "not*base64!"})),
+        commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
     Case("payload", "the plan's Service does not exist", lambda stage: stage.world.kube.remove(
         "/v1/services", NAMESPACE, SERVICE), commits=(), steps=(Step(("run",), 2),), cause="service_not_found"),
     # Slack

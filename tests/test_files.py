@@ -68,7 +68,7 @@ async def test_an_aliased_selector_is_refused_with_the_reason(tmp_path: Path) ->
     (tmp_path / "svc.yaml").write_bytes((FILES / "aliased.yaml").read_bytes())
     code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "svc.yaml", "--selector", SELECTOR,
                           cwd=tmp_path)
-    assert code == 2 and b"spec.selector uses YAML anchors or aliases" in out and b"cause selector_alias" in out
+    assert code == 2 and b"document 1 uses YAML anchors or aliases" in out and b"cause selector_alias" in out
 
 
 async def test_a_file_with_two_services_needs_a_document(tmp_path: Path) -> None:

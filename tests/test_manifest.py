@@ -148,6 +148,11 @@ BAD = [
                                                                                      "indentation", "invalid_file"),
     ("a non-string label", FIXTURE.replace("component: predictor", "component: 1.0"),
      "has a value that is not a string", "selector_not_mapping"),
+    # libyaml recurses on the C stack: 100,000 compact levels end the process without a word unless refused first
+    ("100,000 levels of `- `", FIXTURE + "---\nx:\n" + "- " * 100_000 + "y\n", "nested deeper than 200",
+     "invalid_file"),
+    ("1,000 flow levels", FIXTURE + "---\nx: " + "{a: " * 1000 + "b" + "}" * 1000 + "\n", "nested deeper than 200",
+     "invalid_file"),
 ]
 
 

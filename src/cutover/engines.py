@@ -153,6 +153,9 @@ async def _call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any)
                                retryable=True)) from exc
     except httpx.TimeoutException as exc:
         raise _Refusal(Problem("read_timeout", f"{method} {path}: no answer in time", retryable=True)) from exc
+    except httpx.DecodingError as exc:  # e.g. a gzip body cut short: the engine (or a proxy) misspoke
+        raise _Refusal(Problem("bad_encoding", f"{method} {path}: the body cannot be decoded "
+                                               f"({type(exc).__name__})", retryable=True)) from exc
     except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError) as exc:
         raise _Refusal(Problem("reset", f"{method} {path}: connection reset", retryable=True)) from exc
 

@@ -29,6 +29,7 @@ from ruamel.yaml.error import YAMLError
 
 from cutover.errors import CutoverError, InvalidInput
 from cutover.plan import GitDocument, label_problem
+from cutover.yamlbounds import MAX_DEPTH, depth_bound
 
 # Words YAML 1.1 (which Kubernetes tooling still speaks) or 1.2 reads as something other than a string.
 _NOT_A_STRING = re.compile(
@@ -110,17 +111,46 @@ def edit_selector(text: str, *, document: GitDocument, selector_path: str, selec
     return edit
 
 
+MAX_FILE = 1 << 20  # bytes: a Service file is a few KiB; a bigger one is not what the plan names
+
+
 def _load_all(text: str, *, source: str, typ: str) -> list[Any]:
+    if len(text.encode("utf-8", errors="replace")) > MAX_FILE:
+        raise InvalidInput(f"{source}: {len(text.encode('utf-8', errors='replace'))} bytes: larger than the "
+                           f"{MAX_FILE >> 20} MiB a Service file may be", cause="invalid_file",
+                           hint="point git.path at the file that holds the Service")
+    if depth_bound(text) > MAX_DEPTH:  # before libyaml can overflow the C stack
+        raise InvalidInput(f"{source}: nested deeper than {MAX_DEPTH} levels", cause="invalid_file",
+                           hint="point git.path at the file that holds the Service")
     for number, line in enumerate(text.splitlines(), start=1):
         if line[: len(line) - len(line.lstrip())].count("\t"):
             raise InvalidInput(f"{source}: line {number}: a tab in the indentation (YAML allows spaces only)",
                                cause="invalid_file", hint="indent with spaces")
     try:
         return list(YAML(typ=typ).load_all(io.StringIO(text)))  # the C parser where ruamel.yaml.clib is there
+    except RecursionError as exc:
+        raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_file",
+                           hint="point git.path at the file that holds the Service") from exc
     except YAMLError as exc:
         words = " ".join(str(exc).split())[:300]
         kind = "a duplicate key" if "duplicate key" in words else "not valid YAML"
         raise InvalidInput(f"{source}: {kind}: {words}", cause="invalid_file", hint="fix the file in Git") from exc
+
+
+def _aliased(node: Any, seen: set[int] | None = None) -> bool:
+    """Whether a round-trip document holds an anchor or an alias anywhere: an aliased node is one object met
+    twice (a billion-laughs file expands exponentially the moment it is compared), an anchor says so itself."""
+    seen = set() if seen is None else seen
+    anchor = getattr(node, "anchor", None)
+    if anchor is not None and getattr(anchor, "value", None):
+        return True
+    if not isinstance(node, Mapping | list):
+        return False
+    if id(node) in seen:
+        return True
+    seen.add(id(node))
+    children = list(node.keys()) + list(node.values()) if isinstance(node, Mapping) else node
+    return any(_aliased(child, seen) for child in children)
 
 
 def _matching(docs: list[Any], document: GitDocument, source: str) -> tuple[int, int | None]:
@@ -188,7 +218,12 @@ def _walk(doc: Any, selector_path: str, source: str) -> tuple[Any, str]:
 
 def _locate(text: str, *, document: GitDocument, selector_path: str, source: str) -> _Located:
     docs = _load_all(text, source=source, typ="rt")
-    parent, key = _walk(_target(docs, _matching(docs, document, source)), selector_path, source)
+    where = _matching(docs, document, source)
+    if _aliased(docs[where[0]]):
+        raise InvalidInput(f"{source}: document {where[0] + 1} uses YAML anchors or aliases", cause="selector_alias",
+                           hint="write the document out in full: an anchor or alias in the edited document cannot "
+                                "be edited and guarded safely")
+    parent, key = _walk(_target(docs, where), selector_path, source)
     mapping = parent[key]
     if not isinstance(mapping, CommentedMap):
         raise InvalidInput(f"{source}: {selector_path}: expected a mapping of labels, found {type(mapping).__name__}",
@@ -196,10 +231,6 @@ def _locate(text: str, *, document: GitDocument, selector_path: str, source: str
     lines = text.splitlines()
     key_line, _ = parent.lc.key(key)
     value_line, value_col = parent.lc.value(key)
-    if (mapping.anchor.value if mapping.anchor else None) or mapping.merge or \
-            lines[value_line][value_col:].lstrip().startswith(("&", "*")):
-        raise InvalidInput(f"{source}: line {key_line + 1}: {selector_path} uses YAML anchors or aliases",
-                           cause="selector_alias", hint="write the selector out in full in the file")
     entries: dict[str, tuple[int, int]] = {}
     for label in mapping:
         line, column = mapping.lc.value(label)
@@ -315,8 +346,8 @@ def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> N
         raise GuardFailed("the edit changed the number of documents")
     target = _matching(before, document, "before the edit")
     for index, (old_doc, new_doc) in enumerate(zip(before, after, strict=True)):
-        if index != target[0]:
-            if old_doc != new_doc:
+        if index != target[0]:  # unchanged lines prove these (below); aliases there are never compared expanded
+            if not _aliased(old_doc) and old_doc != new_doc:
                 raise GuardFailed(f"the edit changed document {index + 1}, which is not the target")
             continue
         parent, key = _walk(_target(after, target), selector_path, "after the edit")

@@ -21,6 +21,7 @@ from ruamel.yaml.error import YAMLError
 
 from cutover import kinds, profiles, providers
 from cutover.errors import InvalidInput
+from cutover.yamlbounds import MAX_DEPTH, depth_bound
 
 API_VERSION = "cutover/v1alpha1"
 KIND = "CutoverPlan"
@@ -168,17 +169,32 @@ def load(path: str) -> list[Plan]:
         raise InvalidInput(
             f"plan {path}: file not found", hint="pass --plan FILE or set CUTOVER_PLAN"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"plan {path}: not UTF-8 text (byte {exc.start})", cause="invalid_plan",
+                           hint="save the plan as UTF-8") from exc
     except OSError as exc:
         raise InvalidInput(f"plan {path}: cannot read: {exc.strerror}", hint="check the mount") from exc
     return parse(text, source=path)
 
 
+MAX_PLAN = 1 << 20  # bytes: a plan is a few KiB, a fleet of them well under this
+
+
 def parse(text: str, *, source: str = "plan") -> list[Plan]:
+    if len(text) > MAX_PLAN:
+        raise InvalidInput(f"{source}: {len(text)} characters: larger than the {MAX_PLAN >> 20} MiB a plan may be",
+                           cause="invalid_plan", hint="mount the plan file itself, not a bundle")
+    if depth_bound(text) > MAX_DEPTH:  # before libyaml can overflow the C stack
+        raise InvalidInput(f"{source}: nested deeper than {MAX_DEPTH} levels", cause="invalid_plan",
+                           hint="a plan is a few levels deep; fix the file")
     yaml = YAML(typ="safe")
     try:
         data = yaml.load(io.StringIO(text))
     except YAMLError as exc:
         raise InvalidInput(f"{source}: not valid YAML: {_first_line(exc)}", hint="fix the YAML syntax") from exc
+    except RecursionError as exc:
+        raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_plan",
+                           hint="a plan is a few levels deep; fix the file") from exc
     root = _Field(source, "", data)
     return _read_root(root)
 

@@ -43,7 +43,7 @@ def method_for(engine: str, proof: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    kind: str  # refused | connect_timeout | read_timeout | reset | http_status | bad_json | too_large |
+    kind: str  # refused | connect_timeout | read_timeout | reset | http_status | bad_json | bad_encoding | too_large |
     #            unhealthy | name_not_listed | name_rejected | no_token
     message: str
     retryable: bool
@@ -78,5 +78,6 @@ HINTS: Mapping[str, str] = {
     "unhealthy": "the engine reports itself unhealthy; read its logs",
     "http_status": "the engine answered with an error; read its logs",
     "bad_json": "the answer is not the engine's API; check the backend port and engine",
+    "bad_encoding": "the engine's answer cannot be decoded (a broken gzip body?); read its logs, check proxies",
     "no_token": "the engine answered without generating; read its logs",
 }

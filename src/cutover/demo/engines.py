@@ -20,6 +20,17 @@ from aiohttp import web
 FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token")
 
 
+# Faults that are one fixed answer: (status, body, headers).
+CANNED: dict[str, tuple[int, bytes, dict[str, str]]] = {
+    "503": (503, b"", {}),
+    "garbage": (200, b"<html>upstream says hi", {"Content-Type": "text/html"}),
+    # says gzip, is not: what a broken proxy or a stream cut mid-body hands over
+    "gzip": (200, b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xff\xffnot deflate",
+             {"Content-Type": "application/json", "Content-Encoding": "gzip"}),
+    "huge": (200, b"[" + b" " * (2 << 20) + b"]", {"Content-Type": "application/json"}),
+}
+
+
 class EngineDouble:
     """One pod's engine process, listening on (ip, port) once bound."""
 
@@ -75,12 +86,9 @@ class EngineDouble:
         if self.fault == "slow":  # answers only when the engine goes away
             await self._closing.wait()
             return web.Response(status=503)
-        if self.fault == "503":
-            return web.Response(status=503)
-        if self.fault == "garbage":
-            return web.Response(status=200, body=b"<html>upstream says hi", content_type="text/html")
-        if self.fault == "huge":
-            return web.Response(status=200, body=b"[" + b" " * (2 << 20) + b"]", content_type="application/json")
+        if self.fault in CANNED:
+            status, body, headers = CANNED[self.fault]
+            return web.Response(status=status, body=body, headers=headers)
         if self.fault == "reset":
             assert request.transport is not None
             request.transport.abort()

@@ -23,6 +23,7 @@ class Fault:
     reset_connection: bool = False  # drop the connection instead of answering; nothing is written
     after_write: bool = False  # serve the request (the write lands), then drop the connection: the client
     #                            never learns that it succeeded
+    raw: bytes | None = None  # answer these bytes (with `headers`) instead of JSON: a proxy's HTML page, say
 
 
 @dataclasses.dataclass
@@ -112,6 +113,8 @@ class FakeHost:
                 assert request.transport is not None
                 request.transport.abort()
                 return web.Response(status=500)
+            if fault.raw is not None:
+                return web.Response(body=fault.raw, status=fault.status, headers=fault.headers)
             return web.json_response(fault.body or {"message": "injected"}, status=fault.status, headers=fault.headers)
         if self.token and not self.authorized(request):
             return self.unauthorized()

@@ -12,6 +12,8 @@ Errors here are the Git branch of the tree in `cutover.errors`:
 from __future__ import annotations
 
 import abc
+import base64
+import binascii
 import dataclasses
 import email.utils
 import io
@@ -83,6 +85,21 @@ class ChangeState:
 class Author:
     name: str
     email: str
+
+
+def decoded(content: str, *, where: str) -> str:
+    """A host's base64 file content as text: strictly base64 (`validate`; the hosts wrap lines, which are
+    dropped first), and UTF-8; anything else is no file cutover can edit."""
+    try:
+        raw = base64.b64decode("".join(content.split()), validate=True)
+    except (ValueError, binascii.Error) as exc:
+        raise GitError(f"{where}: the content is not valid base64", cause="git_rejected",
+                       hint="the host answered with something that is not the file") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{where}: not UTF-8 text (byte {exc.start})", cause="invalid_file",
+                           hint="save the file as UTF-8 in Git") from exc
 
 
 ARCHIVE_CAP = 256 << 20  # bytes of a repository archive we accept: a GitOps repository is text

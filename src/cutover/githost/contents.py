@@ -24,6 +24,7 @@ from cutover.githost.base import (
     FileVersion,
     HttpHost,
     Written,
+    decoded,
     token,
     unpack,
 )
@@ -71,13 +72,13 @@ class ContentsApi(HttpHost):
     async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
         response = await self.call("GET", self._contents(path), params={"ref": ref or self.branch},
                                    what=f"read {path}@{ref or self.branch}")
-        body = response.json()
+        body = _answer(response, what=f"{self.name}: read {path}")
         if not isinstance(body, dict) or body.get("type") != "file":
             raise GitError(f"{self.name}: {path} is not a file", cause="git_not_found", hint="check git.path")
-        if body.get("encoding") != "base64" or body.get("content") is None:
+        if body.get("encoding") != "base64" or not isinstance(body.get("content"), str) or not body.get("sha"):
             raise GitError(f"{self.name}: {path} came without its content (a very large file?)",
                            cause="git_rejected", hint="keep the Service in a smaller file")
-        return FileVersion(content=base64.b64decode(body["content"]).decode("utf-8"), version=body["sha"])
+        return FileVersion(content=decoded(body["content"], where=f"{self.name}: {path}"), version=str(body["sha"]))
 
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str, author: Author,
                     branch: str | None = None) -> Written:
@@ -156,6 +157,17 @@ class ContentsApi(HttpHost):
                                             **({"page": str(page)} if page > 1 else {})},
                                     what=f"history of {path}")
         return [_commit(item) for item in response.json()]
+
+
+def _answer(response: httpx.Response, *, what: str) -> Any:
+    """The JSON of a host's answer; a page of HTML (a proxy, a login wall) is a refusal, not a crash."""
+    try:
+        return response.json()
+    except ValueError:
+        kind = response.headers.get("content-type", "?").split(";")[0]
+        raise GitError(f"{what}: the host answered {response.status_code} with {kind}, not JSON",
+                       cause="git_rejected", hint="a proxy or a login page answers for the host; check "
+                                                  "git.apiUrl") from None
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

@@ -9,7 +9,6 @@ another file does not). Project paths (with subgroups) and file paths are URL-en
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +26,7 @@ from cutover.githost.base import (
     FileVersion,
     HttpHost,
     Written,
+    decoded,
     token,
     unpack,
 )
@@ -77,9 +77,17 @@ class GitLab(HttpHost):
     async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
         response = await self.call("GET", self._file(path), params={"ref": ref or self.branch},
                                    what=f"read {path}@{ref or self.branch}")
-        body = response.json()
-        return FileVersion(content=base64.b64decode(body["content"]).decode("utf-8"), version=body["last_commit_id"],
-                           head=body.get("commit_id"))
+        try:
+            body = response.json()
+        except ValueError:
+            raise GitError(f"gitlab: read {path}: the host answered with {response.headers.get('content-type', '?')}, "
+                           "not JSON", cause="git_rejected", hint="a proxy or a login page answers for the host; "
+                                                                 "check git.apiUrl") from None
+        if not isinstance(body, dict) or not isinstance(body.get("content"), str) or not body.get("last_commit_id"):
+            raise GitError(f"gitlab: {path} came without its content", cause="git_rejected",
+                           hint="keep the Service in a smaller file")
+        return FileVersion(content=decoded(body["content"], where=f"gitlab: {path}"),
+                           version=str(body["last_commit_id"]), head=body.get("commit_id"))
 
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
                     author: Author) -> Written:
