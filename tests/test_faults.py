@@ -179,6 +179,18 @@ def before_write(action: Callable[[Stage], None]) -> Callable[[Stage], None]:
     return arrange
 
 
+def moved_away(stage: Stage) -> None:
+    """The Git server answers 302 to another origin (the same server as `localhost`); the token must reach
+    neither: the cleanup reads which Authorization headers each host received."""
+    assert isinstance(stage.host, GitHttpServer)
+    server = stage.host
+    server.moved_to = "http://localhost:" + server.url.rsplit(":", 1)[1]
+
+    def no_token_moved() -> None:
+        assert [auth for host, auth in server.hosts if auth or not host.startswith("127.0.0.1:")] == []
+    stage.cleanups.append(no_token_moved)
+
+
 def at(event: str, action: Callable[[Stage], None]) -> Callable[[Stage], None]:
     def arrange(stage: Stage) -> None:
         stage.when(event, lambda: action(stage))
@@ -328,6 +340,8 @@ CASES = [
          saw=("git.retry",)),
     Case("git", "plain git: wrong token", lambda stage: stage.env.update(CUTOVER_GIT_TOKEN="glpat-" + "W" * 24),
          host="git", commits=(), steps=(Step(("run",), 5),), cause="git_auth"),
+    Case("git", "plain git: the origin redirects to another host", moved_away, host="git", commits=(),
+         steps=(Step(("run",), 5),), cause="git_redirect"),
     # engines
     Case("engine", "target answers 503 for a while", both(
         at("target.ready", lambda stage: stage.engine("503")()),

@@ -4,6 +4,8 @@ token never leaves the environment; host keys are always checked."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,43 @@ async def test_a_missing_repository_is_not_found(server: GitHttpServer, the_plan
     finally:
         await client.aclose()
     assert caught.value.cause == "git_not_found" and "check git.url" in caught.value.hint
+
+
+async def test_a_redirect_to_another_host_is_refused_and_only_the_origin_sees_the_token(
+        server: GitHttpServer, the_plan: plan.Plan) -> None:
+    """`localhost` and `127.0.0.1` are one server but two origins: git's default follows the first redirect and
+    then asks for credentials for the host it landed on, which an askpass that answers everything would give."""
+    port = server.url.rsplit(":", 1)[1]
+    server.moved_to = f"http://localhost:{port}"  # 127.0.0.1 answers 302 to localhost
+    client = GitPush(url=f"{server.url}/gitops.git", branch="main", token=TOKEN)
+    try:
+        with pytest.raises(GitError) as caught:
+            await writeback.commit_selector(client, the_plan, to_backend="candle", text=text(the_plan),
+                                            author=AUTHOR)
+    finally:
+        await client.aclose()
+    assert caught.value.cause == "git_redirect" and caught.value.exit_code == 5 and "git.url" in caught.value.hint
+    assert {host for host, _ in server.hosts} == {f"127.0.0.1:{port}"}  # never followed
+    assert [auth for _, auth in server.hosts] == [None] * len(server.hosts)
+
+
+@pytest.mark.parametrize(("prompt", "answer"), [
+    ("Username for 'http://127.0.0.1:8080': ", "x-access-token"),
+    ("Password for 'http://x-access-token@127.0.0.1:8080': ", TOKEN),
+    ("Username for 'http://localhost:8080': ", None),
+    ("Password for 'http://x-access-token@127.0.0.1:8081': ", None),
+    ("Password for 'https://x-access-token@127.0.0.1:8080': ", None),
+    ("Password for 'http://x-access-token@evil.example/127.0.0.1:8080': ", None),
+])
+def test_the_askpass_answers_for_the_origin_only(prompt: str, answer: str | None) -> None:
+    """The program git runs for credentials, run as git runs it: the token only for the configured origin."""
+    client = GitPush(url="http://127.0.0.1:8080/gitops.git", branch="main", token=TOKEN)
+    try:
+        done = subprocess.run([client.env["GIT_ASKPASS"], prompt], env=client.env, capture_output=True, text=True,
+                              check=False)
+    finally:
+        shutil.rmtree(client.work)
+    assert (done.stdout.rstrip("\n") if done.returncode == 0 else None) == answer
 
 
 # --- over SSH ---------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ class GitHttpServer:
         self.before_push: Callable[[], None] | None = None
         self.fail_next: list[int] = []  # HTTP statuses to answer instead of serving, in order
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization header)
+        self.hosts: list[tuple[str, str | None]] = []  # (Host header, Authorization header) of every request
+        self.moved_to: str | None = None  # a base URL: requests for any other host are redirected there (302)
         self._runner: web.AppRunner | None = None
         self._backend = http_backend()
         self.url = ""
@@ -50,6 +52,9 @@ class GitHttpServer:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         header = request.headers.get("Authorization")
+        self.hosts.append((request.host, header))
+        if self.moved_to is not None and request.host != self.moved_to.split("://", 1)[1]:
+            raise web.HTTPFound(self.moved_to + request.path_qs)  # before auth, as a moved repository answers
         self.requests.append((request.method, request.path_qs, header))
         if not self._authorized(header):
             return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})

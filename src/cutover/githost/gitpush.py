@@ -19,6 +19,7 @@ import stat
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
@@ -39,7 +40,12 @@ from cutover.trailers import Trailers
 SSH_KEY_FILE = "/var/run/secrets/cutover/git/ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret
 KNOWN_HOSTS_FILE = "/var/run/secrets/cutover/git/known_hosts"
 HISTORY_DEPTH = 50  # commits fetched: enough to find the last cutover commit of the file
+# git asks "Username for 'https://host'" and "Password for 'https://user@host'": the askpass answers only when
+# that host is the configured origin, so a redirect or a submodule elsewhere never receives the token.
 _ASKPASS = """#!/bin/sh
+url=${1#*\\'}; url=${url%\\'*}
+case "$url" in *@*) url="${url%%://*}://${url#*@}" ;; esac
+[ "$url" = "$CUTOVER_GIT_ORIGIN" ] || exit 1
 case "$1" in
   Username*) printf '%s\\n' "${CUTOVER_GIT_USERNAME:-x-access-token}" ;;
   *) printf '%s\\n' "$CUTOVER_GIT_SECRET" ;;
@@ -52,6 +58,15 @@ _AUTH = ("authentication failed", "could not read username", "invalid username o
 _UNREACHABLE = ("could not resolve host", "connection refused", "connection timed out", "failed to connect",
                 "operation timed out", "the remote end hung up", "rpc failed", "early eof", "connection reset")
 _STATUS = re.compile(r"returned error: (\d{3})")
+# No credential helper but ours, and no redirect followed (git's default follows the first request's, and then
+# asks for credentials for wherever it landed): a moved repository is an error that names git.url.
+_CONFIG = ("-c", "credential.helper=", "-c", "http.followRedirects=false")
+
+
+def origin(url: str) -> str:
+    """`scheme://host[:port]` of an HTTP(S) URL, as git names it when it asks for credentials."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 class GitPush(GitHost):
@@ -67,7 +82,7 @@ class GitPush(GitHost):
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.work), "GIT_TERMINAL_PROMPT": "0",
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": str(askpass), "CUTOVER_GIT_SECRET": token or "",
-            "CUTOVER_GIT_USERNAME": username or "x-access-token", "LC_ALL": "C",
+            "CUTOVER_GIT_USERNAME": username or "x-access-token", "CUTOVER_GIT_ORIGIN": origin(url), "LC_ALL": "C",
         }
         if ssh_key is not None:
             self.env["GIT_SSH_COMMAND"] = self._ssh_command(ssh_key, known_hosts)
@@ -105,7 +120,7 @@ class GitPush(GitHost):
 
     async def git(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> str:
         process = await asyncio.create_subprocess_exec(
-            "git", "-c", "credential.helper=", "-c", "core.askPass=" + self.env["GIT_ASKPASS"], *args,
+            "git", *_CONFIG, "-c", "core.askPass=" + self.env["GIT_ASKPASS"], *args,
             cwd=self.repo if self.repo.exists() else self.work, env={**self.env, **(env or {})},
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await process.communicate(stdin)
@@ -220,6 +235,10 @@ def _failure(command: str, stderr: str, secret: str) -> GitError:
     if status in (401, 403) or any(word in lowered for word in _AUTH):
         return GitError(f"git {command}: authentication failed ({summary})", cause="git_auth",
                         hint="check the token and that it may read and push to the repository")
+    if 300 <= status < 400:
+        return GitError(f"git {command}: the server answered {status}, a redirect, which cutover does not follow",
+                        cause="git_redirect", hint="set git.url to the repository's current address; the token "
+                                                   "goes to the host of git.url only")
     if status >= 500 or status == 429 or any(word in lowered for word in _UNREACHABLE):
         return HostUnavailable(f"git {command}: the remote is unreachable or failing ({summary})")
     return GitError(f"git {command} failed: {summary}", cause="git_error", hint="see the message from git")
