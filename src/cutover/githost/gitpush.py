@@ -17,6 +17,7 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -219,26 +220,30 @@ class GitPush(GitHost):
         return commits
 
 
+# What git's stderr says, in order: (cause, test on the lowered text and the HTTP status, what, hint).
+_KINDS: tuple[tuple[str, Callable[[str, int], bool], str, str], ...] = (
+    ("git_host_key", lambda text, _: "host key verification failed" in text
+     or "remote host identification has changed" in text, "the server's SSH host key does not match known_hosts",
+     "refresh known_hosts from a trusted source; the check stays on"),
+    ("git_not_found", lambda text, status: status == 404 or "not found" in text, "repository not found",
+     "check git.url; a token without access also reads as not found"),
+    ("git_auth", lambda text, status: status in (401, 403) or any(word in text for word in _AUTH),
+     "authentication failed", "check the token and that it may read and push to the repository"),
+    ("git_redirect", lambda _, status: 300 <= status < 400, "the server answered a redirect, which cutover does "
+     "not follow", "set git.url to the repository's current address; the token goes to the host of git.url only"),
+)
+
+
 def _failure(command: str, stderr: str, secret: str) -> GitError:
     text = stderr.replace(secret, "[REDACTED]") if len(secret) >= 8 else stderr  # a real token is long
     lowered = text.lower()
     summary = " ".join(text.split())[:300]
     status = int(found.group(1)) if (found := _STATUS.search(lowered)) else 0
-    if "host key verification failed" in lowered or "remote host identification has changed" in lowered:
-        return GitError(f"git {command}: the server's SSH host key does not match known_hosts",
-                        cause="git_host_key", hint="refresh known_hosts from a trusted source; the check stays on")
     if command == "push" and any(word in lowered for word in _REJECTED):
         return StaleVersion(f"git push rejected: the branch moved ({summary})")
-    if status == 404 or "not found" in lowered:
-        return GitError(f"git {command}: repository not found ({summary})", cause="git_not_found",
-                        hint="check git.url; a token without access also reads as not found")
-    if status in (401, 403) or any(word in lowered for word in _AUTH):
-        return GitError(f"git {command}: authentication failed ({summary})", cause="git_auth",
-                        hint="check the token and that it may read and push to the repository")
-    if 300 <= status < 400:
-        return GitError(f"git {command}: the server answered {status}, a redirect, which cutover does not follow",
-                        cause="git_redirect", hint="set git.url to the repository's current address; the token "
-                                                   "goes to the host of git.url only")
+    for cause, matches, what, hint in _KINDS:
+        if matches(lowered, status):
+            return GitError(f"git {command}: {what} ({summary})", cause=cause, hint=hint)
     if status >= 500 or status == 429 or any(word in lowered for word in _UNREACHABLE):
         return HostUnavailable(f"git {command}: the remote is unreachable or failing ({summary})")
     return GitError(f"git {command} failed: {summary}", cause="git_error", hint="see the message from git")
