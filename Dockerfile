@@ -2,7 +2,7 @@
 # e.g. an emptyDir; nothing else is written at run time).
 #
 #   docker build -t cutover .                          the default image: GitHub, GitLab, Gitea/Forgejo
-#   docker build -t cutover:git --target with-git .    adds git, for `git.provider: git` (HTTPS or SSH)
+#   docker build -t cutover:git --target with-git .    adds git and ssh, for `git.provider: git` (HTTPS or SSH)
 #
 # Size: python:3.11-slim, plus about 25 MB of packages once packaging/prune.py has dropped what cutover never
 # loads (the kubernetes package's generated models and APIs and its asyncio client: 84 MB of the 109 MB
@@ -27,7 +27,7 @@ RUN pip install --no-cache-dir --prefix=/install . \
 
 FROM python:3.11-slim AS with-git
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git \
+ && apt-get install -y --no-install-recommends git openssh-client \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local

@@ -16,7 +16,10 @@ import base64
 import contextlib
 import copy
 import dataclasses
+import functools
 import re
+import ssl
+import tempfile
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import kmock
 import pytest
 import structlog
+import trustme
 
 from contracts import Recorder, spec
 from cutover import cli
@@ -52,6 +56,7 @@ SLICES = kmock.resource("discovery.k8s.io", "v1", "endpointslices")
 EVENTS = kmock.resource("", "v1", "events")
 LEASE = kmock.resource("coordination.k8s.io", "v1", "leases")
 APPLICATIONS = kmock.resource("argoproj.io", "v1alpha1", "applications")
+AUTHORITY = trustme.CA(organization_name="cutover fault CA")  # a private CA: hosts "+tls" serve its certificate
 TABLE: list[tuple[str, str, str, str, str]] = []  # (area, fault, outcome, commits, cause), for the summary
 
 
@@ -189,6 +194,25 @@ def moved_away(stage: Stage) -> None:
     def no_token_moved() -> None:
         assert [auth for host, auth in server.hosts if auth or not host.startswith("127.0.0.1:")] == []
     stage.cleanups.append(no_token_moved)
+
+
+@functools.cache
+def ca_file() -> str:
+    path = Path(tempfile.mkdtemp(prefix="cutover-ca-")) / "ca.pem"
+    AUTHORITY.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+def serving_tls() -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    AUTHORITY.issue_cert("127.0.0.1").configure_cert(context)
+    return context
+
+
+def with_ca(path: str | None = None) -> Callable[[str], str]:
+    """The plan's git block with `caFile` (the private CA's bundle unless another path is named)."""
+    return lambda text: text.replace("  allowInsecure: true\n",
+                                     f"  allowInsecure: true\n  caFile: {path or ca_file()}\n", 1)
 
 
 def at(event: str, action: Callable[[Stage], None]) -> Callable[[Stage], None]:
@@ -342,6 +366,14 @@ CASES = [
          host="git", commits=(), steps=(Step(("run",), 5),), cause="git_auth"),
     Case("git", "plain git: the origin redirects to another host", moved_away, host="git", commits=(),
          steps=(Step(("run",), 5),), cause="git_redirect"),
+    Case("git", "GitHub behind a private CA, trusted through git.caFile", host="github+tls", plan=with_ca()),
+    Case("git", "GitHub behind a private CA, no git.caFile", host="github+tls", commits=(),
+         steps=(Step(("run",), 5),), cause="git_tls", unseen=("git.retry",)),
+    Case("git", "plain git behind a private CA, trusted through git.caFile", host="git+tls", plan=with_ca()),
+    Case("git", "plain git behind a private CA, no git.caFile", host="git+tls", commits=(),
+         steps=(Step(("run",), 5),), cause="git_tls", unseen=("git.retry",)),
+    Case("payload", "git.caFile names no file", plan=with_ca("/nonexistent/ca.pem"), commits=(),
+         steps=(Step(("run",), 2),), cause="ca_file"),
     # engines
     Case("engine", "target answers 503 for a while", both(
         at("target.ready", lambda stage: stage.engine("503")()),
@@ -450,9 +482,14 @@ CASES = [
 
 @contextlib.asynccontextmanager
 async def git_host(kind: str, repo: BareRepo, root: Path) -> AsyncIterator[tuple[FakeHost | GitHttpServer, str]]:
-    """A Git host double over the repository, and the plan's git block pointing at it."""
+    """A Git host double over the repository, and the plan's git block pointing at it ("+tls": over HTTPS with
+    a certificate of the private CA)."""
+    tls = serving_tls() if kind.endswith("+tls") else None
+    kind = kind.removesuffix("+tls")
     if kind == "git":
-        async with GitHttpServer(root, username="x-access-token", password=TOKEN) as server:
+        server = GitHttpServer(root, username="x-access-token", password=TOKEN)
+        server.ssl_context = tls
+        async with server:
             yield server, f"provider: git\n  url: {server.url}/gitops.git\n  allowInsecure: true"
         return
     if kind == "gitlab":
@@ -460,7 +497,9 @@ async def git_host(kind: str, repo: BareRepo, root: Path) -> AsyncIterator[tuple
             yield lab, f"provider: gitlab\n  url: https://gitlab.example/acme/gitops.git\n  apiUrl: {lab.url}\n" \
                        "  allowInsecure: true"
         return
-    async with FakeContentsHost(repo, flavor=kind, token=TOKEN) as fake:
+    contents = FakeContentsHost(repo, flavor=kind, token=TOKEN)
+    contents.ssl_context = tls
+    async with contents as fake:
         recorder = Recorder(spec("github"), "https://api.github.com") if kind == "github" else \
             Recorder(spec("forgejo"), "http://127.0.0.1")
         fake.validator = recorder
@@ -568,6 +607,6 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
 def test_the_table_covers_every_area_with_forty_faults_or_more() -> None:
     areas = {case.area for case in CASES}
     assert len(CASES) >= 40 and areas == {"kubernetes", "git", "engine", "payload", "slack", "kill"}
-    assert {case.host for case in CASES} == {"github", "gitea", "gitlab", "git"}
+    assert {case.host for case in CASES} == {"github", "gitea", "gitlab", "git", "github+tls", "git+tls"}
     assert {step.argv[0] for case in CASES if case.area == "kill" for step in case.steps} == {
         "run", "postsync", "rollback", "presync", "syncfail"}

@@ -3,12 +3,14 @@ double that only the tests use; the image's build context and its pruning leave 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = {"__init__.py", "argocd.py", "contents.py", "engines.py", "gitrepo.py", "hosts.py", "kube.py", "story.py",
@@ -65,3 +67,13 @@ def test_the_image_carries_the_official_kustomize_binary_in_both_targets() -> No
     assert "FROM registry.k8s.io/kustomize/kustomize:v5.5.0${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize" in \
         dockerfile
     assert dockerfile.count("COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize") == 2  # both images
+
+
+def test_the_git_image_can_speak_ssh_and_the_job_may_reach_port_22() -> None:
+    """git over SSH runs `ssh`: the with-git target must install it, and the Jobs' egress must allow it."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    with_git = dockerfile.split("AS with-git", 1)[1].split("\nFROM ", 1)[0]
+    assert re.search(r"apt-get install [^\n]*\bgit\b[^\n]*\bopenssh-client\b", with_git)
+    policy = YAML(typ="safe").load((ROOT / "manifests" / "base" / "networkpolicy.yaml").read_text())
+    ports = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
+    assert {("TCP", 22), ("TCP", 443)} <= ports

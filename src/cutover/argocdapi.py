@@ -18,7 +18,7 @@ import httpx
 import structlog
 import tenacity
 
-from cutover import secrets
+from cutover import secrets, trust
 from cutover.errors import ClusterError, ClusterUnavailable
 from cutover.plan import ArgoCD
 
@@ -54,7 +54,8 @@ class ArgoCDApi:
         self.settings = settings
         headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
         self.client = httpx.AsyncClient(base_url=settings.server.rstrip("/"), headers=headers, timeout=TIMEOUT,
-                                        transport=transport, trust_env=False, follow_redirects=False)
+                                        transport=transport, trust_env=False, follow_redirects=False,
+                                        verify=trust.context())  # SSL_CERT_FILE for a private CA
 
     @classmethod
     def connect(cls, settings: ArgoCD | None) -> ArgoCDApi | None:
@@ -89,6 +90,10 @@ class ArgoCDApi:
                 try:
                     response = await self.client.get(url, params=params)
                 except httpx.TransportError as exc:
+                    if (reason := trust.untrusted(exc)) is not None:
+                        raise ClusterError(f"ArgoCD API: {what}: the server's TLS certificate is not trusted "
+                                           f"({reason})", cause="argocd_tls",
+                                           hint="set SSL_CERT_FILE to a bundle holding argocd-server's CA") from exc
                     raise ClusterUnavailable(f"ArgoCD API: {what}: {type(exc).__name__}",
                                              hint="check argocd.server and the Job's egress") from exc
                 if response.status_code >= 500 or response.status_code == 429:

@@ -25,7 +25,7 @@ import httpx
 import structlog
 import tenacity
 
-from cutover import milestones
+from cutover import milestones, trust
 
 log = structlog.get_logger("cutover.notify")
 
@@ -115,7 +115,7 @@ class Webhook:
 
     def __init__(self, url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.url, self.host = url, urlsplit(url).hostname or "?"
-        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False)
+        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False, verify=trust.context())
 
     async def send(self, message: Message) -> None:
         response = await self.client.post(self.url, json={"text": text(message), "blocks": blocks(message)})
@@ -132,7 +132,7 @@ class Bot:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.channel, self.host = channel, urlsplit(api).hostname or "?"
         self.client = httpx.AsyncClient(base_url=api, timeout=5.0, transport=transport, trust_env=False,
-                                        headers={"Authorization": f"Bearer {token}"})
+                                        headers={"Authorization": f"Bearer {token}"}, verify=trust.context())
         self.threads: dict[str, str] = {}  # cutover key -> ts of the head message
 
     async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -93,6 +93,7 @@ class GitSettings:
     token_file: str | None = None
     source: str = "manifest"  # manifest | kustomize | helm-values (SPEC §9)
     render_path: str | None = None  # the directory ArgoCD builds (default: the Application's source path)
+    ca_file: str | None = None  # PEM bundle of a private CA for the Git host (cutover.trust)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,7 +435,7 @@ def _read_verify(node: _Field) -> Verify:
 
 
 _GIT_KEYS = ("provider", "url", "apiUrl", "allowInsecure", "branch", "path", "document", "selectorPath", "mode",
-             "author", "tokenFile", "source", "render")
+             "author", "tokenFile", "source", "render", "caFile")
 
 
 def _read_git(node: _Field) -> GitSettings:
@@ -471,6 +472,7 @@ def _read_git(node: _Field) -> GitSettings:
         token_file=node.child("tokenFile").string() if node.present("tokenFile") else None,
         source=source,
         render_path=_read_render(node.child("render")),
+        ca_file=node.child("caFile").string() if node.present("caFile") else None,
     )
 
 

@@ -11,6 +11,7 @@ through a validator (tests/contracts.SwaggerRecorder: ArgoCD 3.6's swagger.json)
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any
 
 from aiohttp import web
@@ -26,6 +27,7 @@ class FakeArgoCDApi:
         self.requests: list[tuple[str, str]] = []  # (path, query string)
         self.url = ""
         self._runner: web.AppRunner | None = None
+        self.ssl_context: ssl.SSLContext | None = None  # set before entering: serve HTTPS with this certificate
 
     async def __aenter__(self) -> FakeArgoCDApi:
         app = web.Application(middlewares=[self._middleware])
@@ -33,8 +35,8 @@ class FakeArgoCDApi:
         app.router.add_route("GET", "/api/v1/applications/{name}/manifests", self._manifests)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
+        self.url = f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self._runner.addresses[0][1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ssl
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +27,10 @@ class GitHttpServer:
         self.fail_next: list[int] = []  # HTTP statuses to answer instead of serving, in order
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization header)
         self.hosts: list[tuple[str, str | None]] = []  # (Host header, Authorization header) of every request
+        self.ssl_context: ssl.SSLContext | None = None  # set before entering: serve HTTPS with this certificate
         self.moved_to: str | None = None  # a base URL: requests for any other host are redirected there (302)
         self._runner: web.AppRunner | None = None
+        self._tls: asyncio.Server | None = None
         self._backend = http_backend()
         self.url = ""
 
@@ -38,11 +41,22 @@ class GitHttpServer:
         # keep-alive timeout while git works and close a connection git is about to reuse.
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        if self.ssl_context is None:
+            await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+            self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+            return self
+        # TLS by hand: the loop's TLS handshake and shutdown timeouts (60 s, 30 s) would fire at once under fake
+        # time, while git shakes hands outside the loop; TCPSite cannot lengthen them.
+        assert self._runner.server is not None
+        self._tls = await asyncio.get_running_loop().create_server(
+            self._runner.server, "127.0.0.1", 0, ssl=self.ssl_context, ssl_handshake_timeout=86400,
+            ssl_shutdown_timeout=86400)
+        self.url = f"https://127.0.0.1:{self._tls.sockets[0].getsockname()[1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._tls is not None:
+            self._tls.close()
         if self._runner is not None:
             await self._runner.cleanup()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import ssl
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +32,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.ssl_context: ssl.SSLContext | None = None  # set before entering: serve HTTPS with this certificate
 
     @property
     def webhook(self) -> str:
@@ -43,8 +45,8 @@ class FakeSlack:
         app.router.add_post("/api/chat.update", self._update)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
+        self.url = f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self._runner.addresses[0][1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,7 @@ class FakeHost:
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.pulls: dict[int, Pull] = {}
+        self.ssl_context: ssl.SSLContext | None = None  # set before entering: serve HTTPS with this certificate
 
     def open_pull(self, *, head: str, base: str, title: str, body: str) -> Pull:
         pull = Pull(len(self.pulls) + 1, head, base, title, body)
@@ -79,9 +81,10 @@ class FakeHost:
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
         await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}{self.prefix}"
+        scheme = "https" if self.ssl_context else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._runner.addresses[0][1]}{self.prefix}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:

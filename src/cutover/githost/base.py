@@ -28,7 +28,7 @@ import httpx
 import structlog
 import tenacity
 
-from cutover import secrets
+from cutover import secrets, trust
 from cutover.errors import GitError, InvalidInput
 from cutover.plan import GitSettings
 from cutover.views import Commit
@@ -179,9 +179,10 @@ class HttpHost(GitHost):
     """A host spoken to over a REST API: one client, one place for retries and error mapping."""
 
     def __init__(self, *, api_url: str, headers: dict[str, str], transport: httpx.AsyncBaseTransport | None = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, ca_file: str | None = None) -> None:
         self.client = httpx.AsyncClient(base_url=api_url.rstrip("/"), headers={"User-Agent": "cutover", **headers},
-                                        timeout=timeout, transport=transport, trust_env=False)
+                                        timeout=timeout, transport=transport, trust_env=False,
+                                        verify=trust.context(ca_file))
 
     def stale(self, response: httpx.Response) -> bool:
         """Whether the host refused a write because the file moved since it was read."""
@@ -196,7 +197,7 @@ class HttpHost(GitHost):
                 try:
                     response = await self.client.request(method, url, **kwargs)
                 except httpx.TransportError as exc:
-                    raise HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}") from exc
+                    raise self.unreachable(exc, what=what) from exc
                 if method in ("PUT", "POST") and self.stale(response):
                     raise StaleVersion(f"{self.name}: {what}: the file changed since it was read "
                                        f"({response.status_code})")
@@ -220,8 +221,17 @@ class HttpHost(GitHost):
                             raise error
                         return await _capped(response, what=f"{self.name}: {what}")
                 except httpx.TransportError as exc:
-                    raise HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}") from exc
+                    raise self.unreachable(exc, what=what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def unreachable(self, exc: httpx.TransportError, *, what: str) -> GitError:
+        """A failed connection: retried, unless the server's certificate is not trusted (that stays so)."""
+        reason = trust.untrusted(exc)
+        if reason is None:
+            return HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}")
+        return GitError(f"{self.name}: {what}: the server's TLS certificate is not trusted ({reason})",
+                        cause="git_tls", hint="set git.caFile to the PEM bundle of the host's CA "
+                                              "(or SSL_CERT_FILE for every HTTPS client)")
 
 
 async def _capped(response: httpx.Response, *, what: str) -> bytes:

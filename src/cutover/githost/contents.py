@@ -49,14 +49,16 @@ class ContentsApi(HttpHost):
     branch_ref = "/repos/{owner}/{repo}/git/refs/heads/{branch}"  # what DELETE removes; Gitea: branches/{branch}
 
     def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, ca_file: str | None = None) -> None:
         self.owner, self.repo = repository(url)
         self.branch = branch
-        super().__init__(api_url=api_url or self.api_root(url), headers=self.headers(token), transport=transport)
+        super().__init__(api_url=api_url or self.api_root(url), headers=self.headers(token), transport=transport,
+                         ca_file=ca_file)
 
     @classmethod
     def connect(cls, settings: GitSettings) -> Self:
-        return cls(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
+        return cls(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url,
+                   ca_file=settings.ca_file)
 
     @staticmethod
     def api_root(url: str) -> str:

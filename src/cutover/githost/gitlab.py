@@ -53,15 +53,16 @@ class GitLab(HttpHost):
     name = "gitlab"
 
     def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, ca_file: str | None = None) -> None:
         self.project = quote(project(url), safe="")
         self.branch = branch
         super().__init__(api_url=api_url or default_api(url), headers={"PRIVATE-TOKEN": token} if token else {},
-                         transport=transport)
+                         transport=transport, ca_file=ca_file)
 
     @classmethod
     def connect(cls, settings: GitSettings) -> GitLab:
-        return cls(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url)
+        return cls(url=settings.url, branch=settings.branch, token=token(settings), api_url=settings.api_url,
+                   ca_file=settings.ca_file)
 
     def stale(self, response: httpx.Response) -> bool:
         return response.status_code in (400, 409) and STALE in response.text

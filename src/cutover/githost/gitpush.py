@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cutover import trust
 from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
     Author,
@@ -74,7 +75,7 @@ class GitPush(GitHost):
     name = "git"
 
     def __init__(self, *, url: str, branch: str, token: str | None = None, username: str | None = None,
-                 ssh_key: Path | None = None, known_hosts: Path | None = None) -> None:
+                 ssh_key: Path | None = None, known_hosts: Path | None = None, ca_file: str | None = None) -> None:
         self.url, self.branch = url, branch
         self.work = Path(tempfile.mkdtemp(prefix="cutover-git-"))
         askpass = self.work / "askpass"
@@ -84,6 +85,7 @@ class GitPush(GitHost):
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.work), "GIT_TERMINAL_PROMPT": "0",
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": str(askpass), "CUTOVER_GIT_SECRET": token or "",
             "CUTOVER_GIT_USERNAME": username or "x-access-token", "CUTOVER_GIT_ORIGIN": origin(url), "LC_ALL": "C",
+            **trust.git_env(ca_file),
         }
         if ssh_key is not None:
             self.env["GIT_SSH_COMMAND"] = self._ssh_command(ssh_key, known_hosts)
@@ -98,7 +100,7 @@ class GitPush(GitHost):
                                cause="git_missing", hint="use the image built with --target with-git, or a hosting "
                                                          "API provider (github, gitlab, gitea, forgejo)")
         if settings.url.startswith(("https://", "http://")):
-            return cls(url=settings.url, branch=settings.branch, token=token(settings))
+            return cls(url=settings.url, branch=settings.branch, token=token(settings), ca_file=settings.ca_file)
         key = Path(os.environ.get("CUTOVER_GIT_SSH_KEY_FILE", SSH_KEY_FILE))
         if not key.exists():
             raise InvalidInput(f"git.url is an SSH address but there is no key at {key}", cause="git_ssh_setup",
@@ -229,6 +231,9 @@ _KINDS: tuple[tuple[str, Callable[[str, int], bool], str, str], ...] = (
      "check git.url; a token without access also reads as not found"),
     ("git_auth", lambda text, status: status in (401, 403) or any(word in text for word in _AUTH),
      "authentication failed", "check the token and that it may read and push to the repository"),
+    ("git_tls", lambda text, _: "ssl certificate problem" in text or "certificate verify" in text
+     or "server certificate verification failed" in text, "the server's TLS certificate is not trusted",
+     "set git.caFile to the PEM bundle of the host's CA (or SSL_CERT_FILE for every HTTPS client)"),
     ("git_redirect", lambda _, status: 300 <= status < 400, "the server answered a redirect, which cutover does "
      "not follow", "set git.url to the repository's current address; the token goes to the host of git.url only"),
 )
