@@ -171,9 +171,10 @@ def _no_cluster_write_but_the_three() -> bool:
         proven={"v": NOW}, now=NOW, min_ready=1).foreign == (("v", "vllm"),)),
     ("§6.2 an edit beyond the selector is refused", _guard_refuses_more_than_the_selector),
     ("§6.3 the cluster is written only through the Lease, Events and the refresh", _no_cluster_write_but_the_three),
-    ("§6.4 a Lease renewed moments ago by another holder is held", lambda: lock.judge(
-        LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=5), 60.0, 1, "1"), me="job-b", now=NOW)
-        is lock.Verdict.HELD),
+    ("§6.4 a Lease its holder renews while we watch is held", lambda: lock.judge(
+        LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "1"), me="job-b", now=20.0, watch=lock.observe(
+            lock.observe(None, LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=20), 60.0, 1, "1"), now=0.0),
+            LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "2"), now=20.0)) is lock.Verdict.HELD),
     ("§6.5 Git at the target: nothing to write", lambda: decide.git_step(
         CANDLE, target=CANDLE, known=[VLLM]) is decide.GitStep.ALREADY),
     ("§6.5 PostSync after the commit does not advance again", lambda: not isinstance(

@@ -36,7 +36,8 @@ from cutover.demo.contents import FakeContentsHost
 from cutover.demo.engines import Blackhole
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
-from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, SimPod, World
+from cutover.demo.world import BACKENDS, JOB_NAMESPACE, NAMESPACE, SERVICE, Script, SimPod, World
+from cutover.demo.world import PODS as PODS_PATH
 from doubles.githttp import GitHttpServer
 from doubles.gitlab import FakeGitLab
 from doubles.slack import FakeSlack
@@ -110,6 +111,7 @@ class Step:
     kill_at: str | None = None  # cancel the command right after it logs this event
     hard: bool = False  # the kill leaves the Lease held (SIGKILL: no unwinding)
     later: float = 0.0  # seconds after the previous step that this one starts (ArgoCD retrying a sync)
+    pod: bool = True  # runs as a Job's pod (POD_NAME set: the Lease holder is cutover/<pod>), else as a person
 
 
 RUN = (Step(("run",), 0),)
@@ -215,6 +217,23 @@ def with_ca(path: str | None = None) -> Callable[[str], str]:
                                      f"  allowInsecure: true\n  caFile: {path or ca_file()}\n", 1)
 
 
+def job_pod(name: str, phase: str) -> Callable[[Stage], None]:
+    """The pod of a killed Job as the cluster shows it afterwards, in cutover's namespace."""
+    def arrange(stage: Stage) -> None:
+        stage.world.kube.apply(PODS_PATH, {"metadata": {"name": name, "namespace": JOB_NAMESPACE, "uid": "u-" + name},
+                                           "spec": {"containers": [{"name": "cutover", "image": "cutover"}]},
+                                           "status": {"phase": phase}})
+    return arrange
+
+
+def hung_pod(name: str) -> Callable[[Stage], None]:
+    return job_pod(name, "Running")  # its process froze: only the Lease's expiry tells
+
+
+def failed_pod(name: str) -> Callable[[Stage], None]:
+    return job_pod(name, "Failed")  # OOMKilled, or the node's kubelet killed it
+
+
 def at(event: str, action: Callable[[Stage], None]) -> Callable[[Stage], None]:
     def arrange(stage: Stage) -> None:
         stage.when(event, lambda: action(stage))
@@ -251,10 +270,17 @@ def switched_by_hand(stage: Stage) -> None:
 
 
 def held_lease(stage: Stage) -> None:
-    now = stage.world.kube.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    stage.world.kube.apply(LEASES, {"metadata": {"name": f"cutover-{SERVICE}", "namespace": NAMESPACE},
-                                    "spec": {"holderIdentity": "cutover-postsync-other", "leaseDurationSeconds": 3600,
-                                             "acquireTime": now, "renewTime": now, "leaseTransitions": 1}})
+    """Another cutover's Job holds the Lease and renews it every 20 s, as a live one does."""
+    async def renewing() -> None:
+        while True:
+            now = stage.world.kube.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            stage.world.kube.apply(LEASES, {"metadata": {"name": f"cutover-{SERVICE}", "namespace": NAMESPACE},
+                                            "spec": {"holderIdentity": "cutover-postsync-other",
+                                                     "leaseDurationSeconds": 60, "acquireTime": now,
+                                                     "renewTime": now, "leaseTransitions": 1}})
+            await asyncio.sleep(20)
+    task = asyncio.get_running_loop().create_task(renewing())
+    stage.cleanups.append(task.cancel)
 
 
 def slack_down(stage: Stage) -> None:
@@ -284,10 +310,11 @@ def both(*arranges: Callable[[Stage], None]) -> Callable[[Stage], None]:
     return arrange
 
 
-def kill(argv: tuple[str, ...], event: str, *, hard: bool = False, before: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    """Killed at `event`, then run again; after a hard kill, the next Job comes 45 s later (an immediate one
-    would rightly find a Lease renewed moments ago, exit 8) and waits out the rest of the Lease."""
-    return (*before, Step(argv, 143, kill_at=event, hard=hard), Step(argv, 0, later=45.0 if hard else 0.0))
+def kill(argv: tuple[str, ...], event: str, *, hard: bool = False, before: tuple[Step, ...] = (),
+         pod: bool = True) -> tuple[Step, ...]:
+    """Killed at `event`, then run again at once: as a Job's next pod, or (`pod=False`) by a person whose
+    identity is host and pid, whose Lease can only be waited out."""
+    return (*before, Step(argv, 143, kill_at=event, hard=hard, pod=pod), Step(argv, 0, pod=pod))
 
 
 CASES = [
@@ -311,6 +338,10 @@ CASES = [
          steps=(Step(("run",), 1),), cause="cluster_api_unavailable"),
     Case("kubernetes", "Lease held by another live Job", held_lease, commits=(), steps=(Step(("run",), 8),),
          cause="lock_held"),
+    Case("kubernetes", "Lease taken over between the proof and the write", at("names.proven", lambda stage: (
+        stage.world.kube.merge(LEASES, NAMESPACE, f"cutover-{SERVICE}", {"spec": {
+            "holderIdentity": "cutover-postsync-other"}}))), commits=(), steps=(Step(("run",), 8),),
+         cause="lock_lost", unseen=("lock.lost",)),  # the read right before the write, not a renewal, saw it
     # Git hosts
     Case("git", "GitHub 409 on the write", host_faults(Fault("PUT", 409)), saw=("git.conflict_retry",)),
     Case("git", "GitHub 422 validation failed", host_faults(Fault("PUT", 422, body={"message": "Invalid request."})),
@@ -458,8 +489,16 @@ CASES = [
     *[Case("kill", f"run killed at {event}", steps=kill(("run",), event), saw=(event,))
       for event in ("lock.acquired", "target.watching", "target.ready", "names.proven", "git.committed",
                     "argocd.refresh_requested", "argocd.waiting", "argocd.synced", "service.verified")],
-    Case("kill", "run hard-killed at names.proven", steps=kill(("run",), "names.proven", hard=True),
-         saw=("names.proven", "lock.waiting")),
+    Case("kill", "run hard-killed at names.proven: its pod is gone", steps=kill(("run",), "names.proven", hard=True),
+         saw=("names.proven", "lock.taken_over"), unseen=("lock.waiting",)),
+    Case("kill", "run hard-killed at names.proven: its pod still Running", hung_pod("cutover-job-0"),
+         steps=kill(("run",), "names.proven", hard=True), saw=("names.proven", "lock.waiting"),
+         unseen=("lock.taken_over",)),
+    Case("kill", "run hard-killed at names.proven: a person's run", steps=kill(("run",), "names.proven", hard=True,
+                                                                            pod=False),
+         saw=("names.proven", "lock.waiting"), unseen=("lock.taken_over",)),
+    Case("kill", "postsync hard-killed at target.ready: its pod failed", failed_pod("cutover-job-0"),
+         steps=kill(("postsync",), "target.ready", hard=True), saw=("target.ready", "lock.taken_over")),
     Case("kill", "run hard-killed at git.committed", steps=kill(("run",), "git.committed", hard=True),
          saw=("git.committed",)),  # the commit is in Git: the next Job has nothing left to lock for
     *[Case("kill", f"postsync killed at {event}", steps=kill(("postsync",), event), saw=(event,))
@@ -572,6 +611,10 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
             async with sim_argocd.running(world, repo, PATH, poll=180, **stage.argocd):
                 for number, step in enumerate(case.steps):
                     monkeypatch.setenv("HOSTNAME", f"cutover-job-{number}")  # each Job is a new pod
+                    if step.pod:
+                        monkeypatch.setenv("POD_NAME", f"cutover-job-{number}")
+                    else:
+                        monkeypatch.delenv("POD_NAME", raising=False)
                     await asyncio.sleep(step.later)
                     code, outcome = await run_step(stage, step, capsys)
                     codes.append(code)
@@ -599,7 +642,8 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
     before, _ = repo.read(PATH, theirs)  # type: ignore[misc]
     assert outside_the_selector(final) == outside_the_selector(before)  # comments and all, byte for byte
     lease = world.kube.stored(LEASES, NAMESPACE, f"cutover-{SERVICE}") or {}
-    dead = {f"cutover-job-{number}" for number, step in enumerate(case.steps) if step.hard} | {
+    dead = {f"{JOB_NAMESPACE}/cutover-job-{number}" if step.pod else f"cutover-job-{number}"
+            for number, step in enumerate(case.steps) if step.hard} | {
         "cutover-postsync-other"}  # a hard-killed Job's Lease expires by itself; another cutover's is theirs
     assert (lease.get("spec") or {}).get("holderIdentity") in {None, *dead}, "the Lease was left held"
 

@@ -1,5 +1,5 @@
 """One cutover per Service: the Lease decisions (pure) and the Lease held over the emulated API server,
-in fake time."""
+in fake time: renewed, given back, refused to a second live holder, taken over from a killed one."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from cutover import cluster, lease, lock
 from cutover.clock import Clock
-from cutover.demo.world import NAMESPACE, SERVICE, World
+from cutover.demo.world import NAMESPACE, PODS, SERVICE, World
 from cutover.errors import LockHeld
 from helpers import named
 
@@ -19,23 +19,57 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASES = "coordination.k8s.io/v1/leases"
 
 
-def view(holder: str | None, renewed_ago: float | None) -> lock.LeaseView:
+def view(holder: str | None, renewed_ago: float | None, version: str = "1") -> lock.LeaseView:
     renewed = T0 - timedelta(seconds=renewed_ago) if renewed_ago is not None else None
-    return lock.LeaseView("cutover-x", holder, renewed, 60.0, 1, "1")
+    return lock.LeaseView("cutover-x", holder, renewed, 60.0, 1, version)
 
 
-@pytest.mark.parametrize(("lease_view", "verdict"), [
-    (None, lock.Verdict.TAKE),
-    (view(None, 5), lock.Verdict.TAKE),  # released
-    (view("me", 5), lock.Verdict.TAKE),  # ours already: a re-run of the same pod
-    (view("other", 60), lock.Verdict.TAKE),  # expired
-    (view("other", 5), lock.Verdict.HELD),  # renewed lately: alive
-    (view("other", 45), lock.Verdict.WAIT),  # quiet for two renewals: probably gone, expires in 15 s
+def watched(*reads: tuple[float, lock.LeaseView | None]) -> lock.Watch:
+    """The watch after reading the Lease at each (monotonic time, view)."""
+    watch = None
+    for at, lease_view in reads:
+        watch = lock.observe(watch, lease_view, now=at)
+    assert watch is not None
+    return watch
+
+
+QUIET = view("other", 45)  # its renewTime says 45 s ago, by another machine's clock
+RENEWED = view("other", 0, version="2")
+CASES = [
+    ("none yet", None, watched((0, None)), 0, False, lock.Verdict.TAKE),
+    ("released", view(None, 5), watched((0, view(None, 5))), 0, False, lock.Verdict.TAKE),
+    ("ours already: the same process again", view("me", 5), watched((0, view("me", 5))), 0, False,
+     lock.Verdict.TAKE),
+    ("first seen: its renewTime proves neither life nor death", QUIET, watched((0, QUIET)), 0, False,
+     lock.Verdict.WAIT),
+    ("an hour-old renewTime still expires on our clock", view("other", 3600), watched((0, view("other", 3600))), 10,
+     False, lock.Verdict.WAIT),
+    ("unchanged for a whole duration on our clock: expired", QUIET, watched((0, QUIET), (60, QUIET)), 60, False,
+     lock.Verdict.TAKE),
+    ("renewed while we watched: alive", RENEWED, watched((0, QUIET), (20, RENEWED)), 20, False, lock.Verdict.HELD),
+    ("its pod has ended: taken over at once", QUIET, watched((0, QUIET)), 0, True, lock.Verdict.TAKE_OVER),
+    ("another holder took it meanwhile: watched anew", view("third", 0), watched((0, QUIET), (20, view("third", 0))),
+     20, False, lock.Verdict.WAIT),
+]
+
+
+@pytest.mark.parametrize(("why", "lease_view", "watch", "now", "gone", "verdict"), CASES,
+                         ids=[case[0] for case in CASES])
+def test_judge(why: str, lease_view: lock.LeaseView | None, watch: lock.Watch, now: float, gone: bool,
+               verdict: lock.Verdict) -> None:
+    assert lock.judge(lease_view, me="me", watch=watch, now=now, holder_gone=gone) is verdict
+
+
+@pytest.mark.parametrize(("identity", "pod"), [
+    ("cutover/cutover-postsync-x7k2p", ("cutover", "cutover-postsync-x7k2p")),
+    ("laptop-4242", None),
+    ("cutover/", None),
+    ("/pod", None),
+    ("a/b/c", None),
+    (None, None),
 ])
-def test_judge(lease_view: lock.LeaseView | None, verdict: lock.Verdict) -> None:
-    assert lock.judge(lease_view, me="me", now=T0) is verdict
-
-
+def test_holder_pod(identity: str | None, pod: tuple[str, str] | None) -> None:
+    assert lock.holder_pod(identity) == pod
 
 
 @pytest.mark.looptime
@@ -56,47 +90,96 @@ async def test_held_renewed_and_released(world: World, kube: cluster.Cluster, ev
 @pytest.mark.looptime
 async def test_a_live_holder_means_exit_8(world: World, kube: cluster.Cluster) -> None:
     clock = Clock()
+    loop = asyncio.get_running_loop()
     async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-a", now=clock.now):
         await asyncio.sleep(30)
+        started = loop.time()
         with pytest.raises(LockHeld) as caught:
             async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-b", now=clock.now):
                 pytest.fail("two holders")
     assert caught.value.exit_code == 8 and caught.value.cause == "lock_held"
-    assert "job-a, renewed 10s ago" in caught.value.message and "kubectl -n cutover get jobs" in caught.value.hint
+    assert "job-a, renewed 0s ago while we watched" in caught.value.message
+    assert "kubectl -n cutover get jobs" in caught.value.hint
+    assert 10 <= loop.time() - started <= 11  # its renewal at 40 s, seen at the next read
+
+
+def left_behind(world: World, holder: str, *, renewed_ago: float, clock: Clock) -> None:
+    """The Lease as a SIGKILL leaves it: held, renewed `renewed_ago` seconds ago, never given back."""
+    renewed = clock.now() - timedelta(seconds=renewed_ago)
+    world.kube.apply(LEASES, {"metadata": {"name": f"cutover-{SERVICE}", "namespace": NAMESPACE},
+                              "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60,
+                                       "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                                       "leaseTransitions": 3}})
+
+
+def job_pod(world: World, name: str, phase: str) -> None:
+    world.kube.apply(PODS, {"metadata": {"name": name, "namespace": "cutover", "uid": f"uid-{name}"},
+                                 "spec": {"containers": [{"name": "cutover", "image": "cutover"}]},
+                                 "status": {"phase": phase}})
 
 
 @pytest.mark.looptime
-async def test_a_killed_holder_is_waited_out_then_replaced(world: World, kube: cluster.Cluster,
-                                                          events: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize(("why", "phase", "waited"), [
+    ("its pod is gone", None, (0, 0.5)),
+    ("its pod failed (OOMKilled, SIGKILL)", "Failed", (0, 0.5)),
+    ("its pod is still Running (a hung process): a whole duration on our clock", "Running", (60, 61)),
+])
+async def test_a_killed_pod_holder(world: World, kube: cluster.Cluster, events: list[dict[str, Any]], why: str,
+                                   phase: str | None, waited: tuple[float, float]) -> None:
     clock = Clock()
-    renewed = clock.now() - timedelta(seconds=45)  # its Job was deleted 45 s ago, mid-run
-    world.kube.apply(LEASES, {"metadata": {"name": f"cutover-{SERVICE}", "namespace": NAMESPACE},
-                              "spec": {"holderIdentity": "job-killed", "leaseDurationSeconds": 60,
-                                       "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                                       "leaseTransitions": 3}})
+    left_behind(world, "cutover/cutover-postsync-a1", renewed_ago=5, clock=clock)  # 5 s ago: "alive" by its clock
+    if phase is not None:
+        job_pod(world, "cutover-postsync-a1", phase)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="cutover/cutover-postsync-b2",
+                          now=clock.now) as held:
+        assert held.lease.holder == "cutover/cutover-postsync-b2" and held.lease.transitions == 4
+    assert waited[0] <= loop.time() - start <= waited[1]
+    assert bool(named(events, "lock.taken_over")) is (phase != "Running")
+
+
+@pytest.mark.looptime
+async def test_a_killed_holder_that_is_no_pod_is_waited_out_on_our_clock(world: World, kube: cluster.Cluster,
+                                                                       events: list[dict[str, Any]]) -> None:
+    """Its renewTime is an hour old by its clock, which may be wrong: expiry counts from when we first saw it."""
+    clock = Clock()
+    left_behind(world, "laptop-4242", renewed_ago=3600, clock=clock)
     loop = asyncio.get_running_loop()
     start = loop.time()
     async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-rerun", now=clock.now) as held:
-        assert held.lease.holder == "job-rerun" and held.lease.transitions == 4
-    assert 15 <= loop.time() - start <= 16.5
-    assert named(events, "lock.waiting")[0]["holder"] == "job-killed"
+        assert held.lease.holder == "job-rerun"
+    assert 60 <= loop.time() - start <= 61
+    (waiting,) = named(events, "lock.waiting")
+    assert waiting["holder"] == "laptop-4242" and waiting["expires_in"] == 60
 
 
 @pytest.mark.looptime
-async def test_two_racing_for_a_free_lease_one_wins(world: World, kube: cluster.Cluster) -> None:
+async def test_two_racing_for_a_free_lease_never_hold_it_together(world: World, kube: cluster.Cluster) -> None:
     clock = Clock()
-    results: list[str] = []
+    loop = asyncio.get_running_loop()
+    spans: list[tuple[str, float, float]] = []
 
     async def contender(name: str) -> None:
-        try:
-            async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me=name, now=clock.now):
-                results.append(f"{name} held")
-                await asyncio.sleep(5)
-        except LockHeld:
-            results.append(f"{name} refused")
+        async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me=name, now=clock.now):
+            began = loop.time()
+            await asyncio.sleep(5)
+            spans.append((name, began, loop.time()))
 
     await asyncio.gather(contender("job-a"), contender("job-b"))
-    assert sorted(r.split()[1] for r in results) == ["held", "refused"]
+    (first, _, one_ended), (second, two_began, _) = sorted(spans, key=lambda span: span[1])
+    assert first != second and two_began >= one_ended  # the loser waited for the release, then took it
+
+
+@pytest.mark.looptime
+async def test_the_lease_is_read_again_right_before_a_write(world: World, kube: cluster.Cluster) -> None:
+    clock = Clock()
+    async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-a", now=clock.now) as held:
+        await lease.confirm(kube, held)  # still ours
+        world.kube.merge(LEASES, NAMESPACE, f"cutover-{SERVICE}", {"spec": {"holderIdentity": "job-b"}})
+        with pytest.raises(LockHeld) as caught:
+            await lease.confirm(kube, held)  # no renewal has run yet: only the read sees it
+    assert caught.value.cause == "lock_lost" and "job-b" in caught.value.message and held.lost.is_set()
 
 
 @pytest.mark.looptime

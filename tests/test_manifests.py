@@ -149,6 +149,20 @@ def test_no_role_writes_services_pods_or_workloads() -> None:
     assert not [doc for _, doc in DOCS if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 
 
+def test_in_its_own_namespace_cutover_only_reads_pods() -> None:
+    """Enough to see whether a Lease holder's pod has ended (lease._holder_gone), nothing more."""
+    (role,) = [doc for _, doc in DOCS if doc["kind"] == "Role" and doc["metadata"]["namespace"] == "cutover"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    hooks = [doc for path, doc in DOCS if doc["kind"] in ("Job", "CronJob")]
+    assert len(hooks) >= 6  # three hooks, three CronJobs
+    for job in hooks:
+        spec = job["spec"]["jobTemplate"]["spec"] if job["kind"] == "CronJob" else job["spec"]
+        (container,) = spec["template"]["spec"]["containers"]
+        env = {item["name"]: item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+               for item in container["env"]}
+        assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace", job["metadata"]
+
+
 def test_the_argocd_role_reaches_one_application_only() -> None:
     (role,) = [doc for _, doc in DOCS if doc["kind"] == "Role" and doc["metadata"]["namespace"] == "argocd"]
     (rule,) = role["rules"]

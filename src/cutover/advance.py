@@ -12,7 +12,7 @@ import structlog
 
 from cutover import decide, gate, lease, milestones, sync, writeback
 from cutover.context import Run
-from cutover.errors import LockHeld, NamesNotProven, TargetNotReady
+from cutover.errors import NamesNotProven, TargetNotReady
 from cutover.results import Advanced, Proven, WouldAdvance
 from cutover.trailers import Trailers
 from cutover.wait import prove_backend
@@ -66,9 +66,7 @@ async def advance(run: Run, observed: decide.Observed, seen: writeback.Seen | No
 async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven]) -> None:
     """Right before the write: the Lease is still ours, and SPEC §6.1 holds on the pods the selector picks now
     (prove again once if the proof went stale or pods left Ready since; a pod of another backend is final)."""
-    if held.lost.is_set():
-        raise LockHeld("the Service's Lease was taken over during the cutover", cause="lock_lost",
-                       hint="another cutover runs now; this one committed nothing")
+    await lease.confirm(run.cluster, held)
     plan = run.plan
     for attempt in range(2):
         selected, _ = await run.cluster.pods(plan.service.namespace, plan.backend(to).selector)

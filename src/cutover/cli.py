@@ -278,7 +278,8 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     try:
         if args.command == "plan":
             return outcome.render(await commands.show_plan(kube, plan, host=host), plan)
-        job = Run.create(kube, plan, host, identity=_identity(), dry_run=bool(args.dry_run), api=api)
+        job = Run.create(kube, plan, host, identity=_identity(kube.own_namespace), dry_run=bool(args.dry_run),
+                         api=api)
         return outcome.render(await _phase(args, job), plan)
     finally:
         await host.aclose()
@@ -309,10 +310,13 @@ def _demo(args: argparse.Namespace) -> int:
     return story.main(args)
 
 
-def _identity() -> str:
-    """Who holds the Lease: the pod's name in a Job, else host and process."""
+def _identity(namespace: str) -> str:
+    """Who holds the Lease: `<namespace>/<pod>` in a Job (POD_NAME from the downward API), which lets a re-run
+    see that a killed holder's pod has ended (lock.holder_pod); else host and process."""
     import socket  # noqa: PLC0415
 
+    if os.environ.get("POD_NAME"):
+        return f"{os.environ.get('POD_NAMESPACE') or namespace}/{os.environ['POD_NAME']}"
     return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 

@@ -157,6 +157,16 @@ class Cluster:
                               what=f"list pods in {namespace}")
         return [pod_view(item) for item in body.get("items", [])], body["metadata"].get("resourceVersion", "")
 
+    async def pod(self, namespace: str, name: str) -> PodView | None:
+        """One pod by name, or None when there is none (a Lease holder's pod, say)."""
+        try:
+            body = await self.get(f"/api/v1/namespaces/{namespace}/pods/{name}", what=f"read pod {namespace}/{name}")
+        except ClusterError as exc:
+            if exc.cause == "cluster_not_found":
+                return None
+            raise
+        return pod_view(body)
+
     async def service(self, namespace: str, name: str) -> ServiceView:
         """The plan's Service; its absence is a plan that names the wrong thing (exit 2), not an outage."""
         try:

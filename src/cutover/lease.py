@@ -66,19 +66,30 @@ async def hold(cluster: Cluster, *, namespace: str, service: str, me: str, now: 
 
 async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: Now,
                 annotations: Mapping[str, str]) -> Held:
+    loop = asyncio.get_running_loop()
+    watch: lock.Watch | None = None
+    told: lock.Watch | None = None  # the watch whose wait was last logged
+    gone: dict[str, bool] = {}  # holder -> whether its pod is gone, read once per holder
     while True:
         current = await cluster.lease(namespace, name)
-        verdict = lock.judge(current, me=me, now=now())
+        watch = lock.observe(watch, current, now=loop.time())
+        holder = current.holder if current else None
+        if holder and holder != me and holder not in gone:
+            gone[holder] = await _holder_gone(cluster, holder)
+        verdict = lock.judge(current, me=me, watch=watch, now=loop.time(), holder_gone=gone.get(holder or "", False))
         if verdict is lock.Verdict.HELD:
             raise _held(current, namespace=namespace, now=now())
         if verdict is lock.Verdict.WAIT:
             assert current is not None
-            expires = current.expires()
-            assert expires is not None
-            pause = max(0.0, (expires - now()).total_seconds()) + 0.5
-            log.info("lock.waiting", lease=name, holder=current.holder, expires_in=round(pause, 1))
-            await asyncio.sleep(pause)
+            left = current.duration - watch.age(loop.time())
+            if told is not watch:  # once per renewTime seen: what we wait for, and for how long at most
+                told = watch
+                log.info("lock.waiting", lease=name, holder=holder, expires_in=round(left, 1),
+                         then="take it unless it is renewed meanwhile")
+            await asyncio.sleep(min(lock.POLL, left))
             continue
+        if verdict is lock.Verdict.TAKE_OVER:
+            log.warning("lock.taken_over", lease=name, holder=holder, reason="its pod is gone or has ended")
         kept = {**(current.annotations if current else {}), **annotations}
         try:
             taken = await cluster.write_lease(namespace, name, spec=_spec(me, now(), current, duration=lock.DURATION),
@@ -90,13 +101,37 @@ async def _take(cluster: Cluster, *, namespace: str, name: str, me: str, now: No
         return Held(namespace, taken)
 
 
+async def _holder_gone(cluster: Cluster, holder: str) -> bool:
+    """Whether the holder is a pod that no longer exists or has ended (restartPolicy Never: its process is over).
+    A holder that is no pod, or a pod we may not read, is judged by its renewals alone."""
+    where = lock.holder_pod(holder)
+    if where is None:
+        return False
+    try:
+        pod = await cluster.pod(*where)
+    except ClusterError as exc:
+        log.info("lock.holder_unknown", holder=holder, error=exc.message)
+        return False
+    return pod is None or pod.phase in ("Succeeded", "Failed")
+
+
+async def confirm(cluster: Cluster, held: Held) -> None:
+    """Right before a write: the Lease, read again now, is still ours (a renewal may not have run for 20 s)."""
+    current = await cluster.lease(held.namespace, held.lease.name)
+    if held.lost.is_set() or current is None or current.holder != held.lease.holder:
+        held.lost.set()
+        raise LockHeld(f"the Service's Lease was taken over during the cutover (held by "
+                       f"{current.holder if current else 'nobody'} now)", cause="lock_lost",
+                       hint="another cutover runs now; this one committed nothing")
+
+
 def _held(current: LeaseView | None, *, namespace: str, now: datetime) -> LockHeld:
     assert current is not None
     assert current.renewed is not None  # judge() says HELD only for a renewed Lease
     quiet = (now - current.renewed).total_seconds()
     return LockHeld(f"another cutover holds Lease {namespace}/{current.name}: {current.holder}, renewed "
-                    f"{quiet:.0f}s ago", hint=f"wait for {current.holder} to finish (kubectl -n cutover get jobs); "
-                                             f"the Lease frees itself {lock.DURATION}s after its holder stops")
+                    f"{quiet:.0f}s ago while we watched", hint=f"wait for {current.holder} to finish "
+                    f"(kubectl -n cutover get jobs); the Lease frees itself {lock.DURATION}s after its holder stops")
 
 
 async def _renew(cluster: Cluster, held: Held, *, me: str, now: Now) -> None:
