@@ -4,8 +4,13 @@ kubeconfig and through the in-cluster path (HTTPS, token), with selectors, watch
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
 import ssl
+import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,7 @@ import trustme
 from cutover import cluster
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from cutover.errors import ClusterError, ClusterUnavailable
+from cutover.views import ServiceView
 from helpers import PODS, fail_first, requests
 
 
@@ -157,3 +163,29 @@ async def test_a_dropped_watch_reconnects(world: World, kube: cluster.Cluster) -
         while pod.name not in watch.pods:
             await watch.changed(None)
     assert len(requests(world, watch=True)) >= 2
+
+
+def test_an_event_that_hangs_never_holds_the_exit(tmp_path: Path) -> None:
+    """SPEC §6.7: `asyncio.run` joins the default executor's threads as it ends, so an Event stuck there held
+    the exit for a whole read timeout. An Event runs in a daemon thread that nobody joins instead."""
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog) and never answers
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "mute",
+        "clusters": [{"name": "mute", "cluster": {"server": f"http://127.0.0.1:{listener.getsockname()[1]}"}}],
+        "users": [{"name": "mute", "user": {"token": "t"}}],
+        "contexts": [{"name": "mute", "context": {"cluster": "mute", "user": "mute", "namespace": "cutover"}}]}))
+    kube = cluster.connect(kubeconfig=str(config))
+    service = ServiceView("llm-serving", "svc", "uid-1", "10.0.0.1", {"a": "b"}, ())
+
+    async def main() -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0):  # the side effect's budget, already spent: cancelled at its first await
+                await kube.record_event(service, reason="CutoverCommitted", message="m", at=datetime.now(UTC))
+
+    try:
+        asyncio.run(main())
+        stuck = [thread for thread in threading.enumerate() if thread.name == "cutover-side-effect"]
+        assert stuck and all(thread.daemon and thread.is_alive() for thread in stuck)  # left behind, not joined
+    finally:
+        listener.close()

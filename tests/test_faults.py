@@ -17,6 +17,8 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import hashlib
+import json
 import re
 import ssl
 import tempfile
@@ -30,7 +32,7 @@ import structlog
 import trustme
 
 from contracts import Recorder, spec
-from cutover import cli
+from cutover import cli, notify
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.engines import Blackhole
@@ -136,6 +138,8 @@ class Case:
     back: bool = False  # the other way round: candle-vllm serves, a vLLM pod starts, the plan's target is vllm
     slack: bool = False
     plan: Callable[[str], str] = lambda text: text
+    within: float | None = None  # seconds of (fake) time all steps may take together
+    lease_left: bool = False  # the API was gone at exit: the Lease could not be given back and expires by itself
 
 
 # --- the faults ----------------------------------------------------------------------------------------------
@@ -150,6 +154,23 @@ def kube(verb: Any, resource: Any, reaction: Any) -> Callable[[Stage], None]:
             return answer
         stage.met = stage.met or 0  # 0, not None: this case expects its reaction to be met
         stage.world.kube[verb if resource is None else (verb, resource)] << counted
+    return arrange
+
+
+def api_down_from(event: str) -> Callable[[Stage], None]:
+    """From `event` on, the Kubernetes API answers every request 503 (a control plane gone): the wait must end
+    within verify.maxWait, not retry for ever."""
+    def arrange(stage: Stage) -> None:
+        down: list[bool] = []
+
+        def react(request: Any) -> Any:
+            if not down:
+                raise NotImplementedError
+            stage.met = (stage.met or 0) + 1
+            return kmock.KubernetesError(status=503, reason="ServiceUnavailable", message="etcd is gone")
+        stage.met = 0
+        stage.world.kube[kmock.method.GET] << react
+        stage.when(event, lambda: down.append(True))
     return arrange
 
 
@@ -234,6 +255,12 @@ def failed_pod(name: str) -> Callable[[Stage], None]:
     return job_pod(name, "Failed")  # OOMKilled, or the node's kubelet killed it
 
 
+def blob_sha(text: str) -> str:
+    """The Git blob id of `text`, as a host's contents API reports it."""
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 -- Git's object id
+
+
 def at(event: str, action: Callable[[Stage], None]) -> Callable[[Stage], None]:
     def arrange(stage: Stage) -> None:
         stage.when(event, lambda: action(stage))
@@ -293,6 +320,17 @@ def slack_faults(*faults: tuple[int, dict[str, str]]) -> Callable[[Stage], None]
     return arrange
 
 
+def slack_always(status: int) -> Callable[[Stage], None]:
+    def arrange(stage: Stage) -> None:
+        stage.slack.always = status
+        stage.cleanups.append(lambda: _at_most(stage.slack.failed, notify.BREAK_AFTER))
+    return arrange
+
+
+def _at_most(count: int, bound: int) -> None:
+    assert 0 < count <= bound, f"Slack was asked {count} times; the breaker opens after {bound}"
+
+
 def slack_hangs(stage: Stage) -> None:
     stage.slack.hang = True
 
@@ -325,6 +363,9 @@ CASES = [
     Case("kubernetes", "watch answered 410 Gone", kube("watch", PODS, fail_first(1, 410))),
     Case("kubernetes", "watch dropped twice", kube("watch", PODS, fail_first(2, 500))),
     Case("kubernetes", "every watch answered 20 s late", kube(kmock.action.WATCH, None, slow(20))),
+    Case("kubernetes", "the API stops answering as the wait begins", api_down_from("lock.acquired"), commits=(),
+         steps=(Step(("run",), 1),), cause="cluster_api_unavailable",
+         plan=lambda text: text.replace("maxWait: 30m", "maxWait: 10m"), within=600 + 60 + 30, lease_left=True),
     Case("kubernetes", "reads answered 1 s late, five times", kube(kmock.method.GET, None, slow(1, times=5))),
     Case("kubernetes", "Lease write 503 twice", kube("create", LEASE, fail_first(2, 503)), saw=("cluster.retry",)),
     Case("kubernetes", "EndpointSlices lag the selector by 20 s", argocd(endpoint_lag=20)),
@@ -410,6 +451,10 @@ CASES = [
         at("target.ready", lambda stage: stage.engine("503")()),
         at("names.retry", lambda stage: asyncio.get_running_loop().call_later(60, stage.engine(None)))),
         saw=("names.retry",)),
+    Case("engine", "target drips its answers a byte a second", both(
+        at("target.ready", lambda stage: stage.engine("drip")()),
+        at("names.retry", lambda stage: asyncio.get_running_loop().call_later(60, stage.engine(None)))),
+        saw=("names.retry",)),  # each read is quick; the whole answer is cut at requestTimeout and tried again
     Case("engine", "target refuses connections", ready_but_silent(), script=Script(pull=30, fault="never_binds"),
          commits=(), steps=(Step(("run",), 4),), cause="refused", saw=("names.retry",)),
     Case("engine", "target drops SYNs (connect timeout)", ready_but_silent(hole=True),
@@ -473,6 +518,12 @@ CASES = [
     Case("payload", "GitHub answers a login page (HTML)", host_faults(Fault(
         "GET", 200, {"Content-Type": "text/html"}, raw=b"<html><body>Sign in to your proxy</body></html>")),
         commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("payload", "GitHub pads a good answer to 20 MiB", host_faults(Fault("GET", 200, raw=json.dumps({
+        "type": "file", "encoding": "base64", "sha": blob_sha(FIXTURE), "content": base64.b64encode(
+            FIXTURE.encode()).decode()}).encode() + b" " * (20 << 20), headers={"Content-Type": "application/json"})),
+        commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
+    Case("git", "GitHub drips an answer a byte a second", host_faults(Fault("GET", 200, drip=True)),
+         saw=("git.retry",)),  # cut at the whole-answer deadline and asked again
     Case("payload", "GitHub answers content that is not base64", host_faults(Fault("GET", 200, body={
         "type": "file", "encoding": "base64", "sha": "f" * 40, "content": "not*base64!"})),
         commits=(), steps=(Step(("run",), 5),), cause="git_rejected"),
@@ -481,8 +532,11 @@ CASES = [
     # Slack
     Case("slack", "Slack unreachable", slack_down, slack=True, saw=("slack.dropped",)),
     Case("slack", "Slack 429 with Retry-After", slack_faults((429, {"Retry-After": "3"}), (429, {})), slack=True),
-    Case("slack", "Slack 500 five times", slack_faults(*[(500, {})] * 5), slack=True),
-    Case("slack", "Slack hangs", slack_hangs, slack=True, saw=("slack.unsent",)),
+    Case("slack", "Slack 500 twice, then well", slack_faults(*[(500, {})] * 2), slack=True,
+         unseen=("slack.circuit_open", "slack.dropped")),
+    Case("slack", "Slack 500 for ever: left alone after 3 tries", slack_always(500), slack=True,
+         saw=("slack.circuit_open",)),
+    Case("slack", "Slack hangs", slack_hangs, slack=True, saw=("slack.unsent", "slack.circuit_open")),
     Case("slack", "webhook with a trailing newline", lambda stage: stage.env.update(
         CUTOVER_SLACK_WEBHOOK=stage.slack.webhook + "\n"), slack=True, unseen=("slack.dropped", "slack.unsent")),
     # kills and re-runs
@@ -607,6 +661,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
         for name, value in environ.items():
             monkeypatch.setenv(name, value)
         codes = []
+        began = asyncio.get_running_loop().time()
         try:
             async with sim_argocd.running(world, repo, PATH, poll=180, **stage.argocd):
                 for number, step in enumerate(case.steps):
@@ -618,6 +673,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
                     await asyncio.sleep(step.later)
                     code, outcome = await run_step(stage, step, capsys)
                     codes.append(code)
+            took = asyncio.get_running_loop().time() - began
         finally:
             for cleanup in stage.cleanups:
                 cleanup()
@@ -631,6 +687,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
     TABLE.append((case.area, case.fault, "→".join(map(str, codes)), ", ".join(map(label, commits)) or "none", cause))
 
     assert codes == [step.exit for step in case.steps], outcome
+    assert case.within is None or took <= case.within, f"took {took:.0f} s, more than {case.within:.0f} s"
     assert commits == list(case.commits)
     assert cause == case.cause, outcome
     assert [event for event in case.saw if event not in stage.seen] == [], "the fault was never met"
@@ -643,7 +700,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
     assert outside_the_selector(final) == outside_the_selector(before)  # comments and all, byte for byte
     lease = world.kube.stored(LEASES, NAMESPACE, f"cutover-{SERVICE}") or {}
     dead = {f"{JOB_NAMESPACE}/cutover-job-{number}" if step.pod else f"cutover-job-{number}"
-            for number, step in enumerate(case.steps) if step.hard} | {
+            for number, step in enumerate(case.steps) if step.hard or case.lease_left} | {
         "cutover-postsync-other"}  # a hard-killed Job's Lease expires by itself; another cutover's is theirs
     assert (lease.get("spec") or {}).get("holderIdentity") in {None, *dead}, "the Lease was left held"
 

@@ -179,3 +179,36 @@ def test_what_came_from_outside_cannot_mention_or_link() -> None:
     assert "<!channel>" not in rendered and "<https://" not in rendered and "<eve@" not in rendered
     assert "&lt;!channel&gt; please &lt;https://evil.example|click&gt; &amp; see" in rendered
     assert "*Cause* `http_status`" in rendered  # our own formatting stays formatting
+
+
+async def test_a_failing_slack_is_left_alone_after_three_tries(slack: FakeSlack, output: io.StringIO) -> None:
+    """Slack answering 500 to everything: three requests, then no more for the rest of the process; the work
+    waits for none of it (the flush returns as soon as the breaker opens, not at its budget)."""
+    slack.always = 500
+    sender = wire(notify.Webhook(slack.webhook), output, [slack.webhook])
+    log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
+    story(log)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await sender.flush(budget=60)
+    assert slack.failed == notify.BREAK_AFTER and slack.posted == []
+    assert loop.time() - start <= 1 + 2 + 0.1  # the backoff between the three tries, nothing more
+    lines = [json.loads(line) for line in output.getvalue().splitlines()]
+    (opened,) = [line for line in lines if line["event"] == "slack.circuit_open"]
+    assert "3 failures in a row" in opened["why"] and slack.webhook not in output.getvalue()
+    (unsent,) = [line for line in lines if line["event"] == "slack.unsent"]
+    assert unsent["dropped"] >= 4  # the story's other milestones, never tried
+
+
+def test_a_rate_limit_or_a_refusal_does_not_open_the_breaker() -> None:
+    breaker = notify.Breaker(after=2)
+    for _ in range(5):
+        breaker.record(notify.SlackFailed("429", retry_after=3.0))
+        breaker.record(notify.SlackFailed("400", retryable=False))
+    assert not breaker.open
+    breaker.record(notify.SlackFailed("500"))
+    breaker.record(None)  # a success in between: the count starts again
+    breaker.record(TimeoutError())
+    assert not breaker.open
+    breaker.record(notify.SlackFailed("503"))
+    assert breaker.open

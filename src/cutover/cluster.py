@@ -10,12 +10,14 @@ models never leave this module. Called by `wait` and the commands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import json
 import os
 import ssl
-from collections.abc import AsyncIterator, Mapping
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -40,11 +42,38 @@ SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 WATCH_SECONDS = 290  # server-side watch timeout; a fresh watch resumes from the last resourceVersion
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
+SIDE_EFFECT_TIMEOUT = 4.0  # seconds per connect and read of an Event: within the 5 s exit bound (SPEC §6.7)
 
 # The retry policy for the Kubernetes API, in one place: 5xx, 429 and dropped connections are retried
 # six times with jittered exponential backoff (0.5, 1, 2, 4, 8 s: about 16 s in all); everything else is
 # permanent at once. Attempts, not a deadline: tenacity measures deadlines on the wall clock, which
 # the event loop's clock (and fake time in tests) cannot move.
+def _in_daemon_thread(call: Callable[[], Any]) -> asyncio.Future[Any]:
+    """`call()` in a thread of its own that nobody joins: the loop may end (and the process exit) before it does."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def run() -> None:
+        try:
+            deliver = functools.partial(_settle, future, result=call())
+        except BaseException as exc:  # handed to the awaiting coroutine
+            deliver = functools.partial(_settle, future, error=exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver)
+
+    threading.Thread(target=run, name="cutover-side-effect", daemon=True).start()
+    return future
+
+
+def _settle(future: asyncio.Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
+    if future.done():  # its waiter gave up (the side effect's budget ran out)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 def retrying(*, forever: bool = False) -> tenacity.AsyncRetrying:
     return tenacity.AsyncRetrying(
         retry=tenacity.retry_if_exception_type(ClusterUnavailable),
@@ -126,22 +155,25 @@ class Cluster:
 
     async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                       body: Mapping[str, Any] | None = None, content_type: str = "application/json",
-                      what: str) -> Any:
-        """One API request off the loop, retried per `retrying`; its JSON body."""
+                      what: str, side_effect: float | None = None) -> Any:
+        """One API request off the loop, retried per `retrying`; its JSON body. A `side_effect` (an Event: best
+        effort, SPEC §6.7) runs in a daemon thread with that many seconds per connect and read: the default
+        executor's threads are joined when `asyncio.run` ends, so one stuck there would hold the exit."""
+        call = functools.partial(self._call, method, path, query=dict(query or {}), body=body,
+                                 content_type=content_type, what=what,
+                                 timeout=(side_effect, side_effect) if side_effect else (CONNECT_TIMEOUT, READ_TIMEOUT))
         async for attempt in retrying():
             with attempt:
-                return await asyncio.to_thread(functools.partial(
-                    self._call, method, path, query=dict(query or {}), body=body, content_type=content_type,
-                    what=what))
+                return await (_in_daemon_thread(call) if side_effect else asyncio.to_thread(call))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call(self, method: str, path: str, *, query: dict[str, str], body: Mapping[str, Any] | None,
-              content_type: str, what: str) -> Any:
+              content_type: str, what: str, timeout: tuple[float, float]) -> Any:
         try:
             headers = {"Accept": "application/json", **({"Content-Type": content_type} if body is not None else {})}
             request = self.api.param_serialize(method, path, query_params=list(query.items()),
                                                header_params=headers, body=body, auth_settings=["BearerToken"])
-            response = self.api.call_api(*request, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+            response = self.api.call_api(*request, _request_timeout=timeout)
             payload = response.read()
             if not 200 <= response.status < 300:
                 raise ApiException(http_resp=response)
@@ -241,7 +273,8 @@ class Cluster:
             "reportingComponent": "cutover", "reportingInstance": self.own_namespace,
         }
         await self.request("POST", f"/api/v1/namespaces/{service.namespace}/events", body=event,
-                           what=f"record an Event on Service {service.namespace}/{service.name}")
+                           what=f"record an Event on Service {service.namespace}/{service.name}",
+                           side_effect=SIDE_EFFECT_TIMEOUT)
 
     async def network_policies(self, namespace: str) -> list[PolicyView]:
         body = await self.get(f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",

@@ -8,6 +8,7 @@ classifies each problem (refused, connect timeout, reset, HTTP status, bad JSON)
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import errno
 import json
@@ -19,6 +20,7 @@ import httpx
 from cutover.profiles import ENGINES, PodProof, Problem, Profile
 
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
+DEFAULT_DEADLINE = 10.0  # seconds for a whole answer when the client sets no timeout (SPEC's requestTimeout)
 Client = httpx.AsyncClient  # what `prove` talks through; callers get one from `new_client`
 
 
@@ -134,10 +136,14 @@ def _json(body: bytes, what: str) -> Any:
 
 
 async def _call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
-    """One request with the body read up to BODY_CAP; transport failures become classified refusals."""
+    """One request with the body read up to BODY_CAP, whole within `requestTimeout` (SPEC: each request runs to
+    its answer or requestTimeout): httpx's timeout bounds each read, so an answer dripped a byte a second would
+    otherwise never end. Transport failures become classified refusals."""
     path = httpx.URL(url).path
+    deadline = client.timeout.read or DEFAULT_DEADLINE
     try:
-        async with client.stream(method, url, **kwargs) as response:
+        # a hair later than httpx's own connect and read timeouts, which name what stalled more precisely
+        async with asyncio.timeout(deadline + 0.05), client.stream(method, url, **kwargs) as response:
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
@@ -145,6 +151,9 @@ async def _call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any)
                     raise _Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
                                            retryable=False, status=response.status_code))
             return response.status_code, bytes(body)
+    except TimeoutError as exc:
+        raise _Refusal(Problem("read_timeout", f"{method} {path}: no whole answer within {deadline:g}s",
+                               retryable=True)) from exc
     except httpx.ConnectTimeout as exc:
         raise _Refusal(Problem("connect_timeout", f"{method} {path}: connect timed out", retryable=True)) from exc
     except httpx.ConnectError as exc:

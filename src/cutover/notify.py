@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 from collections.abc import MutableMapping
 from typing import Any, Protocol
@@ -35,6 +34,7 @@ QUEUE_SIZE = 50
 PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
 SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
 FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (SPEC §6.7)
+BREAK_AFTER = 3  # failed requests in a row before Slack is left alone for the rest of the process
 QUIET = "_notify_internal"  # marks this module's own log lines so they are never sent to Slack
 
 
@@ -199,9 +199,35 @@ class Outbox:
         self.ready.set()
 
 
+class Breaker:
+    """Slack failing again and again (5xx, timeouts, no connection): stop trying for the rest of the process and
+    say so once, so that a Slack outage costs the work nothing (each flush would otherwise wait its whole budget).
+    A rate limit (429 with Retry-After) is Slack working as documented, not a failure."""
+
+    def __init__(self, after: int = BREAK_AFTER) -> None:
+        self.after, self.failures, self.open = after, 0, False
+
+    def record(self, exc: BaseException | None) -> None:
+        if exc is None:
+            self.failures = 0
+        elif not (isinstance(exc, SlackFailed) and (exc.retry_after is not None or not exc.retryable)):
+            self.failures += 1
+            if self.failures >= self.after:
+                self.trip(f"{self.failures} failures in a row, the last: {exc or type(exc).__name__}")
+
+    def trip(self, why: str) -> None:
+        if not self.open:
+            self.open = True
+            log.warning("slack.circuit_open", why=why, then="no more Slack messages from this process",
+                        **{QUIET: True})
+
+
 class Sender:
-    def __init__(self, transport: Webhook | Bot, outbox: Outbox, *, store: ThreadStore | None = None) -> None:
+    def __init__(self, transport: Webhook | Bot, outbox: Outbox, *, store: ThreadStore | None = None,
+                 breaker: Breaker | None = None) -> None:
         self.transport, self.outbox, self.store = transport, outbox, store
+        self.breaker = breaker or Breaker()
+        self._asking_since: float | None = None  # loop time the request in flight was sent
         self.sent = 0
         self.task: asyncio.Task[None] | None = None
         self._announced: dict[str, set[str]] = {}
@@ -214,6 +240,11 @@ class Sender:
             if not self.outbox.items:
                 self.outbox.ready.clear()
                 await self.outbox.ready.wait()
+                continue
+            if self.breaker.open:  # what waits is dropped and counted: flush reports it once
+                self.outbox.dropped += len(self.outbox.items)
+                self.outbox.items.clear()
+                self.outbox.drained.set()
                 continue
             message = self.outbox.items[0]
             posted = False
@@ -252,16 +283,28 @@ class Sender:
 
     async def _deliver(self, message: Message) -> None:
         async for attempt in tenacity.AsyncRetrying(
-                retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, httpx.TransportError) or (
-                    isinstance(exc, SlackFailed) and exc.retryable)),
+                retry=tenacity.retry_if_exception(lambda exc: not self.breaker.open and (
+                    isinstance(exc, httpx.TransportError) or (isinstance(exc, SlackFailed) and exc.retryable))),
                 wait=_wait, stop=tenacity.stop_after_attempt(4), reraise=True):
             with attempt:
-                await self.transport.send(message)
+                self._asking_since = asyncio.get_running_loop().time()
+                try:
+                    await self.transport.send(message)
+                except Exception as exc:
+                    self.breaker.record(exc)
+                    raise
+                finally:
+                    self._asking_since = None
+                self.breaker.record(None)
 
     async def flush(self, budget: float = FLUSH_BUDGET) -> None:
         """Give queued messages up to `budget` seconds, then stop; never longer (SPEC §6.7)."""
-        with contextlib.suppress(TimeoutError):  # what is left is counted below, then dropped
+        try:
             await asyncio.wait_for(self.outbox.drained.wait(), budget)
+        except TimeoutError:  # what is left is counted below, then dropped
+            stuck = self._asking_since is not None and asyncio.get_running_loop().time() - self._asking_since > 1
+            if stuck or self.breaker.failures:  # Slack not answering, or failing: not merely a long queue
+                self.breaker.trip(f"messages still unsent after {budget:g}s")
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)

@@ -28,6 +28,8 @@ class FakeSlack:
         self.posted: list[Posted] = []
         self.faults: list[tuple[int, dict[str, str]]] = []  # (status, headers), answered in order
         self.hang = False
+        self.always: int | None = None  # answer this status to every request (Slack down)
+        self.failed = 0  # requests answered with `always`
         self._released = asyncio.Event()
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -58,6 +60,9 @@ class FakeSlack:
         if self.hang:
             await self._released.wait()
             return web.Response(status=503)
+        if self.always is not None:
+            self.failed += 1
+            return web.Response(status=self.always, text="error")
         if self.faults:
             status, headers = self.faults.pop(0)
             return web.Response(status=status, headers=headers, text="rate_limited" if status == 429 else "error")

@@ -80,7 +80,20 @@ class EngineDouble:
         }.get((request.method, request.path))
         if handler is None:
             return web.Response(status=404)  # axum and FastAPI both answer unknown routes with 404
+        if self.fault == "drip":
+            return await self._drip(request, handler(body))
         return handler(body)
+
+    async def _drip(self, request: web.Request, answer: web.Response) -> web.StreamResponse:
+        """The right answer, a byte a second: every read is quick, the whole takes minutes (a congested link,
+        a proxy buffering badly)."""
+        dripped = web.StreamResponse(status=answer.status, headers={"Content-Type": answer.content_type})
+        await dripped.prepare(request)
+        for byte in bytes(answer.body or b""):  # type: ignore[arg-type]
+            await dripped.write(bytes([byte]))
+            await asyncio.sleep(1)
+        await dripped.write_eof()
+        return dripped
 
     async def _fault(self, request: web.Request) -> web.StreamResponse | None:
         if self.fault == "slow":  # answers only when the engine goes away

@@ -4,6 +4,7 @@ that lets "someone else" commit just before a write lands, and a validator that 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import ssl
@@ -25,6 +26,7 @@ class Fault:
     after_write: bool = False  # serve the request (the write lands), then drop the connection: the client
     #                            never learns that it succeeded
     raw: bytes | None = None  # answer these bytes (with `headers`) instead of JSON: a proxy's HTML page, say
+    drip: bool = False  # serve the request, but send its answer a byte a second
 
 
 @dataclasses.dataclass
@@ -104,22 +106,37 @@ class FakeHost:
         if self.validator is not None:
             self.validator(request, raw)
         fault = next((f for f in self.faults if f.method == request.method), None)
-        if fault is not None and fault.after_write:
-            self.faults.remove(fault)
-            served: web.StreamResponse = await handler(request)
-            assert request.transport is not None
-            request.transport.abort()
-            return served
         if fault is not None:
             self.faults.remove(fault)
-            if fault.reset_connection:
-                assert request.transport is not None
-                request.transport.abort()
-                return web.Response(status=500)
-            if fault.raw is not None:
-                return web.Response(body=fault.raw, status=fault.status, headers=fault.headers)
-            return web.json_response(fault.body or {"message": "injected"}, status=fault.status, headers=fault.headers)
+            return await _inject(fault, request, handler)
         if self.token and not self.authorized(request):
             return self.unauthorized()
         response: web.StreamResponse = await handler(request)
         return response
+
+
+async def _inject(fault: Fault, request: web.Request, handler: Any) -> web.StreamResponse:
+    """What a fault answers instead of the host (or after it, for a write that lands unbeknown)."""
+    if fault.drip:
+        return await _drip(request, await handler(request))
+    if fault.after_write or fault.reset_connection:
+        served: web.StreamResponse = await handler(request) if fault.after_write else web.Response(status=500)
+        assert request.transport is not None
+        request.transport.abort()  # after_write: the write landed, the client never hears so
+        return served
+    if fault.raw is not None:
+        return web.Response(body=fault.raw, status=fault.status, headers=fault.headers)
+    return web.json_response(fault.body or {"message": "injected"}, status=fault.status, headers=fault.headers)
+
+
+async def _drip(request: web.Request, answer: web.StreamResponse) -> web.StreamResponse:
+    """`answer` a byte a second: each read is quick, the whole takes as many seconds as it has bytes."""
+    assert isinstance(answer, web.Response)
+    assert isinstance(answer.body, bytes)
+    dripped = web.StreamResponse(status=answer.status, headers={"Content-Type": answer.content_type})
+    await dripped.prepare(request)
+    for byte in answer.body:
+        await dripped.write(bytes([byte]))
+        await asyncio.sleep(1)
+    await dripped.write_eof()
+    return dripped

@@ -12,6 +12,7 @@ Errors here are the Git branch of the tree in `cutover.errors`:
 from __future__ import annotations
 
 import abc
+import asyncio
 import base64
 import binascii
 import dataclasses
@@ -103,6 +104,8 @@ def decoded(content: str, *, where: str) -> str:
 
 
 ARCHIVE_CAP = 256 << 20  # bytes of a repository archive we accept: a GitOps repository is text
+ANSWER_CAP = 16 << 20  # bytes of any other answer: a file (1 MiB at most, base64) or a page of history
+DEADLINE = 60.0  # seconds for one whole answer: httpx's timeout bounds each read, not a body dripped slowly
 
 
 def unpack(archive: bytes, into: Path, *, what: str) -> Path:
@@ -195,7 +198,7 @@ class HttpHost(GitHost):
         async for attempt in retrying():
             with attempt:
                 try:
-                    response = await self.client.request(method, url, **kwargs)
+                    response = await self._answer(method, url, what=what, **kwargs)
                 except httpx.TransportError as exc:
                     raise self.unreachable(exc, what=what) from exc
                 if method in ("PUT", "POST") and self.stale(response):
@@ -219,10 +222,26 @@ class HttpHost(GitHost):
                             error = classify(response, what=what, provider=self.name)
                             assert error is not None
                             raise error
-                        return await _capped(response, what=f"{self.name}: {what}")
+                        return await _capped(response, cap=ARCHIVE_CAP, what=f"{self.name}: {what}")
                 except httpx.TransportError as exc:
                     raise self.unreachable(exc, what=what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _answer(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
+        """The whole answer within DEADLINE and ANSWER_CAP, as a response whose body is read."""
+        request = self.client.build_request(method, url, **kwargs)
+        try:
+            async with asyncio.timeout(DEADLINE):
+                response = await self.client.send(request, stream=True)
+                try:
+                    body = await _capped(response, cap=ANSWER_CAP, what=f"{self.name}: {what}")
+                finally:
+                    await response.aclose()
+        except TimeoutError as exc:
+            raise HostUnavailable(f"{self.name}: {what}: no whole answer within {DEADLINE:g}s") from exc
+        headers = [(key, value) for key, value in response.headers.multi_items()
+                   if key.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
 
     def unreachable(self, exc: httpx.TransportError, *, what: str) -> GitError:
         """A failed connection: retried, unless the server's certificate is not trusted (that stays so)."""
@@ -234,13 +253,14 @@ class HttpHost(GitHost):
                                               "(or SSL_CERT_FILE for every HTTPS client)")
 
 
-async def _capped(response: httpx.Response, *, what: str) -> bytes:
+async def _capped(response: httpx.Response, *, cap: int, what: str) -> bytes:
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
-        if len(body) > ARCHIVE_CAP:
-            raise GitError(f"{what}: the archive is larger than {ARCHIVE_CAP >> 20} MiB", cause="git_rejected",
-                           hint="render from a smaller repository, or use git.provider git")
+        if len(body) > cap:
+            raise GitError(f"{what}: the answer is larger than {cap >> 20} MiB", cause="git_rejected",
+                           hint="point git.apiUrl at the hosting API (a proxy may be answering)"
+                           if cap < ARCHIVE_CAP else "render from a smaller repository, or use git.provider git")
     return bytes(body)
 
 
