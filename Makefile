@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,12 +17,17 @@ demo: $(STAMP)
 	$(BIN)/cutover demo
 
 test: $(STAMP)
+	$(BIN)/python tests/prerequisites.py
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench packaging
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The invariants' state machine over 10,000 random histories instead of 300 (minutes; not part of CI).
+soak: $(STAMP)
+	CUTOVER_HISTORIES=10000 $(BIN)/pytest tests/test_invariants.py -q -o timeout=0 -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

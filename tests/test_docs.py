@@ -4,6 +4,8 @@ table, and every exit code has a line."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,3 +42,23 @@ def test_every_exit_code_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     for code in ExitCode:
         assert re.search(rf"^\| {int(code)} \| ", readme, re.MULTILINE), code
+
+
+def test_the_prerequisites_the_readme_names_are_the_ones_make_test_checks() -> None:
+    import prerequisites
+
+    readme = (ROOT / "README.md").read_text()
+    packages = {source for _, _, source in prerequisites.NEEDS if " " not in source}
+    assert packages == {"git", "openssh-server", "openssh-client", "patch"}
+    for package in packages:
+        assert f"`{package}`" in readme, package
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert all(package in ci for package in packages)  # CI installs exactly what the README names
+    assert "kubectl" in readme and "CUTOVER_NO_SKIPS=1 make test" in ci
+
+
+def test_a_missing_tool_is_named_with_its_package() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "prerequisites.py")], capture_output=True,
+                          text=True, env={"PATH": "/nonexistent"}, check=False)
+    assert done.returncode == 1
+    assert "patch (GNU patch): patch" in done.stderr and "apt-get install" in done.stderr

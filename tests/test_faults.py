@@ -487,7 +487,12 @@ CASES = [
     Case("engine", "target crash-loops", commits=(), script=Script(pull=30, fault="crash_loop"),
          steps=(Step(("run",), 3),), cause="crash_loop"),
     Case("engine", "target image cannot be pulled", commits=(), script=Script(pull=30, fault="image_pull"),
-         steps=(Step(("run",), 3),), cause="image_pull"),
+         steps=(Step(("run",), 3),), cause="image_pull", within=60),  # not found: at once
+    Case("engine", "target image rate-limited (429) for a while", script=Script(pull=30, fault="image_rate_limited"),
+         saw=("target.waiting",)),  # waited through, the reason in target.waiting
+    Case("engine", "target image only ever backs off, no reason", commits=(),
+         script=Script(pull=30, fault="image_backoff_only"), steps=(Step(("run",), 3),), cause="image_pull",
+         within=30 + 330 + 31),
     Case("engine", "target cannot be scheduled", commits=(), script=Script(fault="unschedulable"),
          steps=(Step(("run",), 3),), cause="unschedulable"),
     Case("engine", "target slower than maxWait", commits=(), script=Script(pull=30, load=3000),

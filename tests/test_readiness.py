@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cutover import readiness
+from cutover import pulls, readiness
 from cutover.views import ContainerView, PodView, Probe
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -14,14 +14,39 @@ SETTINGS = readiness.Settings(max_wait=1800.0)
 
 
 REFERENCE_PROBE = Probe(0, 15, 120)
+IMAGE = "registry.example/acme/candle-vllm@sha256:4015035004290000000000000000000000000000000000000000000000000000"
+# The container runtimes' own words, as the kubelet puts them in ErrImagePull (containerd 1.7 and 2.0, CRI-O).
+NOT_FOUND = (f'rpc error: code = NotFound desc = failed to pull and unpack image "{IMAGE}": failed to resolve '
+             f'reference "{IMAGE}": {IMAGE}: not found')
+UNAUTHORIZED = (f'rpc error: code = Unknown desc = failed to pull and unpack image "{IMAGE}": failed to resolve '
+                f'reference "{IMAGE}": failed to authorize: failed to fetch anonymous token: unexpected status '
+                'from GET request to https://auth.example/token: 401 Unauthorized')
+DENIED = ('rpc error: code = Unknown desc = failed to pull and unpack image "docker.io/acme/private:1": failed to '
+          'resolve reference "docker.io/acme/private:1": pull access denied, repository does not exist or may '
+          'require authorization: server message: insufficient_scope: authorization failed')
+MANIFEST = ('initializing source docker://quay.io/acme/engine:v9: reading manifest v9 in quay.io/acme/engine: '
+            'manifest unknown')  # CRI-O
+RATE_LIMITED = (f'rpc error: code = Unknown desc = failed to pull and unpack image "{IMAGE}": failed to copy: '
+                'httpReadSeeker: failed open: unexpected status code https://registry.example/v2/acme/candle-vllm/'
+                'blobs/sha256:ab: 429 Too Many Requests - Server message: toomanyrequests: You have reached your '
+                'pull rate limit.')
+UNAVAILABLE = (f'rpc error: code = Unknown desc = failed to pull and unpack image "{IMAGE}": failed to resolve '
+               f'reference "{IMAGE}": unexpected status from HEAD request to https://registry.example/v2/: '
+               '503 Service Unavailable')
+TIMEOUT = (f'rpc error: code = Unknown desc = failed to pull and unpack image "{IMAGE}": failed to resolve '
+           f'reference "{IMAGE}": failed to do request: Head "https://registry.example/v2/": dial tcp '
+           '10.0.0.9:443: i/o timeout')
+RESET = ('rpc error: code = Unknown desc = failed to pull and unpack image "docker.io/library/python:3.11": failed '
+         'to copy: read tcp 10.1.2.3:51234->104.16.0.1:443: read: connection reset by peer')
+BACKOFF = f'Back-off pulling image "{IMAGE}"'
 
 
 def pod(name: str = "p", *, started: float | None = 0.0, probe: Probe | None = REFERENCE_PROBE,
         ready: bool = False, restarts: int = 0, waiting: str | None = None, last: str | None = None,
-        unschedulable: str | None = None, deleting: bool = False) -> PodView:
+        unschedulable: str | None = None, deleting: bool = False, message: str = "details") -> PodView:
     container = ContainerView("engine", ready=ready,
                               started_at=T0 + timedelta(seconds=started) if started is not None else None,
-                              restarts=restarts, waiting_reason=waiting, waiting_message="details" if waiting else None,
+                              restarts=restarts, waiting_reason=waiting, waiting_message=message if waiting else None,
                               last_terminated_reason=last, startup_probe=probe)
     return PodView("ns", name, f"uid-{name}", {"app": "x"}, ip="10.0.0.1" if ready else None, ready=ready,
                    deleting=deleting, unschedulable_message=unschedulable, containers=(container,))
@@ -87,8 +112,9 @@ def test_a_terminating_pod_counts_for_nothing() -> None:
 
 @pytest.mark.parametrize(("state", "cause", "words"), [
     ({"waiting": "CrashLoopBackOff"}, "crash_loop", "is in CrashLoopBackOff: details"),
-    ({"waiting": "ImagePullBackOff"}, "image_pull", "ImagePullBackOff: details"),
-    ({"waiting": "ErrImagePull"}, "image_pull", "ErrImagePull"),
+    ({"waiting": "ErrImagePull", "message": NOT_FOUND}, "image_pull", "ErrImagePull: rpc error: code = NotFound"),
+    ({"waiting": "ImagePullBackOff", "message": UNAUTHORIZED}, "image_pull", "401 Unauthorized"),
+    ({"waiting": "InvalidImageName"}, "image_pull", "InvalidImageName: details"),
     ({"waiting": "CreateContainerConfigError"}, "container_config", "CreateContainerConfigError"),
     ({"last": "OOMKilled", "restarts": 1}, "oom_killed", "was OOMKilled"),
     ({"unschedulable": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}, "unschedulable",
@@ -122,3 +148,41 @@ def test_every_pod_deleted_during_the_wait_fails_at_once() -> None:
 def test_enough_ready_pods_outweigh_a_broken_extra_one() -> None:
     found = at(30, pod("a", ready=True), pod("b", waiting="CrashLoopBackOff"))
     assert found.satisfied and found.failure is None
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (NOT_FOUND, "permanent"), (UNAUTHORIZED, "permanent"), (DENIED, "permanent"), (MANIFEST, "permanent"),
+    (RATE_LIMITED, "transient"), (UNAVAILABLE, "transient"), (TIMEOUT, "transient"), (RESET, "transient"),
+    (BACKOFF, None), (None, None),
+])
+def test_a_failing_pull_is_told_permanent_or_transient(text: str | None, expected: str | None) -> None:
+    assert pulls.kind(text) == expected  # the digest's digits (…4015035004290…) are no status code
+
+
+def test_a_transient_pull_failure_is_waited_through_and_shown() -> None:
+    seen = pulls.PullLog()
+    for seconds, waiting, message in [(5, "ErrImagePull", RATE_LIMITED), (6, "ImagePullBackOff", BACKOFF),
+                                      (400, "ImagePullBackOff", BACKOFF)]:
+        now_pod = pod(started=None, waiting=waiting, message=message)
+        seen.see([now_pod], now=T0 + timedelta(seconds=seconds))
+        found = at(seconds, now_pod, pulled=seen)
+        assert found.failure is None  # the back-off's own text says nothing: the 429 before it does
+        assert found.pods[0].pull_error is not None and "429 Too Many Requests" in found.pods[0].pull_error
+
+
+def test_a_permanent_reason_seen_before_the_back_off_fails_it_at_once() -> None:
+    seen = pulls.PullLog()
+    seen.see([pod(started=None, waiting="ErrImagePull", message=NOT_FOUND)], now=T0)
+    backing_off = pod(started=None, waiting="ImagePullBackOff", message=BACKOFF)
+    seen.see([backing_off], now=T0 + timedelta(seconds=1))
+    found = at(1, backing_off, pulled=seen)
+    assert found.failure is not None and found.failure.cause == "image_pull" and "not found" in found.failure.message
+
+
+def test_a_back_off_that_never_says_why_fails_after_the_kubelets_longest_back_off() -> None:
+    seen = pulls.PullLog()
+    backing_off = pod(started=None, waiting="ImagePullBackOff", message=BACKOFF)
+    seen.see([backing_off], now=T0)
+    assert at(pulls.UNKNOWN_FOR - 1, backing_off, pulled=seen).failure is None
+    found = at(pulls.UNKNOWN_FOR, backing_off, pulled=seen)
+    assert found.failure is not None and "without a reason that passes" in found.failure.message

@@ -93,7 +93,7 @@ async def test_a_shorter_max_wait_is_the_ceiling(world: World, kube: cluster.Clu
 
 @pytest.mark.parametrize(("fault", "cause", "within", "words"), [
     ("crash_loop", "crash_loop", 60, "CrashLoopBackOff"),
-    ("image_pull", "image_pull", 30, "ImagePullBackOff"),
+    ("image_pull", "image_pull", 30, "ErrImagePull: rpc error: code = NotFound"),
     ("unschedulable", "unschedulable", 5, "4 Insufficient nvidia.com/gpu"),
     ("oom", "oom_killed", 400, "OOMKilled"),
     ("config_error", "container_config", 30, 'secret "hf-token" not found'),
@@ -257,3 +257,13 @@ async def test_a_pod_restarting_during_startup_fails_after_the_bound(world: Worl
         await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
     await restarter
     assert caught.value.cause == "restarting" and "restarted 3 times" in caught.value.message
+
+
+async def test_a_rate_limited_pull_is_waited_through_with_the_reason_shown(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
+    world.add_pod("candle", Script(pull=20, load=120, fault="image_rate_limited"))
+    plan = make_plan()
+    proven = await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert proven.proofs and not named(events, "target.failed_fast")
+    lines = [line for event in named(events, "target.waiting") for line in event["pods"]]
+    assert any("image pull failing, waited through: 429 Too Many Requests" in line for line in lines), lines

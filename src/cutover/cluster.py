@@ -10,7 +10,7 @@ models never leave this module. Called by `wait` and the commands.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import concurrent.futures
 import dataclasses
 import functools
 import json
@@ -48,30 +48,27 @@ SIDE_EFFECT_TIMEOUT = 4.0  # seconds per connect and read of an Event: within th
 # six times with jittered exponential backoff (0.5, 1, 2, 4, 8 s: about 16 s in all); everything else is
 # permanent at once. Attempts, not a deadline: tenacity measures deadlines on the wall clock, which
 # the event loop's clock (and fake time in tests) cannot move.
-def _in_daemon_thread(call: Callable[[], Any]) -> asyncio.Future[Any]:
-    """`call()` in a thread of its own that nobody joins: the loop may end (and the process exit) before it does."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+class _DaemonThreads(concurrent.futures.Executor):
+    """Each call in a daemon thread of its own that nobody joins: `asyncio.run` joins the default executor's
+    threads as it ends (and ThreadPoolExecutor's are joined at interpreter exit), so an Event stuck there held
+    the exit. An executor still, so that `run_in_executor` (and fake time in the tests) knows the work is on."""
 
-    def run() -> None:
-        try:
-            deliver = functools.partial(_settle, future, result=call())
-        except BaseException as exc:  # handed to the awaiting coroutine
-            deliver = functools.partial(_settle, future, error=exc)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(deliver)
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
-    threading.Thread(target=run, name="cutover-side-effect", daemon=True).start()
-    return future
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the awaiting coroutine
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="cutover-side-effect", daemon=True).start()
+        return future
 
 
-def _settle(future: asyncio.Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
-    if future.done():  # its waiter gave up (the side effect's budget ran out)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+_SIDE_EFFECTS = _DaemonThreads()
 
 
 def retrying(*, forever: bool = False) -> tenacity.AsyncRetrying:
@@ -164,7 +161,9 @@ class Cluster:
                                  timeout=(side_effect, side_effect) if side_effect else (CONNECT_TIMEOUT, READ_TIMEOUT))
         async for attempt in retrying():
             with attempt:
-                return await (_in_daemon_thread(call) if side_effect else asyncio.to_thread(call))
+                if side_effect:
+                    return await asyncio.get_running_loop().run_in_executor(_SIDE_EFFECTS, call)
+                return await asyncio.to_thread(call)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call(self, method: str, path: str, *, query: dict[str, str], body: Mapping[str, Any] | None,

@@ -15,6 +15,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from cutover import pulls
 from cutover.profiles import PodProof, Problem
 from cutover.views import ContainerView, PodView
 
@@ -23,7 +24,6 @@ NO_POD_GRACE = 120.0  # seconds to wait for a first pod matching the selector to
 MAX_RESTARTS = 2  # container restarts during the wait before we stop hoping
 PROGRESS_EVERY = 30.0  # seconds between `target.waiting` progress events
 
-_IMAGE_REASONS = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
 _CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 
 
@@ -50,6 +50,7 @@ class PodProgress:
     budget_left: float | None  # seconds until its startupProbe gives up; None before container start
     probe_failures_allowed: int | None
     restarts: int
+    pull_error: str | None = None  # why its image pull fails for now (a rate limit, a timeout), while we wait
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,15 +74,18 @@ def assess(
     settings: Settings,
     baseline_restarts: Mapping[str, int] | None = None,
     seen_any: bool = False,
+    pulled: pulls.PullLog | None = None,
 ) -> Assessment:
-    """Decide what the target pods' state means at `now`, for a wait that began at `started`."""
+    """Decide what the target pods' state means at `now`, for a wait that began at `started`; `pulled` is what
+    the wait has seen of failing image pulls so far (updated by the caller)."""
     live = sorted((pod for pod in pods if not pod.deleting), key=lambda pod: pod.name)
     elapsed = (now - started).total_seconds()
     budget_left = max(0.0, _wait_deadline(live, started=started, settings=settings) - elapsed)
     ready = tuple(pod for pod in live if pod.ready and pod.ip)
-    progress = tuple(_progress(pod, now) for pod in live)
+    pulled = pulled or pulls.PullLog()
+    progress = tuple(_progress(pod, now, pulled) for pod in live)
     failure = _failure(live, ready, elapsed=elapsed, budget_left=budget_left, settings=settings,
-                       baseline=baseline_restarts or {}, seen_any=seen_any)
+                       baseline=baseline_restarts or {}, seen_any=seen_any, pulled=pulled, now=now)
     satisfied = len(ready) >= settings.min_ready
     return Assessment(ready=ready if satisfied else (), failure=failure if not satisfied else None,
                       elapsed=elapsed, budget_left=budget_left, pods=progress)
@@ -105,7 +109,7 @@ def _pod_deadline(pod: PodView, *, started: datetime, settings: Settings) -> flo
     return max(budgets, default=settings.max_wait)
 
 
-def _progress(pod: PodView, now: datetime) -> PodProgress:
+def _progress(pod: PodView, now: datetime, pulled: pulls.PullLog) -> PodProgress:
     lefts, allowed = [], []
     for container in pod.containers:
         if container.started_at is None or container.startup_probe is None:
@@ -121,6 +125,8 @@ def _progress(pod: PodView, now: datetime) -> PodProgress:
         budget_left=max(0.0, min(lefts)) if lefts else None,
         probe_failures_allowed=min(allowed) if allowed else None,
         restarts=pod.restarts,
+        pull_error=next((pulls.why(pulled.reason(pod, container) or str(container.waiting_reason))
+                         for container in pod.containers if container.waiting_reason in pulls.PULLING), None),
     )
 
 
@@ -146,9 +152,12 @@ def _failure(
     settings: Settings,
     baseline: Mapping[str, int],
     seen_any: bool,
+    pulled: pulls.PullLog,
+    now: datetime,
 ) -> Failure | None:
     for pod in live:
-        failure = classify(pod, baseline_restarts=baseline.get(pod.name, 0), max_restarts=settings.max_restarts)
+        failure = classify(pod, baseline_restarts=baseline.get(pod.name, 0), max_restarts=settings.max_restarts,
+                           pulled=pulled, now=now)
         if failure is not None:
             return failure
     if not live and seen_any:
@@ -173,7 +182,8 @@ def _failure(
     )
 
 
-def classify(pod: PodView, *, baseline_restarts: int = 0, max_restarts: int = MAX_RESTARTS) -> Failure | None:
+def classify(pod: PodView, *, baseline_restarts: int = 0, max_restarts: int = MAX_RESTARTS,
+             pulled: pulls.PullLog | None = None, now: datetime | None = None) -> Failure | None:
     """A state from which this pod will not become ready by waiting, or None."""
     if pod.unschedulable_message is not None:
         return Failure(
@@ -182,7 +192,8 @@ def classify(pod: PodView, *, baseline_restarts: int = 0, max_restarts: int = MA
             hint="free or add capacity (GPUs, memory) or fix node selectors and tolerations",
         )
     for container in pod.containers:
-        failure = _container_failure(pod, container)
+        failure = _container_failure(pod, container) or _pull_failure(pod, container, pulled or pulls.PullLog(),
+                                                                      now=now)
         if failure is not None:
             return failure
     if pod.restarts - baseline_restarts > max_restarts:
@@ -203,12 +214,33 @@ def _container_failure(pod: PodView, container: ContainerView) -> Failure | None
     if reason == "CrashLoopBackOff":
         return Failure(cause="crash_loop", pod=pod.name, message=f"{where} is in CrashLoopBackOff{detail}",
                        hint=f"read `kubectl -n {pod.namespace} logs {pod.name} --previous`")
-    if reason in _IMAGE_REASONS:
-        return Failure(cause="image_pull", pod=pod.name, message=f"{where}: {reason}{detail}",
-                       hint="check the image name and tag, and the registry credentials (imagePullSecrets)")
+    if reason in pulls.NEVER:
+        return Failure(cause="image_pull", pod=pod.name, message=f"{where}: {reason}{detail}", hint=_PULL_HINT)
     if reason in _CONFIG_REASONS:
         return Failure(cause="container_config", pod=pod.name, message=f"{where}: {reason}{detail}",
                        hint="a referenced Secret, ConfigMap or volume is missing")
+    return None
+
+
+_PULL_HINT = "check the image name and tag, and the registry credentials (imagePullSecrets)"
+
+
+def _pull_failure(pod: PodView, container: ContainerView, pulled: pulls.PullLog, *,
+                  now: datetime | None) -> Failure | None:
+    """A pull that fails for good fails the wait now; one that fails for now (429, 5xx, timeouts) is waited
+    through within the budget; one that only ever backs off, without a reason, after pulls.UNKNOWN_FOR."""
+    if container.waiting_reason not in pulls.PULLING:
+        return None
+    where, reason = f"pod {pod.name} container {container.name}", container.waiting_reason
+    text = pulled.reason(pod, container)
+    found = pulls.kind(text)
+    if found == "permanent":
+        return Failure(cause="image_pull", pod=pod.name, message=f"{where}: {reason}: {text}", hint=_PULL_HINT)
+    unknown_for = pulled.unknown_for(pod, now=now) if now is not None else 0.0
+    if found is None and unknown_for >= pulls.UNKNOWN_FOR:
+        return Failure(cause="image_pull", pod=pod.name, hint=_PULL_HINT,
+                       message=f"{where}: {reason} for {unknown_for:.0f}s without a reason that passes"
+                               f"{': ' + text if text else ''}")
     return None
 
 

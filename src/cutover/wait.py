@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from cutover import engines, milestones, netpolicy, profiles, readiness
+from cutover import engines, milestones, netpolicy, profiles, pulls, readiness
 from cutover.clock import Clock
 from cutover.cluster import Cluster, PodWatch, selector_text
 from cutover.errors import ClusterUnavailable, NamesNotProven, TargetNotReady
@@ -65,11 +65,14 @@ class _Wait:
         self.next_progress = clock.monotonic() + readiness.PROGRESS_EVERY
         self.next_proof = clock.monotonic()
         self.announced_ready = False
+        self.pulled = pulls.PullLog()  # why pulls failed, remembered across the kubelet's back-offs
 
     def assess(self) -> readiness.Assessment:
-        return readiness.assess(self.watch.pods.values(), now=self.clock.now(), started=self.started,
+        now = self.clock.now()
+        self.pulled.see(self.watch.pods.values(), now=now)
+        return readiness.assess(self.watch.pods.values(), now=now, started=self.started,
                                 settings=self.settings, baseline_restarts=self.baseline,
-                                seen_any=self.watch.ever_seen)
+                                seen_any=self.watch.ever_seen, pulled=self.pulled)
 
     async def run(self) -> Proven:
         log.info("target.watching", backend=self.backend.name, pods=len(self.watch.pods),
@@ -204,4 +207,6 @@ def _pod_line(pod: readiness.PodProgress) -> str:
         parts.append(f"probe budget {pod.budget_left:.0f}s ({pod.probe_failures_allowed} failures allowed)")
     if pod.restarts:
         parts.append(f"{pod.restarts} restarts")
+    if pod.pull_error:
+        parts.append(f"image pull failing, waited through: {pod.pull_error}")
     return ", ".join(parts)

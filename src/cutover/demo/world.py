@@ -57,7 +57,20 @@ class Script:
 
     pull: float = 20.0  # creation → container running
     load: float = 600.0  # container running → engine bound (then the next probe tick makes it Ready)
-    fault: str | None = None  # crash_loop | image_pull | unschedulable | oom | never_binds | config_error
+    fault: str | None = None  # crash_loop | image_pull | image_rate_limited | image_backoff_only | unschedulable
+    #                           | oom | never_binds | config_error
+
+
+# containerd's errors, as the kubelet reports them in ErrImagePull (None: only back-offs are ever seen)
+PULL_ERRORS: dict[str, str | None] = {
+    "image_pull": 'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": failed to resolve '
+                  'reference "{image}": {image}: not found',
+    "image_rate_limited": 'rpc error: code = Unknown desc = failed to pull and unpack image "{image}": failed to '
+                          'copy: httpReadSeeker: failed open: unexpected status code https://example.invalid/v2/: '
+                          '429 Too Many Requests - Server message: toomanyrequests: You have reached your pull '
+                          'rate limit.',
+    "image_backoff_only": None,
+}
 
 
 class SimPod:
@@ -105,11 +118,12 @@ class SimPod:
                             "available: 4 No preemption victims found for incoming pod."}]}})
             return
         await asyncio.sleep(script.pull)
-        if fault in ("image_pull", "config_error"):
-            reason, message = (("ImagePullBackOff", 'Back-off pulling image "example.invalid/candle-vllm:1"')
-                               if fault == "image_pull" else
-                               ("CreateContainerConfigError", 'secret "hf-token" not found'))
-            self._status(state={"waiting": {"reason": reason, "message": message}})
+        if fault in PULL_ERRORS and not await self._pull_fails(PULL_ERRORS[fault],
+                                                                for_good=fault != "image_rate_limited"):
+            return
+        if fault == "config_error":
+            self._status(state={"waiting": {"reason": "CreateContainerConfigError",
+                                            "message": 'secret "hf-token" not found'}})
             return
         await self._start()
         if fault == "crash_loop":
@@ -133,6 +147,20 @@ class SimPod:
         await self.engine.bind()
         await asyncio.sleep(self._until_probe_tick())
         self.become_ready()
+
+    async def _pull_fails(self, error: str | None, *, for_good: bool) -> bool:
+        """The kubelet's pull loop: ErrImagePull with the runtime's error, then ImagePullBackOff (whose message
+        says only that it backs off) for 10, 20, 40... s, up to 300. A rate limit passes after 3 tries; True when
+        the image was pulled in the end."""
+        image = f"example.invalid/{BACKENDS[self.backend]['engine']}:1"
+        for attempt in range(8 if for_good else 3):
+            if error is not None:
+                self._status(state={"waiting": {"reason": "ErrImagePull", "message": error.format(image=image)}})
+                await asyncio.sleep(1)
+            self._status(state={"waiting": {"reason": "ImagePullBackOff",
+                                            "message": f'Back-off pulling image "{image}"'}})
+            await asyncio.sleep(min(300, 10 * 2 ** attempt))
+        return not for_good
 
     async def _start(self) -> None:
         self.started_at = self.world.kube.stamp()
