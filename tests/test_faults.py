@@ -341,6 +341,35 @@ def argocd(**options: Any) -> Callable[[Stage], None]:
     return arrange
 
 
+def fit(value: str = "{requests: 3, maxLatency: 5s}") -> Callable[[str], str]:
+    """The plan with `verify.fitness` set (SPEC §10)."""
+    return lambda text: text.replace("  requestTimeout: 10s\n", f"  requestTimeout: 10s\n  fitness: {value}\n", 1)
+
+
+def engine_set(**values: Any) -> Callable[[Stage], None]:
+    """Set the target engine double's knobs (latency, max_model_len, fault, ...)."""
+    def arrange(stage: Stage) -> None:
+        for key, value in values.items():
+            setattr(stage.target.engine, key, value)
+    return arrange
+
+
+def live_set(**values: Any) -> Callable[[Stage], None]:
+    """The same on every pod the Service selects before the cutover."""
+    def arrange(stage: Stage) -> None:
+        for live in (pod for pod in stage.world.pods.values() if pod is not stage.target):
+            for key, value in values.items():
+                setattr(live.engine, key, value)
+    return arrange
+
+
+def cold(seconds: float) -> Callable[[Stage], None]:
+    """From now (the target turning Ready), every generation takes 8 s, over maxLatency, for `seconds`."""
+    def arrange(stage: Stage) -> None:
+        stage.target.engine.cold_until = asyncio.get_running_loop().time() + seconds
+    return arrange
+
+
 def both(*arranges: Callable[[Stage], None]) -> Callable[[Stage], None]:
     def arrange(stage: Stage) -> None:
         for one in arranges:
@@ -497,6 +526,27 @@ CASES = [
          steps=(Step(("run",), 3),), cause="unschedulable"),
     Case("engine", "target slower than maxWait", commits=(), script=Script(pull=30, load=3000),
          steps=(Step(("run",), 3),), cause="startup_budget_exhausted"),
+    # fitness (SPEC §10): warm, fast enough, streaming, no smaller than the live backend
+    Case("fitness", "target Ready but cold for 4 minutes", at("target.ready", cold(240)), plan=fit(),
+         saw=("target.warming",)),
+    Case("fitness", "target always slower than maxLatency", at("target.ready", engine_set(latency=6.0)), plan=fit(),
+         commits=(), steps=(Step(("run",), 4),), cause="too_slow", saw=("target.warming",)),
+    Case("fitness", "target's stream ends without [DONE]", at("target.ready", engine_set(fault="stream-no-done")),
+         plan=fit(), commits=(), steps=(Step(("run",), 4),), cause="stream_broken"),
+    Case("fitness", "target's stream stalls mid-way", at("target.ready", engine_set(fault="stream-stall")),
+         plan=fit(), commits=(), steps=(Step(("run",), 4),), cause="stream_broken"),
+    Case("fitness", "target serves half the live context", engine_set(max_model_len=16384), plan=fit(),
+         commits=(), steps=(Step(("run",), 4),), cause="context_shorter"),
+    Case("fitness", "target has fewer Ready pods than live", lambda stage: stage.world.add_pod("vllm", ready=True),
+         plan=fit(), commits=(), steps=(Step(("run",), 4),), cause="fewer_replicas"),
+    Case("fitness", "the live backend (2 pods) is down: the switch to 1 healthy pod is not blocked",
+         both(lambda stage: stage.world.add_pod("vllm", ready=True), live_set(fault="503")), plan=fit()),
+    Case("fitness", "rollback to a healthy old backend, the new one broken",
+         at("cutover.completed", engine_set(fault="503")), plan=fit(), commits=(SWITCH, BACK),
+         steps=(Step(("run",), 0), Step(("rollback",), 0))),
+    Case("fitness", "target slow through the Service after the switch",
+         at("git.committed", engine_set(latency=6.0)), plan=fit(), commits=(SWITCH, BACK),
+         steps=(Step(("run",), 6),), cause="verification_failed_rolled_back", saw=("service.latency",)),
     # payloads: what the APIs hand back is input too
     Case("payload", "the file in Git is not YAML", at("lock.acquired", lambda stage: stage.other_commit(
         "ops: oops", lambda text: text.replace("  selector:", "  selector: [oops"))), commits=("ops: oops",),
@@ -712,7 +762,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
 
 def test_the_table_covers_every_area_with_forty_faults_or_more() -> None:
     areas = {case.area for case in CASES}
-    assert len(CASES) >= 40 and areas == {"kubernetes", "git", "engine", "payload", "slack", "kill"}
+    assert len(CASES) >= 40 and areas == {"kubernetes", "git", "engine", "fitness", "payload", "slack", "kill"}
     assert {case.host for case in CASES} == {"github", "gitea", "gitlab", "git", "github+tls", "git+tls"}
     assert {step.argv[0] for case in CASES if case.area == "kill" for step in case.steps} == {
         "run", "postsync", "rollback", "presync", "syncfail"}

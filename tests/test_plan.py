@@ -101,10 +101,23 @@ def test_several_services_under_cutovers() -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("90s", 90.0), ("30m", 1800.0), ("1h", 3600.0), ("1h30m", 5400.0), ("2m5s", 125.0),
+    ("90s", 90.0), ("30m", 1800.0), ("1h", 3600.0), ("1h30m", 5400.0), ("2m5s", 125.0), ("500ms", 0.5),
+    ("2s500ms", 2.5), ("1m", 60.0),
 ])
 def test_durations(text: str, expected: float) -> None:
     assert plan.parse_duration(text) == expected
+
+
+def test_fitness_defaults_and_values() -> None:
+    (off,) = plan.parse(GOOD)
+    assert off.verify.fitness is None  # absent: the names alone decide, as before
+    (defaults,) = plan.parse(_edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: {}\n"))
+    assert defaults.verify.fitness == plan.Fitness(requests=3, max_latency=5.0, stream=True, compare=True)
+    (empty,) = plan.parse(_edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness:\n"))
+    assert empty.verify.fitness == plan.Fitness()
+    (chosen,) = plan.parse(_edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: {requests: 20, "
+                                                             "maxLatency: 750ms, stream: false, compare: false}\n"))
+    assert chosen.verify.fitness == plan.Fitness(requests=20, max_latency=0.75, stream=False, compare=False)
 
 
 def _edit(old: str, new: str) -> str:
@@ -116,7 +129,31 @@ def _edit(old: str, new: str) -> str:
 BAD = [
     ("unknown top-level key", GOOD + "extra: 1\n", "extra", "no such key"),
     ("unknown nested key", _edit("  minReadyPods: 1\n", "  minReadyPods: 1\n  maxWiat: 5m\n"),
-     "verify.maxWiat", "no such key (known here: servedNames, proof, minReadyPods, maxWait, requestTimeout)"),
+     "verify.maxWiat", "no such key (known here: servedNames, proof, minReadyPods, maxWait, requestTimeout, "
+                       "fitness)"),
+    # verify.fitness (SPEC §10)
+    ("fitness requests below 1", _edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: {requests: 0}\n"),
+     "verify.fitness.requests", "an integer from 1 to 20, found 0"),
+    ("fitness requests above 20", _edit("  requestTimeout: 10s\n",
+                                        "  requestTimeout: 10s\n  fitness: {requests: 21}\n"),
+     "verify.fitness.requests", "an integer from 1 to 20, found 21"),
+    ("fitness maxLatency not a duration", _edit("  requestTimeout: 10s\n",
+                                                "  requestTimeout: 10s\n  fitness: {maxLatency: fast}\n"),
+     "verify.fitness.maxLatency", "a duration string like '90s', '30m', '1h', '1h30m' or '500ms', found 'fast'"),
+    ("fitness maxLatency zero", _edit("  requestTimeout: 10s\n",
+                                      "  requestTimeout: 10s\n  fitness: {maxLatency: 0s}\n"),
+     "verify.fitness.maxLatency", "a duration above zero, found '0s'"),
+    ("fitness maxLatency a number", _edit("  requestTimeout: 10s\n",
+                                          "  requestTimeout: 10s\n  fitness: {maxLatency: 5}\n"),
+     "verify.fitness.maxLatency", "found 5 (an integer)"),
+    ("fitness unknown key", _edit("  requestTimeout: 10s\n",
+                                  "  requestTimeout: 10s\n  fitness: {stream: true, p99: 2s}\n"),
+     "verify.fitness.p99", "no such key (known here: requests, maxLatency, stream, compare)"),
+    ("fitness stream not a boolean", _edit("  requestTimeout: 10s\n",
+                                           "  requestTimeout: 10s\n  fitness: {stream: sometimes}\n"),
+     "verify.fitness.stream", "true or false, found 'sometimes'"),
+    ("fitness not a mapping", _edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: [requests]\n"),
+     "verify.fitness", "a mapping, found"),
     ("empty selector", _edit("""    selector:
       app.kubernetes.io/name: llm-reasoning-candle
       component: predictor
@@ -134,7 +171,7 @@ BAD = [
     ("absolute path", _edit("path: k8s/apps", "path: /k8s/apps"), "git.path", "relative to the repository root"),
     ("dot-dot in path", _edit("path: k8s/apps", "path: k8s/../../etc"), "git.path", "without '..'"),
     ("bad duration", _edit("maxWait: 30m", "maxWait: 30 minutes"), "verify.maxWait",
-     "a duration string like '90s', '30m', '1h' or '1h30m', found '30 minutes' (a string)"),
+     "a duration string like '90s', '30m', '1h', '1h30m' or '500ms', found '30 minutes' (a string)"),
     ("duration as a number", _edit("maxWait: 30m", "maxWait: 1800"), "verify.maxWait", "found 1800 (an integer)"),
     ("port as a string", _edit("    engine: candle-vllm\n    port: 8080", "    engine: candle-vllm\n    port: http"),
      "backends.candle.port", "an integer from 1 to 65535, found 'http' (a string)"),

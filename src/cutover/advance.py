@@ -97,4 +97,5 @@ def _proof(proven: Proven, run: Run) -> writeback.Proof:
     return writeback.Proof(pods=tuple(f"{proof.pod} ({proof.address})" for proof in proven.proofs),
                            names=run.plan.verify.served_names,
                            method=proven.proofs[0].method if proven.proofs else "", waited=proven.waited,
-                           proven_at=proven.proven_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+                           proven_at=proven.proven_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           table=proven.fitness.table() if proven.fitness else ())

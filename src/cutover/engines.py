@@ -9,10 +9,11 @@ classifies each problem (refused, connect timeout, reset, HTTP status, bad JSON)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import errno
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import httpx
@@ -24,7 +25,9 @@ DEFAULT_DEADLINE = 10.0  # seconds for a whole answer when the client sets no ti
 Client = httpx.AsyncClient  # what `prove` talks through; callers get one from `new_client`
 
 
-class _Refusal(Exception):
+class Refusal(Exception):
+    """An engine request that met a problem; `call` and `classified` raise it, the proofs turn it into a report."""
+
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem.message)
         self.problem = problem
@@ -42,7 +45,7 @@ async def prove(
     clock: Callable[[], float] | None = None,
 ) -> PodProof:
     """Check every name on one pod; never raises for engine behaviour, only reports problems."""
-    profile, base = ENGINES[engine], f"http://{_host(ip)}:{port}"
+    profile, base = ENGINES[engine], base_url(ip, port)
     start = clock() if clock else 0.0
     proven: list[str] = []
     problems: list[Problem] = []
@@ -64,10 +67,14 @@ async def prove(
                     proven.append(name)
                 else:
                     problems.append(problem)
-    except _Refusal as refusal:
+    except Refusal as refusal:
         problems.append(refusal.problem)
     return PodProof(pod=pod, address=f"{ip}:{port}", method=method, proven=tuple(proven),
                     problems=tuple(problems), seconds=(clock() - start) if clock else 0.0)
+
+
+def base_url(ip: str, port: int) -> str:
+    return f"http://{_host(ip)}:{port}"
 
 
 def _host(ip: str) -> str:
@@ -77,28 +84,28 @@ def _host(ip: str) -> str:
 async def _health(client: httpx.AsyncClient, base: str, profile: Profile) -> None:
     if profile.health_path is None:
         return
-    status, _ = await _call(client, "GET", base + profile.health_path)
+    status, _ = await call(client, "GET", base + profile.health_path)
     if status == 404:
         return  # no such endpoint on this build: not a verdict on health
     if status >= 500:
-        raise _Refusal(Problem("unhealthy", f"GET {profile.health_path} answered {status} (loading or dead)",
+        raise Refusal(Problem("unhealthy", f"GET {profile.health_path} answered {status} (loading or dead)",
                                retryable=True, status=status))
 
 
 async def _listed(client: httpx.AsyncClient, base: str) -> set[str]:
-    status, body = await _call(client, "GET", base + "/v1/models")
+    status, body = await call(client, "GET", base + "/v1/models")
     if status != 200:
-        raise _Refusal(Problem("http_status", f"GET /v1/models answered {status}", retryable=status >= 500,
+        raise Refusal(Problem("http_status", f"GET /v1/models answered {status}", retryable=status >= 500,
                                status=status))
-    data = _json(body, "/v1/models")
+    data = json_of(body, "/v1/models")
     cards = data.get("data") if isinstance(data, dict) else None
     if not isinstance(cards, list):
-        raise _Refusal(Problem("bad_json", "GET /v1/models: no `data` list in the answer", retryable=True))
+        raise Refusal(Problem("bad_json", "GET /v1/models: no `data` list in the answer", retryable=True))
     return {card["id"] for card in cards if isinstance(card, dict) and isinstance(card.get("id"), str)}
 
 
-def _generation_body(profile: Profile, name: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": name, "max_tokens": 1, "temperature": 0, "stream": False}
+def generation_body(profile: Profile, name: str, *, max_tokens: int = 1, stream: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": name, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
     if profile.chat:
         body["messages"] = [{"role": "user", "content": "ping"}]
     else:
@@ -106,8 +113,19 @@ def _generation_body(profile: Profile, name: str) -> dict[str, Any]:
     return body
 
 
-async def _generate(client: httpx.AsyncClient, base: str, profile: Profile, name: str) -> Problem | None:
-    status, body = await _call(client, "POST", base + profile.generate_path, json=_generation_body(profile, name))
+async def generate(client: httpx.AsyncClient, base: str, profile: Profile, name: str, *,
+                   max_tokens: int = 1) -> Problem | None:
+    """One short generation; None when it answered with a token, else the problem (a transport failure too)."""
+    try:
+        return await _generate(client, base, profile, name, max_tokens=max_tokens)
+    except Refusal as refusal:
+        return dataclasses.replace(refusal.problem, name=name)
+
+
+async def _generate(client: httpx.AsyncClient, base: str, profile: Profile, name: str, *,
+                    max_tokens: int = 1) -> Problem | None:
+    status, body = await call(client, "POST", base + profile.generate_path,
+                              json=generation_body(profile, name, max_tokens=max_tokens))
     if status in (400, 404):
         return Problem("name_rejected", f"{name!r} rejected with {status} by {profile.generate_path}",
                        retryable=False, name=name, status=status)
@@ -115,8 +133,8 @@ async def _generate(client: httpx.AsyncClient, base: str, profile: Profile, name
         return Problem("http_status", f"{profile.generate_path} answered {status} for {name!r}",
                        retryable=status >= 500 or status == 429, name=name, status=status)
     try:
-        data = _json(body, profile.generate_path)
-    except _Refusal as refusal:
+        data = json_of(body, profile.generate_path)
+    except Refusal as refusal:
         return dataclasses.replace(refusal.problem, name=name)
     choices = data.get("choices") if isinstance(data, dict) else None
     usage = data.get("usage") if isinstance(data, dict) else None
@@ -127,46 +145,56 @@ async def _generate(client: httpx.AsyncClient, base: str, profile: Profile, name
     return None
 
 
-def _json(body: bytes, what: str) -> Any:
+def json_of(body: bytes, what: str) -> Any:
     try:
         return json.loads(body)
     except ValueError:
-        raise _Refusal(Problem("bad_json", f"{what}: the answer is not JSON ({body[:40]!r}...)",
+        raise Refusal(Problem("bad_json", f"{what}: the answer is not JSON ({body[:40]!r}...)",
                                retryable=True)) from None
 
 
-async def _call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
+async def call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
     """One request with the body read up to BODY_CAP, whole within `requestTimeout` (SPEC: each request runs to
     its answer or requestTimeout): httpx's timeout bounds each read, so an answer dripped a byte a second would
     otherwise never end. Transport failures become classified refusals."""
     path = httpx.URL(url).path
-    deadline = client.timeout.read or DEFAULT_DEADLINE
+    async with classified(method, path, deadline(client)), client.stream(method, url, **kwargs) as response:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > BODY_CAP:
+                raise Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
+                                      retryable=False, status=response.status_code))
+        return response.status_code, bytes(body)
+
+
+def deadline(client: httpx.AsyncClient) -> float:
+    return client.timeout.read or DEFAULT_DEADLINE
+
+
+@contextlib.asynccontextmanager
+async def classified(method: str, path: str, seconds: float) -> AsyncIterator[None]:
+    """Within `seconds` as a whole, and every transport failure as a `Refusal` with its kind."""
     try:
         # a hair later than httpx's own connect and read timeouts, which name what stalled more precisely
-        async with asyncio.timeout(deadline + 0.05), client.stream(method, url, **kwargs) as response:
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > BODY_CAP:
-                    raise _Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
-                                           retryable=False, status=response.status_code))
-            return response.status_code, bytes(body)
+        async with asyncio.timeout(seconds + 0.05):
+            yield
     except TimeoutError as exc:
-        raise _Refusal(Problem("read_timeout", f"{method} {path}: no whole answer within {deadline:g}s",
-                               retryable=True)) from exc
+        raise Refusal(Problem("read_timeout", f"{method} {path}: no whole answer within {seconds:g}s",
+                              retryable=True)) from exc
     except httpx.ConnectTimeout as exc:
-        raise _Refusal(Problem("connect_timeout", f"{method} {path}: connect timed out", retryable=True)) from exc
+        raise Refusal(Problem("connect_timeout", f"{method} {path}: connect timed out", retryable=True)) from exc
     except httpx.ConnectError as exc:
         kind = "refused" if _is_refused(exc) else "connect_error"
-        raise _Refusal(Problem(kind, f"{method} {path}: connection {kind.replace('_', ' ')}",
-                               retryable=True)) from exc
+        raise Refusal(Problem(kind, f"{method} {path}: connection {kind.replace('_', ' ')}",
+                              retryable=True)) from exc
     except httpx.TimeoutException as exc:
-        raise _Refusal(Problem("read_timeout", f"{method} {path}: no answer in time", retryable=True)) from exc
+        raise Refusal(Problem("read_timeout", f"{method} {path}: no answer in time", retryable=True)) from exc
     except httpx.DecodingError as exc:  # e.g. a gzip body cut short: the engine (or a proxy) misspoke
-        raise _Refusal(Problem("bad_encoding", f"{method} {path}: the body cannot be decoded "
-                                               f"({type(exc).__name__})", retryable=True)) from exc
+        raise Refusal(Problem("bad_encoding", f"{method} {path}: the body cannot be decoded "
+                                              f"({type(exc).__name__})", retryable=True)) from exc
     except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError) as exc:
-        raise _Refusal(Problem("reset", f"{method} {path}: connection reset", retryable=True)) from exc
+        raise Refusal(Problem("reset", f"{method} {path}: connection reset", retryable=True)) from exc
 
 
 def _is_refused(exc: BaseException) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 STARTED = "cutover.started"
 WAITING = "target.waiting"  # progress, coalesced by the Slack sink
 READY = "target.ready"
+WARMING = "target.warming"  # Ready, but answering slower than verify.fitness.maxLatency (SPEC §10)
 PROVEN = "names.proven"
 COMMITTED = "git.committed"
 CHANGE_OPENED = "git.change_opened"
@@ -26,7 +27,8 @@ ROLLED_BACK = "rollback.committed"
 HELD = "cutover.held"
 
 STAGES: Mapping[str, str] = {
-    STARTED: "started", WAITING: "waiting for the target", READY: "target ready", PROVEN: "names proven",
+    STARTED: "started", WAITING: "waiting for the target", READY: "target ready",
+    WARMING: "warming up", PROVEN: "names proven",
     COMMITTED: "committed", CHANGE_OPENED: "pull request opened", SYNCED: "synced by ArgoCD",
     VERIFIED: "verified", COMPLETED: "completed", FAILED: "failed", FAILED_FAST: "failed",
     BUDGET_EXHAUSTED: "failed", NAMES_FAILED: "failed", ROLLED_BACK: "rolled back", HELD: "held",

@@ -95,6 +95,9 @@ def blocks(message: Message) -> list[dict[str, Any]]:
         {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
                                        for label, value in fields[:10]]},
     ]
+    if event.get("table"):  # the fitness table, old beside new (SPEC §10); a code block keeps its columns
+        lines = "\n".join(escaped(line) for line in event["table"])
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"```\n{lines}\n```", 3000)}})
     if event.get("cause"):
         detail = (f"*Cause* `{escaped(event['cause'])}`: {escaped(event.get('message', ''))}\n"
                   f"*Hint* {escaped(event.get('hint', ''))}")

@@ -52,8 +52,13 @@ def _proven(proven: Proven, plan: Plan) -> Report:
     return Report(f"backend {proven.backend} proven: {len(proven.pods)} pod(s) serve {names} "
                   f"(waited {proven.waited:.0f}s)",
                   lines=[f"  {proof.pod} {proof.address}: {proof.method} {', '.join(proof.proven)}"
-                         for proof in proven.proofs],
+                         for proof in proven.proofs] + _table(proven),
                   data=proven.as_data())
+
+
+def _table(proven: Proven) -> list[str]:
+    """The fitness table, old beside new (SPEC §10), under a proof."""
+    return ["  fitness:", *(f"    {line}" for line in proven.fitness.table())] if proven.fitness else []
 
 
 def _gated(gated: Gated, plan: Plan) -> Report:
@@ -133,6 +138,7 @@ def _shown(shown: Shown, plan: Plan) -> Report:
     report.data = dict(report.data)
     if shown.proven is not None:
         report.lines.append(f"  target {plan.target}: proven now on {len(shown.proven.pods)} pod(s)")
+        report.lines += _table(shown.proven)
         report.data["targetProof"] = shown.proven.as_data()
     elif shown.unprovable is not None:
         report.lines.append(f"  target {plan.target}: not provable now: {shown.unprovable['error']} "

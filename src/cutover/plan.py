@@ -33,7 +33,7 @@ SOURCES = tuple(kinds.SOURCES)  # where the selector lives: one row each in `kin
 GIT_MODES = ("direct", "pull-request")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
 # Kubernetes label syntax: apimachinery/pkg/util/validation (qualified names and label values).
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -64,6 +64,17 @@ class Verify:
     min_ready_pods: int = 1
     max_wait: float = 1800.0  # seconds; a ceiling, the wait follows the pods' startupProbe
     request_timeout: float = 10.0  # seconds, per engine request
+    fitness: Fitness | None = None  # SPEC §10; None: the names alone decide
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitness:
+    """SPEC §10: beyond the names, is the target warm, fast enough, streaming, and no smaller than the live one?"""
+
+    requests: int = 3  # short generations per served name and Ready pod
+    max_latency: float = 5.0  # seconds: each answer, or a stream's first data event, within this
+    stream: bool = True  # one of them streams and must end with `data: [DONE]`
+    compare: bool = True  # side by side with the backend the Service selects now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,12 +149,12 @@ class Plan:
 
 
 def parse_duration(text: str) -> float:
-    """Read '90s', '30m', '1h' or '1h30m' as seconds; ValueError otherwise."""
+    """Read '90s', '30m', '1h', '1h30m' or '500ms' (a latency bound) as seconds; ValueError otherwise."""
     match = _DURATION.match(text.strip()) if isinstance(text, str) else None
     if not match or not any(match.groups()):
         raise ValueError(text)
-    hours, minutes, seconds = (int(group or 0) for group in match.groups())
-    return float(hours * 3600 + minutes * 60 + seconds)
+    hours, minutes, seconds, millis = (int(group or 0) for group in match.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
 
 
 def label_problem(key: str, value: str) -> str | None:
@@ -268,7 +279,7 @@ class _Field:
         try:
             seconds = parse_duration(self.value)
         except ValueError:
-            raise self.fail("a duration string like '90s', '30m', '1h' or '1h30m'") from None
+            raise self.fail("a duration string like '90s', '30m', '1h', '1h30m' or '500ms'") from None
         if seconds <= 0:
             raise self.fail("a duration above zero")
         return seconds
@@ -418,7 +429,8 @@ def _read_selector(node: _Field) -> dict[str, str]:
 
 
 def _read_verify(node: _Field) -> Verify:
-    node.mapping(("servedNames", "proof", "minReadyPods", "maxWait", "requestTimeout"), required=("servedNames",))
+    node.mapping(("servedNames", "proof", "minReadyPods", "maxWait", "requestTimeout", "fitness"),
+                 required=("servedNames",))
     names = node.child("servedNames")
     if not isinstance(names.value, list) or not names.value:
         raise names.fail("a non-empty list of the model names clients send")
@@ -431,7 +443,18 @@ def _read_verify(node: _Field) -> Verify:
         min_ready_pods=node.child("minReadyPods").integer(default=1, low=1, high=10_000),
         max_wait=node.child("maxWait").duration(default=1800.0),
         request_timeout=node.child("requestTimeout").duration(default=10.0),
+        fitness=_read_fitness(node.child("fitness")) if "fitness" in node.value else None,
     )
+
+
+def _read_fitness(node: _Field) -> Fitness:
+    if node.value is None:
+        return Fitness()  # `fitness:` with nothing under it: every default
+    node.mapping(("requests", "maxLatency", "stream", "compare"))
+    return Fitness(requests=node.child("requests").integer(default=3, low=1, high=20),
+                   max_latency=node.child("maxLatency").duration(default=5.0),
+                   stream=node.child("stream").boolean(default=True),
+                   compare=node.child("compare").boolean(default=True))
 
 
 _GIT_KEYS = ("provider", "url", "apiUrl", "allowInsecure", "branch", "path", "document", "selectorPath", "mode",

@@ -9,6 +9,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
+from cutover.fitness import Fitted
 from cutover.profiles import PodProof
 from cutover.views import PodView
 
@@ -22,9 +23,10 @@ class Proven:
     proofs: tuple[PodProof, ...]
     waited: float  # seconds from the start of the wait to the last proof
     proven_at: datetime
+    fitness: Fitted | None = None  # SPEC §10, when verify.fitness is set
 
     def as_data(self) -> dict[str, object]:
-        return {
+        return {**({"fitness": self.fitness.as_data()} if self.fitness else {}),
             "backend": self.backend,
             "provenAt": self.proven_at.isoformat(),
             "waitedSeconds": round(self.waited, 3),

@@ -12,9 +12,10 @@ import asyncio
 
 import structlog
 
-from cutover import decide, engines, milestones, profiles
+from cutover import decide, engines, fitness, milestones, profiles, trials
 from cutover.context import Run
 from cutover.errors import CutoverError, VerificationFailed
+from cutover.plan import Plan
 from cutover.results import Verified
 from cutover.trailers import Trailers
 from cutover.views import ServiceView
@@ -93,7 +94,27 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
                     break
                 await asyncio.sleep(SERVICE_RETRY)
             problems += [f"through {address}:{port}: {problem.message}" for problem in proof.problems]
+            if not proof.problems and plan.verify.fitness is not None:
+                problems += await _latency(client, plan, profile.engine, address, port)
     return problems
+
+
+async def _latency(client: engines.Client, plan: Plan, engine: str, address: str, port: int) -> list[str]:
+    """SPEC §10: through the Service, as clients reach it, a p50 over maxLatency fails like a missing name."""
+    settings = plan.verify.fitness
+    assert settings is not None
+    tried = await trials.trial(client, pod=f"Service port {port}", ip=address, port=port, engine=engine,
+                               names=plan.verify.served_names, fitness=settings, stream=False, context=False)
+    measured = fitness.side("service", [tried], ready=0)
+    log.info("service.latency", port=port, p50=measured.as_data()["latencyP50"],
+             max=measured.as_data()["latencyMax"], bound=settings.max_latency)
+    if measured.p50 is None:
+        failed = next(sample.problem for sample in tried.samples if sample.problem is not None)
+        return [f"through {address}:{port}: no fitness generation answered: {failed.message}"]
+    if measured.p50 > settings.max_latency:
+        return [f"through {address}:{port}: latency p50 {measured.p50:.2f}s is over verify.fitness.maxLatency "
+                f"{settings.max_latency:g}s (max {measured.max:.2f}s)"]
+    return []
 
 
 async def still_serving(run: Run, live: ServiceView, backend: str) -> None:

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from cutover import engines, milestones, netpolicy, profiles, pulls, readiness
+from cutover import decide, engines, fitness, milestones, netpolicy, profiles, pulls, readiness, trials
 from cutover.clock import Clock
 from cutover.cluster import Cluster, PodWatch, selector_text
-from cutover.errors import ClusterUnavailable, NamesNotProven, TargetNotReady
+from cutover.errors import ClusterUnavailable, CutoverError, NamesNotProven, TargetNotReady
 from cutover.plan import Backend, Plan
 from cutover.profiles import PodProof, Problem
 from cutover.results import Proven
@@ -66,6 +66,9 @@ class _Wait:
         self.next_proof = clock.monotonic()
         self.announced_ready = False
         self.pulled = pulls.PullLog()  # why pulls failed, remembered across the kubelet's back-offs
+        self.first_trial: float | None = None  # when fitness was first tried, for the warm-up time
+        self.round_started = self.next_proof  # when the latest round of proofs began
+        self.live: fitness.Side | bool | None = False  # the live backend's column, measured once (False: not yet)
 
     def assess(self) -> readiness.Assessment:
         now = self.clock.now()
@@ -152,6 +155,7 @@ class _Wait:
             log.info(milestones.READY, backend=self.backend.name, pods=[pod.name for pod in found.ready],
                      elapsed=round(found.elapsed, 1))
         method = profiles.method_for(self.backend.engine, self.plan.verify.proof)
+        self.round_started = self.clock.monotonic()
         proofs = await asyncio.gather(*(
             engines.prove(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,
                           engine=self.backend.engine, names=self.plan.verify.served_names, method=method,
@@ -159,13 +163,77 @@ class _Wait:
             for pod in found.ready))
         problems = [(proof, problem) for proof in proofs for problem in proof.problems]
         if not problems:
-            log.info(milestones.PROVEN, backend=self.backend.name, method=method,
-                     names=list(self.plan.verify.served_names), pods=[proof.pod for proof in proofs],
-                     seconds=round(max(proof.seconds for proof in proofs), 3))
-            return Proven(self.backend.name, found.ready, tuple(proofs), found.elapsed, self.clock.now())
-        await self._judge(found, problems)
+            if self.plan.verify.fitness is None:
+                return self._proven(found, method, proofs, None)
+            fitted = await self._fit(found)
+            if fitted is not None:
+                return self._proven(found, method, proofs, fitted)
+        else:
+            await self._judge(found, problems)
         self.next_proof = self.clock.monotonic() + PROOF_RETRY
         return None
+
+    def _proven(self, found: readiness.Assessment, method: str, proofs: Sequence[PodProof],
+                fitted: fitness.Fitted | None) -> Proven:
+        extra = {"fitness": fitted.as_data(), "table": list(fitted.table())} if fitted else {}
+        log.info(milestones.PROVEN, backend=self.backend.name, method=method,
+                 names=list(self.plan.verify.served_names), pods=[proof.pod for proof in proofs],
+                 seconds=round(max(proof.seconds for proof in proofs), 3), **extra)
+        return Proven(self.backend.name, found.ready, tuple(proofs), found.elapsed, self.clock.now(), fitted)
+
+    async def _fit(self, found: readiness.Assessment) -> fitness.Fitted | None:
+        """SPEC §10 on every Ready pod: the Fitted table, None to try again (still warming, or fewer Ready pods
+        than live while more are starting), or NamesNotProven (exit 4) when waiting cannot help."""
+        settings = self.plan.verify.fitness
+        assert settings is not None
+        started = self.clock.monotonic()
+        self.first_trial = started if self.first_trial is None else self.first_trial
+        tried = await asyncio.gather(*(
+            trials.trial(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,
+                         engine=self.backend.engine, names=self.plan.verify.served_names, fitness=settings,
+                         stream=settings.stream, context=settings.compare) for pod in found.ready))
+        judged = fitness.judge(tried, max_latency=settings.max_latency)
+        if judged.state is not fitness.State.WARM:
+            self._warming(found, judged, tried)
+            return None
+        new = fitness.side(self.backend.name, tried, ready=len(found.ready), warmup=started - self.first_trial)
+        old = await self._live_side() if settings.compare else None
+        short = fitness.compare(new, old)
+        if short is None or self.backend.name != self.plan.target:  # a switch back is never refused for it
+            return fitness.Fitted(new, old, short)
+        if short.cause == "fewer_replicas" and self._may_wait(found) and len(found.pods) > len(found.ready):
+            log.info(milestones.WARMING, backend=self.backend.name, cause=short.cause, message=short.message)
+            return None  # more target pods are on their way to Ready
+        raise self._unfit(short.cause, short.message, short.hint, new=new, old=old)
+
+    def _may_wait(self, found: readiness.Assessment) -> bool:
+        """Another round fits in what is left of the budget (a round of cold answers takes a minute or more)."""
+        took = self.clock.monotonic() - self.round_started
+        return self.keep_waiting and found.budget_left - took > PROOF_RETRY + took
+
+    def _warming(self, found: readiness.Assessment, judged: fitness.Judged,
+                 tried: Sequence[fitness.PodTrial]) -> None:
+        latencies = {trial.pod: [round(seconds, 3) for seconds in trial.latencies()] for trial in tried}
+        if judged.state is fitness.State.BROKEN:
+            raise self._unfit(judged.cause or "unfit", judged.message,
+                              _FIT_HINTS.get(judged.cause or "", profiles.HINTS.get(judged.cause or "", "")))
+        if not self._may_wait(found):
+            raise self._unfit("too_slow", judged.message, _FIT_HINTS["too_slow"], latencies=latencies)
+        log.info(milestones.WARMING, backend=self.backend.name, elapsed=round(found.elapsed),
+                 budget_left=round(found.budget_left), latencies=latencies, message=judged.message)
+
+    async def _live_side(self) -> fitness.Side | None:
+        """The live backend's column, measured once per wait; never a reason to fail (SPEC §10)."""
+        if self.live is False:
+            self.live = await _measure_live(self.cluster, self.plan, self.backend.name, self.client)
+        return self.live if isinstance(self.live, fitness.Side) else None
+
+    def _unfit(self, cause: str, message: str, hint: str, **fields: object) -> NamesNotProven:
+        message = f"backend {self.backend.name}: {message}"
+        log.error(milestones.NAMES_FAILED, backend=self.backend.name, cause=cause, message=message, hint=hint,
+                  **{key: value.as_data() if isinstance(value, fitness.Side) else value
+                     for key, value in fields.items()})
+        return NamesNotProven(message, cause=cause, hint=hint)
 
     async def _judge(self, found: readiness.Assessment, problems: Sequence[tuple[PodProof, Problem]]) -> None:
         """Raise when waiting cannot help (`readiness.after_failed_proof` says); otherwise log and let the caller
@@ -199,6 +267,40 @@ class _Wait:
         log.error(milestones.NAMES_FAILED, backend=self.backend.name, pod=proof.pod, cause=cause, message=message,
                   hint=hint, proven=list(proof.proven))
         return NamesNotProven(message, cause=cause, hint=hint)
+
+
+_FIT_HINTS = {
+    "too_slow": "the engine answers slower than verify.fitness.maxLatency: give it more warm-up (a longer "
+                "startupProbe budget or verify.maxWait), more GPUs, or raise maxLatency",
+    "stream_broken": "streamed answers do not end properly: read the engine's logs, and check any proxy in "
+                     "between for buffering or idle timeouts",
+}
+
+
+async def _measure_live(cluster: Cluster, plan: Plan, target: str, client: engines.Client) -> fitness.Side | None:
+    """The backend the Service selects now, measured like the target (no stream); None when it is the target
+    or no backend of the plan; a Side with a note when it cannot be measured."""
+    settings = plan.verify.fitness
+    assert settings is not None
+    try:
+        service = await cluster.service(plan.service.namespace, plan.service.name)
+        live = decide.backend_of(plan, service.selector)
+        if live is None or live == target:
+            return None
+        backend = plan.backend(live)
+        pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
+    except CutoverError as exc:
+        return fitness.Side("?", note=f"not measured: {exc.message}")
+    ready = [pod for pod in pods if pod.ready and pod.ip and not pod.deleting]
+    if not ready:
+        return fitness.Side(live, ready=0, note="not measured: no Ready pod")
+    tried = await asyncio.gather(*(
+        trials.trial(client, pod=pod.name, ip=pod.ip or "", port=backend.port, engine=backend.engine,
+                     names=plan.verify.served_names, fitness=settings, stream=False, context=True)
+        for pod in ready))
+    if fitness.judge(tried, max_latency=float("inf")).state is not fitness.State.WARM:
+        return fitness.Side(live, ready=len(ready), note="not measured: the live backend does not answer")
+    return fitness.side(live, tried, ready=len(ready))
 
 
 def _pod_line(pod: readiness.PodProgress) -> str:

@@ -2,14 +2,20 @@
 
 Until `bind()` nothing listens, so a client gets connection refused, as with the real engines while
 they load. Then vLLM serves /health, lists every served name and 404s unknown names; candle-vllm has
-no /health, lists one id (created in milliseconds) and accepts any model name, echoing it. Fault
-switches make a bound engine slow, 503, garbage, huge or resetting; `Blackhole` makes connects time
-out, as a NetworkPolicy that drops packets does. Used by the demo and the tests.
+no /health, lists one id (created in milliseconds) and accepts any model name, echoing it. Both report
+`max_model_len` in /v1/models. A cold engine answers its first generations slowly (`cold_answers`, or
+until `cold_until`), as engines do while they compile and warm up. `stream: true` answers with server-sent
+events as each engine writes them (vLLM: `data: {chunk}` and `data: [DONE]`; candle-vllm: the same through
+axum, with a `: keep-alive-text` comment every 100 ms while nothing else is sent). Fault switches make a
+bound engine slow, 503, garbage, huge or resetting, or break its streams (`stream-no-done`,
+`stream-stall`); `Blackhole` makes connects time out, as a NetworkPolicy that drops packets does. Used by
+the demo and the tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 import uuid
@@ -17,7 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token")
+FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token", "stream-no-done", "stream-stall")
+KEEP_ALIVE = 0.1  # seconds between candle-vllm's keep-alive comments (axum KeepAlive, KEEP_ALIVE_INTERVAL)
 
 
 # Faults that are one fixed answer: (status, body, headers).
@@ -40,6 +47,12 @@ class EngineDouble:
         self.served_names = served_names
         self.model_id = model_id or served_names[0]
         self.fault: str | None = None
+        self.max_model_len: int | None = 40960 if engine == "candle-vllm" else 32768
+        self.latency = 0.0  # seconds each generation takes once warm (to its first token when streamed)
+        self.cold_latency = 8.0  # seconds a generation takes while cold
+        self.cold_answers = 0  # the first this many generations are cold
+        self.cold_until: float | None = None  # loop time until which every generation is cold
+        self.generations = 0
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, json body)
         self.request_times: list[float] = []  # loop time of each request
         self._runner: web.AppRunner | None = None
@@ -80,9 +93,66 @@ class EngineDouble:
         }.get((request.method, request.path))
         if handler is None:
             return web.Response(status=404)  # axum and FastAPI both answer unknown routes with 404
+        if request.method == "POST":
+            await asyncio.sleep(self._think())
+            if isinstance(body, dict) and body.get("stream") is True:
+                return await self._stream(request, handler(body), body)
         if self.fault == "drip":
             return await self._drip(request, handler(body))
         return handler(body)
+
+    def _think(self) -> float:
+        """Seconds to the first token of this generation: long while cold."""
+        self.generations += 1
+        cold = self.generations <= self.cold_answers or (
+            self.cold_until is not None and asyncio.get_running_loop().time() < self.cold_until)
+        return self.cold_latency if cold else self.latency
+
+    async def _stream(self, request: web.Request, answer: web.Response, body: Any) -> web.StreamResponse:
+        """The same answer as server-sent events, a chunk per word, ended by `data: [DONE]`; an error status
+        stays a plain answer, as both engines send it before any stream begins."""
+        if answer.status != 200:
+            return answer
+        stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                         "Cache-Control": "no-cache"})
+        await stream.prepare(request)
+        for chunk in self._chunks(json.loads(answer.body)):  # type: ignore[arg-type]
+            await stream.write(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n")
+            if self.fault == "stream-stall":
+                await self._stall(stream)
+                return stream
+        if self.fault != "stream-no-done":
+            await stream.write(b"data: [DONE]\n\n")
+        await stream.write_eof()
+        return stream
+
+    async def _stall(self, stream: web.StreamResponse) -> None:
+        """No more data until the engine goes away; candle-vllm keeps sending keep-alive comments meanwhile."""
+        while not self._closing.is_set():
+            if self.engine == "candle-vllm":
+                await stream.write(b": keep-alive-text\n\n")
+            try:
+                await asyncio.wait_for(self._closing.wait(), KEEP_ALIVE)
+            except TimeoutError:
+                continue
+
+    def _chunks(self, whole: dict[str, Any]) -> list[dict[str, Any]]:
+        """vLLM's text_completion / chat.completion.chunk objects, candle-vllm's ChatCompletionChunk
+        (src/openai/responses.rs): same id and created in every chunk, the finish_reason on the last."""
+        ident, created, model = whole["id"], whole["created"], whole["model"]
+        if whole["object"] == "text_completion":  # vLLM's CompletionStreamResponse, `usage` null until the end
+            return [{"id": ident, "object": "text_completion", "created": created, "model": model,
+                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                                  "stop_reason": None}], "usage": None}
+                    for text, finish in ((" po", None), ("ng", "length"))]
+        if self.engine == "candle-vllm":  # serde writes the struct's fields in order, `usage` skipped when None
+            return [{"id": ident, "choices": [{"delta": {"content": text}, "finish_reason": finish, "index": 0}],
+                     "created": created, "model": model, "object": "chat.completion.chunk",
+                     "system_fingerprint": None} for text, finish in (("po", None), ("ng", "length"))]
+        return [{"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                for delta, finish in (({"role": "assistant", "content": ""}, None), ({"content": "pong"}, None),
+                                      ({"content": ""}, "length"))]
 
     async def _drip(self, request: web.Request, answer: web.Response) -> web.StreamResponse:
         """The right answer, a byte a second: every read is quick, the whole takes minutes (a congested link,
@@ -117,10 +187,10 @@ class EngineDouble:
         now = int(time.time())
         if self.engine == "candle-vllm":
             cards = [{"id": self.model_id, "object": "model", "created": now * 1000, "owned_by": "candle-vllm",
-                      "permission": [], "modalities": ["text", "embedding"], "max_model_len": 40960}]
+                      "permission": [], "modalities": ["text", "embedding"], "max_model_len": self.max_model_len}]
         else:
             cards = [{"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": "/models/weights",
-                      "parent": None, "max_model_len": 32768,
+                      "parent": None, "max_model_len": self.max_model_len,
                       "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
                                       "created": now, "allow_create_engine": False, "allow_sampling": True,
                                       "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,

@@ -82,6 +82,7 @@ class SimPod:
         self.restarts = 0
         self.extra_labels: dict[str, str] = {}
         self.started_loop_time: float | None = None
+        self.ready_at: float | None = None  # loop time the pod last turned Ready
         self.task: asyncio.Task[None] | None = None
 
     def manifest(self) -> dict[str, Any]:
@@ -175,6 +176,7 @@ class SimPod:
         return (period - elapsed % period) % period
 
     def become_ready(self) -> None:
+        self.ready_at = asyncio.get_running_loop().time()  # tests count what reached the engine before
         self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"conditions": [
             {"type": "PodScheduled", "status": "True"}, {"type": "Initialized", "status": "True"},
             {"type": "ContainersReady", "status": "True"}, {"type": "Ready", "status": "True"}]}})
@@ -368,9 +370,10 @@ class World:
     def plan_text(self, *, target: str = "candle", max_wait: str = "30m", proof: str = "auto",
                   min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None,
                   slack: bool = False, git_path: str = "k8s/apps/llm-serving/reasoning-long-service.yaml",
-                  git_more: str = "", git_values: Mapping[str, str] | None = None) -> str:
+                  git_more: str = "", git_values: Mapping[str, str] | None = None, fitness: str | None = None) -> str:
         """The reference scenario's plan; `git_more` adds lines under `git:` (e.g. `source: kustomize`),
-        `git_values` a gitValue per backend (helm-values)."""
+        `git_values` a gitValue per backend (helm-values), `fitness` the value of `verify.fitness` (a flow
+        mapping such as `{maxLatency: 2s}`)."""
         def selector(backend: str) -> str:
             value = f"\n    gitValue: {git_values[backend]}" if git_values else ""
             return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items()) + value
@@ -399,7 +402,7 @@ verify:
   proof: {proof}
   minReadyPods: {min_ready}
   maxWait: {max_wait}
-  requestTimeout: 10s
+  requestTimeout: 10s{f"{chr(10)}  fitness: {fitness}" if fitness is not None else ""}
 git:
   provider: github
   url: https://github.com/acme/gitops.git{api_line}

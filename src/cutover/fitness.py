@@ -1,0 +1,178 @@
+"""Is the target fit to take the live backend's traffic (SPEC §10)? The rules, on measurements. Pure: no I/O.
+
+A name that answers one token proves the name, not the engine: vLLM's /health is liveness only and engines
+answer their first requests slowly while they compile and warm up (reference/gitops-realities.md §4), and a
+replacement can serve a shorter context or run fewer replicas. `trials` measures; this module says what the
+measurements mean: warm, still warming (wait within the budget), or broken (fail now); whether the target is
+smaller than the live backend; and the side-by-side table people read in the commit, Slack and the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import statistics
+from collections.abc import Iterable, Sequence
+
+from cutover.profiles import Problem
+
+__all__ = ["Fitted", "Judged", "PodTrial", "Sample", "Shortfall", "Side", "State", "StreamCheck", "compare", "judge",
+           "side", "table"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """One short generation: seconds to the whole answer, or to the first data event when streamed."""
+
+    name: str
+    seconds: float
+    streamed: bool = False
+    problem: Problem | None = None  # no answer (the seconds are how long it was waited for)
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamCheck:
+    chunks: int  # data events that carried choices
+    done: bool  # ended with `data: [DONE]`
+    broken: str | None = None  # what went wrong, naming what arrived; None: a proper stream
+
+
+@dataclasses.dataclass(frozen=True)
+class PodTrial:
+    pod: str
+    samples: tuple[Sample, ...]
+    stream: StreamCheck | None = None
+    context: int | None = None  # max_model_len from /v1/models, where the engine reports it
+    sent: int = 0  # requests this trial sent to the pod
+
+    def latencies(self) -> list[float]:
+        return [sample.seconds for sample in self.samples if sample.problem is None]
+
+
+class State(enum.Enum):
+    WARM = "warm"
+    WARMING = "warming"  # slow or not answering yet: may pass by waiting
+    BROKEN = "broken"  # waiting cannot help
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    state: State
+    cause: str | None = None  # too_slow | stream_broken | the problem's own kind
+    message: str = ""
+
+
+def judge(trials: Sequence[PodTrial], *, max_latency: float) -> Judged:
+    """Broken where a stream misbehaved or an answer was refused for good; warming where any answer was slower
+    than `max_latency` or did not come (a cold engine may simply need more time); else warm."""
+    for trial in trials:
+        if trial.stream is not None and trial.stream.broken:
+            return Judged(State.BROKEN, "stream_broken", f"pod {trial.pod}: {trial.stream.broken}")
+        final = next((s.problem for s in trial.samples if s.problem is not None and not s.problem.retryable), None)
+        if final is not None:
+            return Judged(State.BROKEN, final.kind, f"pod {trial.pod}: {final.message}")
+    slow = [f"pod {trial.pod}: {_seconds_list(trial.samples)}" for trial in trials
+            if any(s.problem is not None or s.seconds > max_latency for s in trial.samples)]
+    if slow:
+        return Judged(State.WARMING, "too_slow", f"answers slower than maxLatency {max_latency:g}s: "
+                                                 + "; ".join(slow))
+    return Judged(State.WARM)
+
+
+def _seconds_list(samples: Iterable[Sample]) -> str:
+    return ", ".join(f"{s.seconds:.2f}s" + ("" if s.problem is None else f" ({s.problem.kind})") for s in samples)
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One backend's column of the table. None: not measured (or not reported by the engine)."""
+
+    backend: str
+    ready: int | None = None
+    context: int | None = None
+    p50: float | None = None
+    max: float | None = None
+    warmup: float | None = None  # seconds from the first trial to the one that passed
+    note: str | None = None  # why it was not measured
+
+    def as_data(self) -> dict[str, object]:
+        return {"backend": self.backend, "readyPods": self.ready, "context": self.context,
+                "latencyP50": _round(self.p50), "latencyMax": _round(self.max), "warmupSeconds": _round(self.warmup),
+                **({"note": self.note} if self.note else {})}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def side(backend: str, trials: Sequence[PodTrial], *, ready: int, warmup: float | None = None) -> Side:
+    latencies = [seconds for trial in trials for seconds in trial.latencies()]
+    contexts = [trial.context for trial in trials if trial.context is not None]
+    return Side(backend, ready=ready, context=min(contexts) if contexts else None,
+                p50=statistics.median(latencies) if latencies else None, max=max(latencies, default=None),
+                warmup=warmup)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shortfall:
+    cause: str  # context_shorter | fewer_replicas
+    message: str
+    hint: str
+
+
+def compare(new: Side, old: Side | None) -> Shortfall | None:
+    """Where both report it: a shorter context, or fewer Ready pods, than the live backend. A live side that
+    could not be measured is no reason to refuse (SPEC §10)."""
+    if old is None or old.note:
+        return None
+    if new.context is not None and old.context is not None and new.context < old.context:
+        return Shortfall("context_shorter", f"backend {new.backend} serves a context of {new.context} tokens, "
+                                            f"the live {old.backend} {old.context}",
+                         f"start {new.backend} with --max-model-len {old.context} (or more KV cache), or set "
+                         "verify.fitness.compare: false to accept the shorter context")
+    if old.ready is not None and new.ready is not None and new.ready < old.ready:
+        return Shortfall("fewer_replicas", f"backend {new.backend} has {new.ready} Ready pods, the live "
+                                           f"{old.backend} {old.ready}",
+                         f"scale {new.backend} to {old.ready} replicas first, or set verify.fitness.compare: false")
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """The target passed: its column, the live backend's (None: none to compare), and a shortfall found but not
+    refused (a switch back to another backend than the plan's target)."""
+
+    new: Side
+    old: Side | None = None
+    shortfall: Shortfall | None = None
+
+    def table(self) -> tuple[str, ...]:
+        return table(self.new, self.old)
+
+    def as_data(self) -> dict[str, object]:
+        return {"new": self.new.as_data(), "old": self.old.as_data() if self.old else None,
+                "shortfall": self.shortfall.cause if self.shortfall else None, "table": list(self.table())}
+
+
+def table(new: Side, old: Side | None) -> tuple[str, ...]:
+    """Old beside new, as fixed-width lines (commit bodies and Slack code blocks keep the columns)."""
+    columns = [old or Side("-", note="no live backend"), new]
+    rows = [("", *(f"{label} ({column.backend})" for label, column in zip(("old", "new"), columns, strict=True))),
+            ("context", *(_count(column.context) for column in columns)),
+            ("Ready pods", *(_count(column.ready) for column in columns)),
+            ("latency p50", *(_time(column.p50) for column in columns)),
+            ("latency max", *(_time(column.max) for column in columns)),
+            ("warm-up", *(_time(column.warmup) for column in columns))]
+    if columns[0].note:
+        rows.append(("note", columns[0].note, ""))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return tuple("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+                 for row in rows)
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _time(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}s" if value < 10 else f"{value:.0f}s"
