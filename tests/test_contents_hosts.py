@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from contracts import Recorder, spec
-from cutover import plan, writeback
+from cutover import fitness, plan, writeback
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
@@ -394,6 +394,20 @@ def test_the_commit_message_carries_the_proof_and_every_trailer(the_plan: plan.P
     assert Trailers.parse(message).as_dict() == {"Cutover-Id": "c0ffee", "Cutover-From": "candle", "Cutover-To": "vllm",
                                  "Cutover-Plan": "reasoning-long", "Cutover-Service-Uid": "uid-1",
                                  "Cutover-Cluster-Ip": "10.96.40.17", "Cutover-Hold": "vllm"}
+
+
+def test_the_commit_message_carries_the_fitness_table_before_the_trailers(the_plan: plan.Plan) -> None:
+    table = fitness.table(fitness.Side("candle", ready=1, context=40960, p50=0.3, max=0.4, warmup=240.0),
+                          fitness.Side("vllm", ready=1, context=32768, p50=0.4, max=0.5))
+    proof = writeback.Proof(pods=("candle-0 (10.0.0.5:8080)",), names=("reasoning-long",), method="generate",
+                            waited=700.0, proven_at="2026-11-29T23:00:00Z", table=table)
+    message = writeback.message(the_plan, proof=proof, trailers=Trailers(id="c0ffee", source="vllm", to="candle",
+                                                                          plan=the_plan.name))
+    body = message.split("\n\n")
+    assert "Fitness (verify.fitness):\n" + "\n".join(f"    {line}" for line in table) in message
+    assert body[-1].startswith("Cutover-Id: c0ffee\n")  # the trailers stay the last paragraph
+    assert Trailers.parse(message).as_dict() == {"Cutover-Id": "c0ffee", "Cutover-From": "vllm",
+                                                 "Cutover-To": "candle", "Cutover-Plan": "reasoning-long"}
 
 
 async def test_a_scratch_branch_holds_a_candidate_and_goes_again(host: GitHost, repo: BareRepo) -> None:

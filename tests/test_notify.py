@@ -121,6 +121,16 @@ def test_a_full_queue_drops_the_oldest_progress_and_counts() -> None:
     assert outbox.dropped == 1
 
 
+def test_a_newer_progress_replaces_one_still_unsent_in_its_place() -> None:
+    outbox = notify.Outbox()
+    for at, name in ((0, "cutover.started"), (10, "target.waiting"), (20, "target.ready"), (100, "target.warming"),
+                     (130, "target.waiting"), (200, "target.waiting")):
+        outbox.put(notify.Message("k", name, {"event": name, "at": at}), now=float(at))
+    assert [(m.event["event"], m.event["at"]) for m in outbox.items] == [
+        ("cutover.started", 0), ("target.waiting", 200), ("target.ready", 20)]
+    assert outbox.dropped == 0
+
+
 def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
     event = {"event": "cutover.failed", "service": "s" * 500, "to": "candle", "cause": "crash_loop",
              "message": "m" * 5000, "hint": "read the logs", **{f"k{i}": i for i in range(30)}}
@@ -129,6 +139,14 @@ def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
     assert all(len(field["text"]) <= 2000 for field in rendered[1]["fields"]) and len(rendered[1]["fields"]) <= 10
     assert len(rendered[2]["text"]["text"]) <= 3000 and "`crash_loop`" in rendered[2]["text"]["text"]
     assert len(rendered) <= 50
+
+
+def test_the_fitness_table_is_a_code_block_of_escaped_lines() -> None:
+    table = ["             old (vllm)  new (candle)", "context      32768       40960", "note         <!channel>"]
+    rendered = notify.blocks(notify.Message("k", "names proven", {"event": "names.proven", "table": table}))
+    block = next(b["text"]["text"] for b in rendered if b.get("text", {}).get("text", "").startswith("```"))
+    assert block.splitlines()[1:3] == table[:2]  # columns kept: a code block, lines as they were
+    assert "&lt;!channel&gt;" in block and "<!channel>" not in block
 
 
 async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: FakeSlack, output: io.StringIO,

@@ -147,7 +147,8 @@ class Fitted:
     shortfall: Shortfall | None = None
 
     def table(self) -> tuple[str, ...]:
-        return table(self.new, self.old)
+        shown = table(self.new, self.old)
+        return (*shown, f"not refused (a switch back): {self.shortfall.message}") if self.shortfall else shown
 
     def as_data(self) -> dict[str, object]:
         return {"new": self.new.as_data(), "old": self.old.as_data() if self.old else None,
@@ -162,7 +163,7 @@ def table(new: Side, old: Side | None) -> tuple[str, ...]:
             ("Ready pods", *(_count(column.ready) for column in columns)),
             ("latency p50", *(_time(column.p50) for column in columns)),
             ("latency max", *(_time(column.max) for column in columns)),
-            ("warm-up", *(_time(column.warmup) for column in columns))]
+            ("warm-up", *("-" if column.warmup is None else f"{column.warmup:.0f}s" for column in columns))]
     if columns[0].note:
         rows.append(("note", columns[0].note, ""))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]

@@ -3,8 +3,8 @@
 Processor order: the Redactor runs before this sink, so only redacted events reach it. The sink only
 enqueues and returns (a log call never waits on Slack); a named background task sends, at most one
 request per second, honouring 429 Retry-After and retrying 5xx and network errors (tenacity); progress
-is coalesced to at most one post per 60 s; when the queue is full the oldest progress message goes and
-the drop is counted. At exit, `flush()` waits at most 5 s. A Slack failure never changes an outcome.
+is coalesced to at most one post per 60 s (a newer one replaces one still unsent); when the queue is full
+the oldest progress message goes and the drop is counted. At exit, `flush()` waits at most 5 s. A Slack failure never changes an outcome.
 
 Webhook mode posts one message per milestone. Bot-token mode (`chat.postMessage`, `chat.update`) opens
 one thread per cutover, keeps its head message updated with the current stage, and replies once per
@@ -28,7 +28,7 @@ from cutover import milestones, trust
 
 log = structlog.get_logger("cutover.notify")
 
-PROGRESS = milestones.WAITING
+PROGRESS = (milestones.WAITING, milestones.WARMING)  # how a wait goes: coalesced, one updated message
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 QUEUE_SIZE = 50
 PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
@@ -46,7 +46,7 @@ class Message:
 
     @property
     def progress(self) -> bool:
-        return self.event.get("event") == PROGRESS
+        return self.event.get("event") in PROGRESS
 
 
 class ThreadStore(Protocol):
@@ -193,6 +193,10 @@ class Outbox:
             if last is not None and now - last < PROGRESS_EVERY:
                 return  # coalesced: progress is one updated message, not a stream
             self._last_progress[message.key] = now
+            stale = next((i for i, item in enumerate(self.items) if item.progress and item.key == message.key), None)
+            if stale is not None:  # still unsent: the newer progress says more, in the older one's place
+                self.items[stale] = message
+                return
         if len(self.items) >= self.size:
             oldest = next((item for item in self.items if item.progress), self.items[0])
             self.items.remove(oldest)

@@ -188,16 +188,19 @@ class _Wait:
         assert settings is not None
         started = self.clock.monotonic()
         self.first_trial = started if self.first_trial is None else self.first_trial
-        tried = await asyncio.gather(*(
-            trials.trial(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,
-                         engine=self.backend.engine, names=self.plan.verify.served_names, fitness=settings,
-                         stream=settings.stream, context=settings.compare) for pod in found.ready))
+        # the live side is measured once, beside the target's first round: its time is not added to the wait
+        async with asyncio.TaskGroup() as group:
+            live = group.create_task(self._live_side() if settings.compare else _none())
+            rounds = [group.create_task(trials.trial(
+                self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port, engine=self.backend.engine,
+                names=self.plan.verify.served_names, fitness=settings, stream=settings.stream,
+                context=settings.compare)) for pod in found.ready]
+        old, tried = live.result(), [task.result() for task in rounds]
         judged = fitness.judge(tried, max_latency=settings.max_latency)
         if judged.state is not fitness.State.WARM:
             self._warming(found, judged, tried)
             return None
         new = fitness.side(self.backend.name, tried, ready=len(found.ready), warmup=started - self.first_trial)
-        old = await self._live_side() if settings.compare else None
         short = fitness.compare(new, old)
         if short is None or self.backend.name != self.plan.target:  # a switch back is never refused for it
             return fitness.Fitted(new, old, short)
@@ -267,6 +270,10 @@ class _Wait:
         log.error(milestones.NAMES_FAILED, backend=self.backend.name, pod=proof.pod, cause=cause, message=message,
                   hint=hint, proven=list(proof.proven))
         return NamesNotProven(message, cause=cause, hint=hint)
+
+
+async def _none() -> None:
+    return None
 
 
 _FIT_HINTS = {

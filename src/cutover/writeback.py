@@ -80,10 +80,10 @@ def message(plan: Plan, *, trailers: Trailers, proof: Proof | None, note: str | 
         body.append(f"Proven {proof.proven_at}: {len(proof.pods)} Ready pod(s) answered "
                     f"{', '.join(proof.names)} ({proof.method}) after waiting {proof.waited:.0f}s.")
         body.append("Pods: " + ", ".join(proof.pods))
-        if proof.table:  # indented: a block of its own in every Git UI, and never mistaken for a trailer
-            body.append("\nFitness (verify.fitness):\n" + "\n".join(f"    {line}" for line in proof.table))
     if note:
         body.append(note)
+    if proof is not None and proof.table:  # indented: a block of its own in Git UIs, never mistaken for trailers
+        body.append("\nFitness (verify.fitness):\n" + "\n".join(f"    {line}" for line in proof.table))
     return "\n\n".join([title, *(["\n".join(body)] if body else []), trailers.render()]) + "\n"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import os
 import sys
@@ -48,6 +49,8 @@ labels:
   - pairs: {component: predictor}
     includeSelectors: true
 """
+FITNESS = "{requests: 3, maxLatency: 2s, stream: true, compare: true}"
+WARM_UP = 180  # seconds a Ready candle-vllm answers slowly (compiling, filling caches)
 SLACK_BUDGET = 30.0  # seconds of real time to post the story's milestones, one a second
 TOKEN = "demo-token-of-the-simulated-git-host"  # noqa: S105 -- the simulated host's own
 
@@ -116,13 +119,19 @@ async def story(workdir: Path) -> int:
             say("kustomize is not on PATH here: the story of a plain Service file (install kubectl for the "
                 "kustomize overlay story)")
         vllm = world.add_pod("vllm", ready=True)
+        vllm.engine.latency = 0.42  # what its answers take (fake time: the demo does not wait for them)
         await world.settled()
         say(f"vLLM pod {vllm.name} serves 'reasoning-long' and 'reasoning' at {vllm.ip}")
         candle = world.add_pod("candle", Script(pull=45, load=11 * 60))
+        candle.engine.latency, candle.engine.cold_latency = 0.31, 6.0
+        candle.engine.cold_until = asyncio.get_running_loop().time() + 45 + 11 * 60 + WARM_UP
         say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "
-            "11 min loading weights (startupProbe allows 120 × 15 s = 30 min)")
-        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=path,
+            "11 min loading weights (startupProbe allows 120 × 15 s = 30 min); once Ready it still answers "
+            f"slowly for {WARM_UP // 60} min while it warms up (6 s a generation)")
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=path, fitness=FITNESS,
                                                  git_more="source: kustomize" if overlay else ""))
+        say(f"The plan asks for fitness: {FITNESS} — every Ready pod answers within 2 s, streams to "
+            "data: [DONE], and is no smaller than the live vLLM (context, Ready pods)")
         kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig")))
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
         cast = Cast(world, repo, seed, path, kube, host, the_plan, Author(the_plan.git.author.name,
@@ -136,8 +145,10 @@ async def story(workdir: Path) -> int:
         finally:
             await host.aclose()
             await kube.aclose()
-        probes = [path for _, path, _ in candle.engine.requests]
-        say(f"The candle-vllm double saw {len(probes)} requests, none before it was Ready: {', '.join(probes)}")
+        early = sum(1 for when in candle.engine.request_times if candle.ready_at is None or when < candle.ready_at)
+        seen = collections.Counter(f"{method} {path}" for method, path, _ in candle.engine.requests)
+        say(f"The candle-vllm double saw {sum(seen.values())} requests, {early} before it was Ready: "
+            + ", ".join(f"{count} × {what}" for what, count in sorted(seen.items())))
         print("cutover demo: OK — vllm -> candle, committed once, applied in place, verified; rolled back and held")
         return 0
 
