@@ -4,7 +4,8 @@ Processor order: the Redactor runs before this sink, so only redacted events rea
 enqueues and returns (a log call never waits on Slack); a named background task sends, at most one
 request per second, honouring 429 Retry-After and retrying 5xx and network errors (tenacity); progress
 is coalesced to at most one post per 60 s (a newer one replaces one still unsent); when the queue is full
-the oldest progress message goes and the drop is counted. At exit, `flush()` waits at most 5 s. A Slack failure never changes an outcome.
+the oldest progress message goes and the drop is counted. At exit, `flush()` waits at most 5 s. A Slack
+failure never changes an outcome.
 
 Webhook mode posts one message per milestone. Bot-token mode (`chat.postMessage`, `chat.update`) opens
 one thread per cutover, keeps its head message updated with the current stage, and replies once per
