@@ -21,6 +21,9 @@ Ratios are taken inside one run because these machines are noisy. Measured:
      200-resource overlay
  13. Ready → the live Service switched, a whole `cutover run` through the simulated ArgoCD (refresh, no poll),
      the Service in a kustomize overlay: real time, fake time skipping only the startup
+ 14. the cost of fitness (SPEC §10) on a warm target of 2 pods, `verify.fitness: {requests: 3, maxLatency: 1s}`:
+     requests per target pod per proof beyond the name proof's, and the time a proof takes with fitness less
+     the time without, real time, with the engine doubles answering at once and in 50 ms
 """
 
 from __future__ import annotations
@@ -453,6 +456,39 @@ def bench_switch(runs: int) -> float:
     return statistics.median(samples)
 
 
+async def _fitness_once(world: World, kube: cluster.Cluster, the_plan: plan.Plan) -> tuple[float, int]:
+    pods = [pod for pod in world.pods.values() if pod.backend == "candle"]
+    before = [len(pod.engine.requests) for pod in pods]
+    began = time.perf_counter()
+    await wait.prove_backend(kube, the_plan, the_plan.backends["candle"], wait=False)
+    took = time.perf_counter() - began
+    return took, max(len(pod.engine.requests) - count for pod, count in zip(pods, before, strict=True))
+
+
+async def _fitness(latency: float, runs: int) -> dict[str, float]:
+    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    with tempfile.TemporaryDirectory() as tmp:
+        async with World() as world:
+            world.admit_jobs()
+            for pod in [world.add_pod("vllm", ready=True), *(world.add_pod("candle", ready=True) for _ in range(2))]:
+                pod.engine.latency = latency
+            await world.settled()
+            plain, = plan.parse(world.plan_text())
+            fit, = plan.parse(world.plan_text(fitness="{requests: 3, maxLatency: 1s}"))
+            kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
+            try:
+                without = [await _fitness_once(world, kube, plain) for _ in range(runs)]
+                with_ = [await _fitness_once(world, kube, fit) for _ in range(runs)]
+            finally:
+                await kube.aclose()
+    return {"added": statistics.median(t for t, _ in with_) - statistics.median(t for t, _ in without),
+            "requests": max(n for _, n in with_) - max(n for _, n in without)}
+
+
+def bench_fitness(runs: int) -> dict[str, dict[str, float]]:
+    return {f"{latency * 1000:.0f} ms": asyncio.run(_fitness(latency, runs)) for latency in (0.0, 0.05)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -470,6 +506,7 @@ def main() -> int:
     to_commit = bench_commit_latency(2 if args.smoke else 10)
     renders = bench_render_checks(2 if args.smoke else 10)
     switch = bench_switch(2 if args.smoke else 10)
+    fitness = bench_fitness(2 if args.smoke else 10)
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -497,6 +534,10 @@ def main() -> int:
           for name, value in renders.items()),
         ("13. Ready → live Service switched p50, `cutover run`, kustomize overlay, simulated ArgoCD (s)",
          f"{switch:.2f}", "≤ 5"),
+        ("14. fitness requests per target pod per proof, beyond the name proof (requests 3 × 2 names)",
+         f"{fitness['0 ms']['requests']:.0f}", "≤ 7"),
+        *((f"14. time fitness adds to a proof, warm target, engine answering in {name} (s)",
+           f"{value['added']:.3f}", "≤ 2 (2 × maxLatency)") for name, value in fitness.items()),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -509,7 +550,7 @@ def main() -> int:
     print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
                       "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
                       "scale": scale, "ready_to_commit": to_commit, "render_checks": renders,
-                      "ready_to_switched": switch}))
+                      "ready_to_switched": switch, "fitness": fitness}))
     return 0
 
 

@@ -299,3 +299,22 @@ async def test_a_switch_back_reports_a_shorter_context_without_refusing(
     assert proven.fitness is not None and proven.fitness.shortfall is not None
     assert proven.fitness.shortfall.cause == "context_shorter"
     assert proven.fitness.old is not None and proven.fitness.old.backend == "candle"
+
+
+@pytest.mark.looptime
+async def test_verify_and_plan_output_show_the_table(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    from cutover import commands, outcome
+
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    plan = make_plan(fitness=FIT)
+    proven = await commands.verify(kube, plan, backend="candle", wait=False)
+    assert proven.fitness is not None
+    shown = outcome.render(proven, plan)
+    table = [f"    {line}" for line in proven.fitness.table()]
+    assert shown.lines[-len(table):] == table and "  fitness:" in shown.lines
+    assert shown.data["fitness"]["old"]["backend"] == "vllm"  # --output json carries both columns
+    planned = outcome.render(await commands.show_plan(kube, plan, host=None), plan)
+    assert any(line.split() == ["context", "32768", "40960"] for line in planned.lines)
