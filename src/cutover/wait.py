@@ -198,7 +198,7 @@ class _Wait:
         old, tried = live.result(), [task.result() for task in rounds]
         judged = fitness.judge(tried, max_latency=settings.max_latency)
         if judged.state is not fitness.State.WARM:
-            self._warming(found, judged, tried)
+            self._not_warm(found, judged, tried)
             return None
         new = fitness.side(self.backend.name, tried, ready=len(found.ready), warmup=started - self.first_trial)
         short = fitness.compare(new, old)
@@ -214,8 +214,9 @@ class _Wait:
         took = self.clock.monotonic() - self.round_started
         return self.keep_waiting and found.budget_left - took > PROOF_RETRY + took
 
-    def _warming(self, found: readiness.Assessment, judged: fitness.Judged,
+    def _not_warm(self, found: readiness.Assessment, judged: fitness.Judged,
                  tried: Sequence[fitness.PodTrial]) -> None:
+        """Broken: fail now. Warming: log it and let the caller try again, while another round fits the budget."""
         latencies = {trial.pod: [round(seconds, 3) for seconds in trial.latencies()] for trial in tried}
         if judged.state is fitness.State.BROKEN:
             raise self._unfit(judged.cause or "unfit", judged.message,

@@ -28,7 +28,7 @@ from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
-from cutover.demo.world import NAMESPACE, SERVICE, Script, World
+from cutover.demo.world import NAMESPACE, SERVICE, Script, SimPod, World
 from cutover.errors import CutoverError
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
@@ -57,6 +57,21 @@ TOKEN = "demo-token-of-the-simulated-git-host"  # noqa: S105 -- the simulated ho
 
 def say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
+
+
+async def _engines(world: World) -> SimPod:
+    """The live vLLM pod, and the candle-vllm pod that starts, loads for 11 minutes, then warms up."""
+    vllm = world.add_pod("vllm", ready=True)
+    vllm.engine.latency = 0.42  # what its answers take (fake time: the demo does not wait for them)
+    await world.settled()
+    say(f"vLLM pod {vllm.name} serves 'reasoning-long' and 'reasoning' at {vllm.ip}")
+    candle = world.add_pod("candle", Script(pull=45, load=11 * 60))
+    candle.engine.latency, candle.engine.cold_latency = 0.31, 6.0
+    candle.engine.cold_until = asyncio.get_running_loop().time() + 45 + 11 * 60 + WARM_UP
+    say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "
+        "11 min loading weights (startupProbe allows 120 × 15 s = 30 min); once Ready it still answers "
+        f"slowly for {WARM_UP // 60} min while it warms up (6 s a generation)")
+    return candle
 
 
 def _service_file(*, overlay: bool) -> str:
@@ -118,16 +133,7 @@ async def story(workdir: Path) -> int:
         else:
             say("kustomize is not on PATH here: the story of a plain Service file (install kubectl for the "
                 "kustomize overlay story)")
-        vllm = world.add_pod("vllm", ready=True)
-        vllm.engine.latency = 0.42  # what its answers take (fake time: the demo does not wait for them)
-        await world.settled()
-        say(f"vLLM pod {vllm.name} serves 'reasoning-long' and 'reasoning' at {vllm.ip}")
-        candle = world.add_pod("candle", Script(pull=45, load=11 * 60))
-        candle.engine.latency, candle.engine.cold_latency = 0.31, 6.0
-        candle.engine.cold_until = asyncio.get_running_loop().time() + 45 + 11 * 60 + WARM_UP
-        say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "
-            "11 min loading weights (startupProbe allows 120 × 15 s = 30 min); once Ready it still answers "
-            f"slowly for {WARM_UP // 60} min while it warms up (6 s a generation)")
+        candle = await _engines(world)
         (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=path, fitness=FITNESS,
                                                  git_more="source: kustomize" if overlay else ""))
         say(f"The plan asks for fitness: {FITNESS} — every Ready pod answers within 2 s, streams to "
