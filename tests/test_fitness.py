@@ -318,3 +318,40 @@ async def test_verify_and_plan_output_show_the_table(
     assert shown.data["fitness"]["old"]["backend"] == "vllm"  # --output json carries both columns
     planned = outcome.render(await commands.show_plan(kube, plan, host=None), plan)
     assert any(line.split() == ["context", "32768", "40960"] for line in planned.lines)
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize(("backend", "fault", "words"), [
+    ("vllm", "stream-error", "an error event after 1 chunk"),  # vLLM still ends it with data: [DONE]
+    ("candle", "stream-error", "a data event that is not JSON after 1 chunk: 'ModelError: CUDA out of memory'"),
+    ("vllm", "stream-no-done", "ended after 2 chunks without data: [DONE]"),
+    ("vllm", "stream-stall", "stalled after 1 chunk and 0 comments"),
+    ("candle", "stream-stall", "stalled after 1 chunk and"),  # its keep-alive comments count for nothing
+])
+async def test_a_broken_stream_names_what_arrived(backend: str, fault: str, words: str, world: World,
+                                                  kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    pod = world.add_pod(backend, ready=True)
+    await world.settled()
+    pod.engine.fault = fault
+    plan = make_plan(fitness="{requests: 1, maxLatency: 5s, compare: false}")
+    with pytest.raises(NamesNotProven) as caught:
+        await wait.prove_backend(kube, plan, plan.backends[backend], wait=True)
+    assert caught.value.cause == "stream_broken" and words in caught.value.message, caught.value.message
+
+
+@pytest.mark.looptime
+async def test_a_stream_answered_503_is_a_slow_answer_not_a_broken_stream(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    """An error status comes before any stream begins (both engines): the engine is not ready for it yet."""
+    from cutover import engines, trials
+    from cutover.plan import Fitness
+
+    pod = world.add_pod("vllm", ready=True)
+    await world.settled()
+    pod.engine.fault = "503"
+    async with engines.new_client(timeout=2) as client:
+        tried = await trials.trial(client, pod=pod.name, ip=pod.ip, port=world.port, engine="vllm", names=NAMES,
+                                   fitness=Fitness(requests=1), stream=True, context=True)
+    assert tried.stream == fitness.StreamCheck(0, False) and tried.context is None and tried.sent == 3
+    assert [s.problem.kind if s.problem else None for s in tried.samples] == ["http_status", "http_status"]
+    assert fitness.judge([tried], max_latency=5).state is fitness.State.WARMING

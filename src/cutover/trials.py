@@ -139,9 +139,10 @@ async def _context(client: engines.Client, base: str, names: Sequence[str]) -> i
     else of the first card; None where the engine does not report it or the request fails."""
     try:
         status, body = await engines.call(client, "GET", base + "/v1/models")
-        cards = engines.json_of(body, "/v1/models").get("data") if status == 200 else None
-    except (engines.Refusal, AttributeError):
+        data = engines.json_of(body, "/v1/models") if status == 200 else None
+    except engines.Refusal:
         return None
+    cards = data.get("data") if isinstance(data, dict) else None
     if not isinstance(cards, list):
         return None
     cards = [card for card in cards if isinstance(card, dict)]

@@ -8,8 +8,8 @@ until `cold_until`), as engines do while they compile and warm up. `stream: true
 events as each engine writes them (vLLM: `data: {chunk}` and `data: [DONE]`; candle-vllm: the same through
 axum, with a `: keep-alive-text` comment every 100 ms while nothing else is sent). Fault switches make a
 bound engine slow, 503, garbage, huge or resetting, or break its streams (`stream-no-done`,
-`stream-stall`); `Blackhole` makes connects time out, as a NetworkPolicy that drops packets does. Used by
-the demo and the tests.
+`stream-stall`, `stream-error`); `Blackhole` makes connects time out, as a NetworkPolicy that drops
+packets does. Used by the demo and the tests.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token", "stream-no-done", "stream-stall")
+FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token", "stream-no-done", "stream-stall",
+          "stream-error")
 KEEP_ALIVE = 0.1  # seconds between candle-vllm's keep-alive comments (axum KeepAlive, KEEP_ALIVE_INTERVAL)
 
 
@@ -121,10 +122,22 @@ class EngineDouble:
             if self.fault == "stream-stall":
                 await self._stall(stream)
                 return stream
-        if self.fault != "stream-no-done":
+            if self.fault == "stream-error":
+                await stream.write(self._stream_error())
+                break
+        if self.fault != "stream-no-done" and not (self.fault == "stream-error" and self.engine == "candle-vllm"):
             await stream.write(b"data: [DONE]\n\n")
         await stream.write_eof()
         return stream
+
+    def _stream_error(self) -> bytes:
+        """An error in the middle of a stream: vLLM sends an error object and then, still, `data: [DONE]`
+        (completion_stream_generator); candle-vllm sends the error as plain text (streaming.rs) and ends."""
+        if self.engine == "candle-vllm":
+            return b"data: ModelError: CUDA out of memory\n\n"
+        error = {"error": {"object": "error", "message": "CUDA out of memory", "type": "InternalServerError",
+                           "param": None, "code": 500}}
+        return b"data: " + json.dumps(error).encode() + b"\n\n"
 
     async def _stall(self, stream: web.StreamResponse) -> None:
         """No more data until the engine goes away; candle-vllm keeps sending keep-alive comments meanwhile."""
