@@ -89,14 +89,14 @@ async def _health(client: httpx.AsyncClient, base: str, profile: Profile) -> Non
         return  # no such endpoint on this build: not a verdict on health
     if status >= 500:
         raise Refusal(Problem("unhealthy", f"GET {profile.health_path} answered {status} (loading or dead)",
-                               retryable=True, status=status))
+                              retryable=True, status=status))
 
 
 async def _listed(client: httpx.AsyncClient, base: str) -> set[str]:
     status, body = await call(client, "GET", base + "/v1/models")
     if status != 200:
         raise Refusal(Problem("http_status", f"GET /v1/models answered {status}", retryable=status >= 500,
-                               status=status))
+                              status=status))
     data = json_of(body, "/v1/models")
     cards = data.get("data") if isinstance(data, dict) else None
     if not isinstance(cards, list):
@@ -150,7 +150,7 @@ def json_of(body: bytes, what: str) -> Any:
         return json.loads(body)
     except ValueError:
         raise Refusal(Problem("bad_json", f"{what}: the answer is not JSON ({body[:40]!r}...)",
-                               retryable=True)) from None
+                              retryable=True)) from None
 
 
 async def call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
