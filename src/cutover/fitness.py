@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from cutover.profiles import Problem
 
-__all__ = ["Fitted", "Judged", "PodTrial", "Sample", "Shortfall", "Side", "State", "StreamCheck", "compare", "judge",
-           "side", "table"]
+__all__ = ["HINTS", "Fitted", "Judged", "PodTrial", "Sample", "Shortfall", "Side", "State", "StreamCheck", "compare",
+           "judge", "side", "table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,3 +177,11 @@ def _count(value: int | None) -> str:
 
 def _time(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}s" if value < 10 else f"{value:.0f}s"
+
+
+HINTS = {  # what to do about each cause of a target found unfit
+    "too_slow": "the engine answers slower than verify.fitness.maxLatency: give it more warm-up (a longer "
+                "startupProbe budget or verify.maxWait), more GPUs, or raise maxLatency",
+    "stream_broken": "streamed answers do not end properly: read the engine's logs, and check any proxy in "
+                     "between for buffering or idle timeouts",
+}

@@ -1,5 +1,6 @@
 """Fitness trials over HTTP (SPEC §10): short generations timed one after another on one pod, one of them
-streamed, and the context the engine reports. `fitness` judges what comes back; `wait` runs the trials.
+streamed, and the context the engine reports; `live_side` measures the backend the Service selects now the same
+way. `fitness` judges what comes back; `wait` runs the trials.
 
 A trial never sends more than `requests` × names generations and one GET /v1/models to a pod; the
 stream is one of the generations. Requests run one at a time so that each latency is the engine's own,
@@ -16,9 +17,11 @@ from typing import Any
 
 import httpx
 
-from cutover import engines, sse
-from cutover.fitness import PodTrial, Sample, StreamCheck
-from cutover.plan import Fitness
+from cutover import decide, engines, sse
+from cutover.cluster import Cluster
+from cutover.errors import CutoverError
+from cutover.fitness import PodTrial, Sample, Side, State, StreamCheck, judge, side
+from cutover.plan import Fitness, Plan
 from cutover.profiles import ENGINES, Problem, Profile
 
 MAX_TOKENS = 8  # fitness generations are short (SPEC §10: at most 16)
@@ -149,3 +152,28 @@ async def _context(client: engines.Client, base: str, names: Sequence[str]) -> i
     chosen = next((card for card in cards if card.get("id") in names), cards[0] if cards else {})
     value = chosen.get("max_model_len")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+async def live_side(cluster: Cluster, plan: Plan, target: str, client: engines.Client) -> Side | None:
+    """The backend the Service selects now, measured like the target (no stream); None when it is the target
+    or no backend of the plan; a Side with a note when it cannot be measured."""
+    settings = plan.verify.fitness
+    assert settings is not None
+    try:
+        service = await cluster.service(plan.service.namespace, plan.service.name)
+        live = decide.backend_of(plan, service.selector)
+        if live is None or live == target:
+            return None
+        backend = plan.backend(live)
+        pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
+    except CutoverError as exc:
+        return Side("?", note=f"not measured: {exc.message}")
+    ready = [pod for pod in pods if pod.ready and pod.ip and not pod.deleting]
+    if not ready:
+        return Side(live, ready=0, note="not measured: no Ready pod")
+    tried = await asyncio.gather(*(
+        trial(client, pod=pod.name, ip=pod.ip or "", port=backend.port, engine=backend.engine,
+              names=plan.verify.served_names, fitness=settings, stream=False, context=True) for pod in ready))
+    if judge(tried, max_latency=float("inf")).state is not State.WARM:
+        return Side(live, ready=len(ready), note="not measured: the live backend does not answer")
+    return side(live, tried, ready=len(ready))

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from cutover import decide, engines, fitness, milestones, netpolicy, profiles, pulls, readiness, trials
+from cutover import engines, fitness, milestones, netpolicy, profiles, pulls, readiness, trials
 from cutover.clock import Clock
 from cutover.cluster import Cluster, PodWatch, selector_text
-from cutover.errors import ClusterUnavailable, CutoverError, NamesNotProven, TargetNotReady
+from cutover.errors import ClusterUnavailable, NamesNotProven, TargetNotReady
 from cutover.plan import Backend, Plan
 from cutover.profiles import PodProof, Problem
 from cutover.results import Proven
@@ -190,7 +190,7 @@ class _Wait:
         self.first_trial = started if self.first_trial is None else self.first_trial
         # the live side is measured once, beside the target's first round: its time is not added to the wait
         async with asyncio.TaskGroup() as group:
-            live = group.create_task(self._live_side() if settings.compare else _none())
+            live = group.create_task(self._live_side(measure=settings.compare))
             rounds = [group.create_task(trials.trial(
                 self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port, engine=self.backend.engine,
                 names=self.plan.verify.served_names, fitness=settings, stream=settings.stream,
@@ -220,16 +220,19 @@ class _Wait:
         latencies = {trial.pod: [round(seconds, 3) for seconds in trial.latencies()] for trial in tried}
         if judged.state is fitness.State.BROKEN:
             raise self._unfit(judged.cause or "unfit", judged.message,
-                              _FIT_HINTS.get(judged.cause or "", profiles.HINTS.get(judged.cause or "", "")))
+                              fitness.HINTS.get(judged.cause or "", profiles.HINTS.get(judged.cause or "", "")))
         if not self._may_wait(found):
-            raise self._unfit("too_slow", judged.message, _FIT_HINTS["too_slow"], latencies=latencies)
+            raise self._unfit("too_slow", judged.message, fitness.HINTS["too_slow"], latencies=latencies)
         log.info(milestones.WARMING, backend=self.backend.name, elapsed=round(found.elapsed),
                  budget_left=round(found.budget_left), latencies=latencies, message=judged.message)
 
-    async def _live_side(self) -> fitness.Side | None:
-        """The live backend's column, measured once per wait; never a reason to fail (SPEC §10)."""
+    async def _live_side(self, *, measure: bool) -> fitness.Side | None:
+        """The live backend's column, measured once per wait; never a reason to fail (SPEC §10). Without
+        `measure` (compare: false) it is not contacted at all."""
+        if not measure:
+            return None
         if self.live is False:
-            self.live = await _measure_live(self.cluster, self.plan, self.backend.name, self.client)
+            self.live = await trials.live_side(self.cluster, self.plan, self.backend.name, self.client)
         return self.live if isinstance(self.live, fitness.Side) else None
 
     def _unfit(self, cause: str, message: str, hint: str, **fields: object) -> NamesNotProven:
@@ -271,44 +274,6 @@ class _Wait:
         log.error(milestones.NAMES_FAILED, backend=self.backend.name, pod=proof.pod, cause=cause, message=message,
                   hint=hint, proven=list(proof.proven))
         return NamesNotProven(message, cause=cause, hint=hint)
-
-
-async def _none() -> None:
-    return None
-
-
-_FIT_HINTS = {
-    "too_slow": "the engine answers slower than verify.fitness.maxLatency: give it more warm-up (a longer "
-                "startupProbe budget or verify.maxWait), more GPUs, or raise maxLatency",
-    "stream_broken": "streamed answers do not end properly: read the engine's logs, and check any proxy in "
-                     "between for buffering or idle timeouts",
-}
-
-
-async def _measure_live(cluster: Cluster, plan: Plan, target: str, client: engines.Client) -> fitness.Side | None:
-    """The backend the Service selects now, measured like the target (no stream); None when it is the target
-    or no backend of the plan; a Side with a note when it cannot be measured."""
-    settings = plan.verify.fitness
-    assert settings is not None
-    try:
-        service = await cluster.service(plan.service.namespace, plan.service.name)
-        live = decide.backend_of(plan, service.selector)
-        if live is None or live == target:
-            return None
-        backend = plan.backend(live)
-        pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
-    except CutoverError as exc:
-        return fitness.Side("?", note=f"not measured: {exc.message}")
-    ready = [pod for pod in pods if pod.ready and pod.ip and not pod.deleting]
-    if not ready:
-        return fitness.Side(live, ready=0, note="not measured: no Ready pod")
-    tried = await asyncio.gather(*(
-        trials.trial(client, pod=pod.name, ip=pod.ip or "", port=backend.port, engine=backend.engine,
-                     names=plan.verify.served_names, fitness=settings, stream=False, context=True)
-        for pod in ready))
-    if fitness.judge(tried, max_latency=float("inf")).state is not fitness.State.WARM:
-        return fitness.Side(live, ready=len(ready), note="not measured: the live backend does not answer")
-    return fitness.side(live, tried, ready=len(ready))
 
 
 def _pod_line(pod: readiness.PodProgress) -> str:
