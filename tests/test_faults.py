@@ -547,6 +547,12 @@ CASES = [
     Case("fitness", "target slow through the Service after the switch",
          at("git.committed", engine_set(latency=6.0)), plan=fit(), commits=(SWITCH, BACK),
          steps=(Step(("run",), 6),), cause="verification_failed_rolled_back", saw=("service.latency",)),
+    Case("fitness", "PreSync gate: a hand-made switch to a cold target waits for its warm-up",
+         both(switched_by_hand, at("target.ready", cold(240))), plan=fit(), commits=("ops: switch to candle",),
+         steps=(Step(("presync",), 0),), saw=("target.warming",)),
+    Case("fitness", "PreSync gate: a hand-made switch to half the live context is refused",
+         both(switched_by_hand, engine_set(max_model_len=16384)), plan=fit(), commits=("ops: switch to candle",),
+         steps=(Step(("presync",), 4),), cause="context_shorter"),
     # payloads: what the APIs hand back is input too
     Case("payload", "the file in Git is not YAML", at("lock.acquired", lambda stage: stage.other_commit(
         "ops: oops", lambda text: text.replace("  selector:", "  selector: [oops"))), commits=("ops: oops",),
