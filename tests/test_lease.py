@@ -92,15 +92,17 @@ async def test_a_live_holder_means_exit_8(world: World, kube: cluster.Cluster) -
     clock = Clock()
     loop = asyncio.get_running_loop()
     async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-a", now=clock.now):
-        await asyncio.sleep(30)
+        # 32 s, not 30: job-b's reads (every 5 s) never fall on the instant of job-a's renewals (every 20 s), whose
+        # order at one fake instant is the loop's to choose
+        await asyncio.sleep(32)
         started = loop.time()
         with pytest.raises(LockHeld) as caught:
             async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-b", now=clock.now):
                 pytest.fail("two holders")
     assert caught.value.exit_code == 8 and caught.value.cause == "lock_held"
-    assert "job-a, renewed 0s ago while we watched" in caught.value.message
+    assert "job-a, renewed 2s ago while we watched" in caught.value.message
     assert "kubectl -n cutover get jobs" in caught.value.hint
-    assert 10 <= loop.time() - started <= 11  # its renewal at 40 s, seen at the next read
+    assert 10 <= loop.time() - started <= 11  # its renewal at 40 s, seen at the read at 42 s
 
 
 def left_behind(world: World, holder: str, *, renewed_ago: float, clock: Clock) -> None:
