@@ -93,6 +93,11 @@ async def _health(client: httpx.AsyncClient, base: str, profile: Profile) -> Non
 
 
 async def _listed(client: httpx.AsyncClient, base: str) -> set[str]:
+    return {card["id"] for card in await models(client, base) if isinstance(card.get("id"), str)}
+
+
+async def models(client: httpx.AsyncClient, base: str) -> list[dict[str, Any]]:
+    """The model cards of GET /v1/models (the mappings of its `data` list); a Refusal when there are none."""
     status, body = await call(client, "GET", base + "/v1/models")
     if status != 200:
         raise Refusal(Problem("http_status", f"GET /v1/models answered {status}", retryable=status >= 500,
@@ -101,7 +106,7 @@ async def _listed(client: httpx.AsyncClient, base: str) -> set[str]:
     cards = data.get("data") if isinstance(data, dict) else None
     if not isinstance(cards, list):
         raise Refusal(Problem("bad_json", "GET /v1/models: no `data` list in the answer", retryable=True))
-    return {card["id"] for card in cards if isinstance(card, dict) and isinstance(card.get("id"), str)}
+    return [card for card in cards if isinstance(card, dict)]
 
 
 def generation_body(profile: Profile, name: str, *, max_tokens: int = 1, stream: bool = False) -> dict[str, Any]:

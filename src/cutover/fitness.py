@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from cutover.profiles import Problem
 
-__all__ = ["HINTS", "Fitted", "Judged", "PodTrial", "Sample", "Shortfall", "Side", "State", "StreamCheck", "compare",
-           "judge", "side", "table"]
+__all__ = ["HINTS", "Fitted", "Judged", "Next", "PodTrial", "Sample", "Shortfall", "Side", "State", "StreamCheck",
+           "after_compare", "compare", "context_of", "judge", "live", "side", "table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +83,14 @@ def _seconds_list(samples: Iterable[Sample]) -> str:
     return ", ".join(f"{s.seconds:.2f}s" + ("" if s.problem is None else f" ({s.problem.kind})") for s in samples)
 
 
+def context_of(cards: Sequence[Mapping[str, object]], names: Sequence[str]) -> int | None:
+    """max_model_len of the /v1/models card that names one of ours (vLLM lists each served name; candle-vllm one
+    id), else of the first card; None where the engine does not report it (a vLLM LoRA card says null)."""
+    chosen = next((card for card in cards if card.get("id") in names), cards[0] if cards else {})
+    value = chosen.get("max_model_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Side:
     """One backend's column of the table. None: not measured (or not reported by the engine)."""
@@ -135,6 +143,32 @@ def compare(new: Side, old: Side | None) -> Shortfall | None:
                                            f"{old.backend} {old.ready}",
                          f"scale {new.backend} to {old.ready} replicas first, or set verify.fitness.compare: false")
     return None
+
+
+def live(backend: str, trials: Sequence[PodTrial], *, ready: int) -> Side:
+    """The live backend's column, or a note saying why it is not measured (no Ready pod, an answer that failed):
+    then it is never a reason to refuse (SPEC §10)."""
+    if not ready:
+        return Side(backend, ready=0, note="not measured: no Ready pod")
+    if any(sample.problem is not None for trial in trials for sample in trial.samples):
+        return Side(backend, ready=ready, note="not measured: the live backend does not answer")
+    return side(backend, trials, ready=ready)
+
+
+class Next(enum.Enum):
+    ACCEPT = "accept"
+    WAIT = "wait"  # fewer Ready pods than live, while more target pods are on their way to Ready
+    REFUSE = "refuse"
+
+
+def after_compare(short: Shortfall | None, *, to_target: bool, more_coming: bool) -> Next:
+    """A shortfall refuses only a switch to the plan's target: a switch back (a rollback) is never refused for
+    it, so going back to what ran before stays possible. Fewer Ready pods are waited on while more are coming."""
+    if short is None or not to_target:
+        return Next.ACCEPT
+    if short.cause == "fewer_replicas" and more_coming:
+        return Next.WAIT
+    return Next.REFUSE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ import httpx
 from cutover import decide, engines, sse
 from cutover.cluster import Cluster
 from cutover.errors import CutoverError
-from cutover.fitness import PodTrial, Sample, Side, State, StreamCheck, judge, side
+from cutover.fitness import PodTrial, Sample, Side, StreamCheck, context_of, live
 from cutover.plan import Fitness, Plan
 from cutover.profiles import ENGINES, Problem, Profile
 
@@ -138,20 +138,11 @@ def _chunks(count: int) -> str:
 
 
 async def _context(client: engines.Client, base: str, names: Sequence[str]) -> int | None:
-    """max_model_len of the card that names one of ours (vLLM lists each served name; candle-vllm one id),
-    else of the first card; None where the engine does not report it or the request fails."""
+    """The context /v1/models reports for our names; None where the request fails."""
     try:
-        status, body = await engines.call(client, "GET", base + "/v1/models")
-        data = engines.json_of(body, "/v1/models") if status == 200 else None
+        return context_of(await engines.models(client, base), names)
     except engines.Refusal:
         return None
-    cards = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(cards, list):
-        return None
-    cards = [card for card in cards if isinstance(card, dict)]
-    chosen = next((card for card in cards if card.get("id") in names), cards[0] if cards else {})
-    value = chosen.get("max_model_len")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def live_side(cluster: Cluster, plan: Plan, target: str, client: engines.Client) -> Side | None:
@@ -161,19 +152,15 @@ async def live_side(cluster: Cluster, plan: Plan, target: str, client: engines.C
     assert settings is not None
     try:
         service = await cluster.service(plan.service.namespace, plan.service.name)
-        live = decide.backend_of(plan, service.selector)
-        if live is None or live == target:
+        selected = decide.backend_of(plan, service.selector)
+        if selected is None or selected == target:
             return None
-        backend = plan.backend(live)
+        backend = plan.backend(selected)
         pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
     except CutoverError as exc:
         return Side("?", note=f"not measured: {exc.message}")
     ready = [pod for pod in pods if pod.ready and pod.ip and not pod.deleting]
-    if not ready:
-        return Side(live, ready=0, note="not measured: no Ready pod")
     tried = await asyncio.gather(*(
         trial(client, pod=pod.name, ip=pod.ip or "", port=backend.port, engine=backend.engine,
               names=plan.verify.served_names, fitness=settings, stream=False, context=True) for pod in ready))
-    if judge(tried, max_latency=float("inf")).state is not State.WARM:
-        return Side(live, ready=len(ready), note="not measured: the live backend does not answer")
-    return side(live, tried, ready=len(ready))
+    return live(backend.name, tried, ready=len(ready))

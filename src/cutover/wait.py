@@ -68,7 +68,8 @@ class _Wait:
         self.pulled = pulls.PullLog()  # why pulls failed, remembered across the kubelet's back-offs
         self.first_trial: float | None = None  # when fitness was first tried, for the warm-up time
         self.round_started = self.next_proof  # when the latest round of proofs began
-        self.live: fitness.Side | bool | None = False  # the live backend's column, measured once (False: not yet)
+        self.live: fitness.Side | None = None  # the live backend's column, measured once
+        self.live_measured = False
 
     def assess(self) -> readiness.Assessment:
         now = self.clock.now()
@@ -202,11 +203,14 @@ class _Wait:
             return None
         new = fitness.side(self.backend.name, tried, ready=len(found.ready), warmup=started - self.first_trial)
         short = fitness.compare(new, old)
-        if short is None or self.backend.name != self.plan.target:  # a switch back is never refused for it
+        step = fitness.after_compare(short, to_target=self.backend.name == self.plan.target,
+                                     more_coming=self._may_wait(found) and len(found.pods) > len(found.ready))
+        if step is fitness.Next.ACCEPT:
             return fitness.Fitted(new, old, short)
-        if short.cause == "fewer_replicas" and self._may_wait(found) and len(found.pods) > len(found.ready):
+        assert short is not None
+        if step is fitness.Next.WAIT:
             log.info(milestones.WARMING, backend=self.backend.name, cause=short.cause, message=short.message)
-            return None  # more target pods are on their way to Ready
+            return None
         raise self._unfit(short.cause, short.message, short.hint, new=new, old=old)
 
     def _may_wait(self, found: readiness.Assessment) -> bool:
@@ -231,9 +235,10 @@ class _Wait:
         `measure` (compare: false) it is not contacted at all."""
         if not measure:
             return None
-        if self.live is False:
+        if not self.live_measured:
             self.live = await trials.live_side(self.cluster, self.plan, self.backend.name, self.client)
-        return self.live if isinstance(self.live, fitness.Side) else None
+            self.live_measured = True
+        return self.live
 
     def _unfit(self, cause: str, message: str, hint: str, **fields: object) -> NamesNotProven:
         message = f"backend {self.backend.name}: {message}"

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
+from cutover.demo.hosts import serve_local
 from cutover.demo.world import World
 
 
@@ -33,10 +34,7 @@ class FakeArgoCDApi:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_route("GET", "/api/v1/applications/{name}", self._get)
         app.router.add_route("GET", "/api/v1/applications/{name}/manifests", self._manifests)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
-        self.url = f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self._runner.addresses[0][1]}"
+        self._runner, self.url = await serve_local(app, ssl_context=self.ssl_context)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

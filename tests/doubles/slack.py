@@ -13,6 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
+from cutover.demo.hosts import serve_local
+
 
 @dataclasses.dataclass
 class Posted:
@@ -45,10 +47,7 @@ class FakeSlack:
         app.router.add_post(self.hook, self._webhook)
         app.router.add_post("/api/chat.postMessage", self._post_message)
         app.router.add_post("/api/chat.update", self._update)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
-        self.url = f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self._runner.addresses[0][1]}"
+        self._runner, self.url = await serve_local(app, ssl_context=self.ssl_context)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

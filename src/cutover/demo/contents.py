@@ -16,7 +16,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from cutover.demo.gitrepo import BareRepo
-from cutover.demo.hosts import FakeHost, Fault
+from cutover.demo.hosts import FakeHost, Fault, serve_local
 
 __all__ = ["FakeContentsHost", "Fault"]
 
@@ -58,10 +58,7 @@ class FakeContentsHost(FakeHost):
         await super().__aenter__()
         codeload = web.Application()
         codeload.router.add_route("GET", "/{owner}/{repo}/legacy.tar.gz/{sha}", self._codeload)
-        self._codeload_runner = web.AppRunner(codeload, access_log=None, handle_signals=False)
-        await self._codeload_runner.setup()
-        await web.TCPSite(self._codeload_runner, "127.0.0.1", 0).start()
-        self.codeload_url = f"http://127.0.0.1:{self._codeload_runner.addresses[0][1]}"
+        self._codeload_runner, self.codeload_url = await serve_local(codeload)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

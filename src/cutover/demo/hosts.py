@@ -40,6 +40,15 @@ class Pull:
     merge_sha: str | None = None
 
 
+async def serve_local(app: web.Application, *,
+                      ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, str]:
+    """`app` on a free loopback port, over TLS with `ssl_context`: its runner (clean it up to stop) and base URL."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context).start()
+    return runner, f"{'https' if ssl_context else 'http'}://127.0.0.1:{runner.addresses[0][1]}"
+
+
 class FakeHost:
     prefix = ""  # where the API lives under the server root
 
@@ -81,12 +90,8 @@ class FakeHost:
     async def __aenter__(self) -> FakeHost:
         app = web.Application(middlewares=[self._middleware])
         self.routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
-        await site.start()
-        scheme = "https" if self.ssl_context else "http"
-        self.url = f"{scheme}://127.0.0.1:{self._runner.addresses[0][1]}{self.prefix}"
+        self._runner, url = await serve_local(app, ssl_context=self.ssl_context)
+        self.url = url + self.prefix
         return self
 
     async def __aexit__(self, *exc: object) -> None:
