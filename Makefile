@@ -5,7 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak clean
+# The real tier's binaries (e2e/build.sh: from the Go module proxy, cached outside the work tree). The fast suite
+# takes its kustomize from there too, so no kubectl or kustomize needs to be installed by hand.
+TIER_BIN := $(shell e2e/build.sh --bin-dir)
+export PATH := $(TIER_BIN):$(PATH)
+
+.PHONY: demo test lint bench soak clean kustomize e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +21,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/cutover demo
 
-test: $(STAMP)
+kustomize:
+	e2e/build.sh kustomize >/dev/null
+
+test: $(STAMP) kustomize
 	$(BIN)/python tests/prerequisites.py
 	$(BIN)/pytest
 
@@ -29,7 +37,7 @@ lint: $(STAMP)
 soak: $(STAMP)
 	CUTOVER_HISTORIES=10000 $(BIN)/pytest tests/test_invariants.py -q -o timeout=0 -p no:cacheprovider
 
-bench: $(STAMP)
+bench: $(STAMP) kustomize
 	$(BIN)/python bench/run.py
 
 clean:

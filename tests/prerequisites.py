@@ -28,7 +28,7 @@ NEEDS: list[tuple[str, Callable[[], bool], str]] = [
      "openssh-client"),
     ("patch (GNU patch)", lambda: shutil.which("patch") is not None, "patch"),
     ("kustomize v5 (or kubectl, which bundles it)", lambda: bool(shutil.which("kustomize") or shutil.which("kubectl")),
-     "kubectl from https://kubernetes.io/docs/tasks/tools/, or a kustomize v5 binary on PATH"),
+     "`make kustomize` builds the pinned one from the Go module proxy (needs Go 1.26 or newer)"),
 ]
 
 

@@ -54,7 +54,7 @@ def test_the_prerequisites_the_readme_names_are_the_ones_make_test_checks() -> N
         assert f"`{package}`" in readme, package
     ci = (ROOT / ".ci" / "run").read_text()
     assert all(package in ci for package in packages)  # CI installs exactly what the README names
-    assert "kubectl" in readme and "CUTOVER_NO_SKIPS=1 make test" in ci
+    assert "e2e/build.sh kustomize" in readme and "make kustomize" in ci and "CUTOVER_NO_SKIPS=1 make test" in ci
 
 
 def test_a_missing_tool_is_named_with_its_package() -> None:

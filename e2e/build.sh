@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Builds the real tier's components from the Go module proxy (docs/testing.md, "The real tier").
+#
+#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes (default: all); prints the bin directory last
+#   e2e/build.sh --bin-dir    prints the bin directory only
+#
+# Versions live in e2e/versions.env alone. Binaries go to a cache outside the work tree keyed by that file's
+# content, so a second run builds nothing and a version bump builds into a directory of its own. A module the proxy
+# does not serve is named and stops the build: nothing is fetched from anywhere but the Go module proxy.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+key="$(sha256sum "$here/versions.env" | cut -c1-12)"
+cache="${CUTOVER_TIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cutover-tier}/$key"
+bin="$cache/bin"
+work="$cache/work"
+mkdir -p "$bin" "$work"
+export GOFLAGS="${GOFLAGS:--buildvcs=false} -trimpath"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+exec 3>&2  # progress goes to the caller's stderr; each step's own output to its log
+say() { printf 'e2e/build: %s\n' "$*" >&3; }
+die() { say "$*"; exit 1; }
+command -v go >/dev/null || die "go not found: the real tier builds its components with Go ≥ 1.26 (Debian: golang, or go.dev)"
+
+# Runs one step unless its binaries are all there, printing how long it took.
+step() {
+  local name="$1"; shift
+  local outputs=("$@")
+  local missing=0 f
+  for f in "${outputs[@]}"; do [ -e "$bin/$f" ] || missing=1; done
+  if [ "$missing" = 0 ]; then say "$name: cached"; return; fi
+  local start=$SECONDS
+  say "$name: building ${outputs[*]} …"
+  if ! "build_$name" >"$work/$name.log" 2>&1; then
+    tail -25 "$work/$name.log" >&3
+    die "$name: failed after $((SECONDS - start)) s (whole log: $work/$name.log)"
+  fi
+  for f in "${outputs[@]}"; do [ -e "$bin/$f" ] || die "$name: $f was not built"; done
+  say "$name: done in $((SECONDS - start)) s"
+}
+
+# Stops with the module's name when the proxy does not serve it at that version.
+served() {
+  go list -m -json "$1@$2" >/dev/null 2>"$work/served.err" ||
+    die "the Go module proxy does not serve $1@$2: $(tail -1 "$work/served.err")"
+}
+
+# A wrapper module of our own for a module whose go.mod replaces its siblings with relative paths (which
+# `go install mod@version` refuses): the replaces become the siblings' published versions.
+wrapper() {
+  local dir="$work/$1"; shift
+  rm -rf "$dir" && mkdir -p "$dir"
+  printf 'module cutover.e2e/%s\n\ngo 1.26\n' "$(basename "$dir")" >"$dir/go.mod"
+  (cd "$dir" && "$@")
+}
+
+build_kustomize() {
+  served sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION"
+  GOBIN="$bin" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+}
+
+build_kwok() {
+  served sigs.k8s.io/kwok "$KWOK_VERSION"
+  GOBIN="$bin" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  # kwok's own node Stages (a node that initializes at once and keeps its Lease), taken from the module as
+  # released: a --config that brings pod Stages of its own brings none for nodes
+  local dir
+  dir="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
+  cat "$dir/kustomize/stage/node/fast/node-initialize.yaml" <(echo ---) \
+    "$dir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" >"$bin/kwok-node-stages.yaml"
+}
+
+build_etcd() {
+  served go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+  wrapper etcd sh -c '
+    set -e
+    for m in api/v3 client/pkg/v3 client/v3 pkg/v3; do
+      go list -m -json "go.etcd.io/etcd/$m@$0" >/dev/null
+      go mod edit -replace "go.etcd.io/etcd/$m=go.etcd.io/etcd/$m@$0"
+    done
+    go get "go.etcd.io/etcd/server/v3@$0"
+    go build -o "$1/etcd" go.etcd.io/etcd/server/v3' "$ETCD_VERSION" "$bin"
+}
+
+# kubernetes' go.mod points every staging module (k8s.io/api, k8s.io/apiserver, …) at ./staging: each becomes its
+# published v0.<minor>.<patch>, read from that go.mod so a new release's new staging module is not missed.
+build_kubernetes() {
+  served k8s.io/kubernetes "$KUBERNETES_VERSION"
+  local mod staging_version="v0.${KUBERNETES_VERSION#v1.}"
+  mod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+  local -a staging
+  mapfile -t staging < <(sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$mod")
+  [ "${#staging[@]}" -gt 0 ] || die "kubernetes: no staging replaces found in $mod"
+  # The sample-* modules are examples kubernetes does not build from; a staging module the proxy lacks is left
+  # unreplaced and named, and go names it again should a command need it after all.
+  local m; local -a published=()
+  for m in "${staging[@]}"; do
+    if go list -m -json "$m@$staging_version" >/dev/null 2>&1; then published+=("$m")
+    else say "kubernetes: $m@$staging_version is not served by the Go module proxy; building without it"; fi
+  done
+  local version_pkg ldflags=""
+  for version_pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $version_pkg.gitVersion=$KUBERNETES_VERSION -X $version_pkg.gitTreeState=clean"
+    ldflags+=" -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
+  done
+  wrapper kubernetes sh -c '
+    set -e
+    version="$1"; staging_version="$2"; out="$3"; ldflags="$4"; shift 4
+    for m in "$@"; do go mod edit -replace "$m=$m@$staging_version"; done
+    go get "k8s.io/kubernetes@$version"
+    for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl; do
+      go get "k8s.io/kubernetes/cmd/$c@$version"
+    done
+    go build -p 2 -ldflags "-s -w $ldflags" -o "$out/" k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
+      k8s.io/kubernetes/cmd/kubectl
+  ' _ "$KUBERNETES_VERSION" "$staging_version" "$bin" "$ldflags" "${published[@]}"
+}
+
+declare -A products=(
+  [kustomize]="kustomize"
+  [kwok]="kwok kwokctl kwok-node-stages.yaml"
+  [etcd]="etcd"
+  [kubernetes]="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl"
+)
+if [ "${1:-}" = --bin-dir ]; then echo "$bin"; exit 0; fi  # where the binaries are (or will be), building nothing
+steps=("$@")
+[ "${#steps[@]}" -gt 0 ] || steps=(kustomize kwok etcd kubernetes)
+total=$SECONDS
+for s in "${steps[@]}"; do
+  [ -n "${products[$s]:-}" ] || die "unknown step $s (expected one of: ${!products[*]})"
+  # shellcheck disable=SC2086
+  step "$s" ${products[$s]}
+done
+say "all in $((SECONDS - total)) s; binaries in $bin"
+echo "$bin"

@@ -1,0 +1,197 @@
+"""The tier as the scenarios use it: the control plane with two kwok nodes, the repository's manifests applied
+with kubectl as a user would, the shim and the engine doubles, and what the scenarios read back (Jobs, pods,
+the audit log)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import trustme
+
+from tier import controlplane
+from tier.engines import EnginePods
+from tier.shim import Shim
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "e2e" / "fixtures"
+SA = "system:serviceaccount:cutover:cutover"
+GIT_HOST_IP = "10.250.0.20"
+
+
+@dataclasses.dataclass
+class JobResult:
+    name: str
+    succeeded: bool
+    condition: str  # Complete, Failed (with its reason), or what it is still doing
+    exit_code: int | None
+    message: str  # the container's termination message
+    log: str
+    seconds: float
+
+
+class Tier:
+    def __init__(self, plane: controlplane.ControlPlane, cutover: Path) -> None:
+        self.plane = plane
+        self.dir = plane.dir
+        self.api = kubernetes.config.new_client_from_config(str(plane.kubeconfig))
+        self.core = kubernetes.client.CoreV1Api(self.api)
+        self.batch = kubernetes.client.BatchV1Api(self.api)
+        self.shim = Shim(self.api, plane.dir, cutover)
+        self.engines = EnginePods(kubernetes.config.new_client_from_config(str(plane.kubeconfig)), "llm-serving")
+        self.git_ca = trustme.CA(organization_name="cutover e2e git host")
+
+    # --- kubectl, as a user runs it ------------------------------------------------------------------------------
+
+    def kubectl(self, *args: str, check: bool = True, as_sa: bool = False) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.plane.bin / "kubectl"), "--kubeconfig", str(self.plane.kubeconfig)]
+        if as_sa:
+            argv += ["--as", SA]
+        done = subprocess.run([*argv, *args], capture_output=True, text=True, check=False)  # noqa: S603
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
+        return done
+
+    def apply(self, path: Path | str, *, server_side: bool = False) -> None:
+        path = Path(path)
+        flag = "-k" if (path / "kustomization.yaml").exists() else "-f"
+        self.kubectl("apply", *(["--server-side"] if server_side else []), flag, str(path))
+
+    # --- bring-up ------------------------------------------------------------------------------------------------
+
+    def add_nodes(self) -> None:
+        for name, ip, gpus in controlplane.NODES:
+            capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", **({"nvidia.com/gpu": str(gpus)} if gpus
+                                                                             else {})}
+            self.core.create_node({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                             "labels": {"kubernetes.io/hostname": name, "type": "kwok",
+                                        **({"nvidia.com/gpu.present": "true"} if gpus else {})}},
+                "status": {"capacity": capacity, "allocatable": capacity,
+                           "addresses": [{"type": "InternalIP", "address": ip}]},
+            })
+        self.wait("both nodes Ready", lambda: all(
+            any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+            for n in self.core.list_node().items) and len(self.core.list_node().items) == len(controlplane.NODES))
+
+    def install(self) -> None:
+        """The example as its docs install it: ArgoCD's namespace first (the Role there), then the cutover
+        Application's contents, the out-of-band Secret, then the workload's namespace and contents."""
+        # manifests/base holds Roles in `argocd` and `llm-serving` (the example's): both namespaces must exist
+        # before it applies (found by this tier; issue: the base is bound to the example)
+        self.kubectl("create", "namespace", "argocd")
+        self.kubectl("create", "namespace", "llm-serving")
+        self.apply(FIXTURES / "cutover")
+        self.kubectl("create", "secret", "generic", "cutover-git", "-n", "cutover",
+                     "--from-literal=token=e2e-git-token-not-a-secret",
+                     f"--from-file=ca.crt={self._git_ca_file()}")
+        self.apply(FIXTURES / "llm-serving")
+        self.wait("kube-root-ca.crt in cutover", lambda: self._has_config_map("cutover", "kube-root-ca.crt"))
+        self.wait("the ServiceAccount cutover", lambda: self._has_sa("cutover", "cutover"))
+
+    def _git_ca_file(self) -> Path:
+        path = self.dir / "git-ca.crt"
+        self.git_ca.cert_pem.write_to_path(str(path))
+        return path
+
+    def _has_config_map(self, namespace: str, name: str) -> bool:
+        try:
+            self.core.read_namespaced_config_map(name, namespace)
+        except kubernetes.client.ApiException:
+            return False
+        return True
+
+    def _has_sa(self, namespace: str, name: str) -> bool:
+        try:
+            self.core.read_namespaced_service_account(name, namespace)
+        except kubernetes.client.ApiException:
+            return False
+        return True
+
+    # --- Jobs ----------------------------------------------------------------------------------------------------
+
+    def job_from_cronjob(self, cronjob: str, name: str, args: list[str] | None = None) -> None:
+        """`kubectl create job --from=cronjob/…`, with other args when a scenario runs another command (the Job
+        is otherwise the CronJob's own: its ServiceAccount, volumes, podFailurePolicy)."""
+        if args is None:
+            self.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/{cronjob}", name)
+            return
+        template = self.batch.read_namespaced_cron_job(cronjob, "cutover").spec.job_template
+        body = self.api.sanitize_for_serialization(template)
+        body["spec"]["template"]["spec"]["containers"][0]["args"] = args
+        self.batch.create_namespaced_job("cutover", {"apiVersion": "batch/v1", "kind": "Job",
+                                                     "metadata": {"name": name}, "spec": body["spec"]})
+
+    def finished(self, name: str, timeout: float = 120.0) -> JobResult:
+        start = time.monotonic()
+
+        def done() -> Any:
+            job = self.batch.read_namespaced_job(name, "cutover")
+            for c in job.status.conditions or []:
+                if c.type in ("Complete", "Failed") and c.status == "True":
+                    return job
+            return None
+
+        job = self.wait(f"Job {name} to finish", done, timeout)
+        conditions = [c for c in job.status.conditions if c.status == "True" and c.type in ("Complete", "Failed")]
+        pods = self.core.list_namespaced_pod("cutover", label_selector=f"batch.kubernetes.io/job-name={name}").items
+        terminated = [p.status.container_statuses[0].state.terminated for p in pods
+                      if p.status.container_statuses and p.status.container_statuses[0].state.terminated]
+        last = max(terminated, key=lambda t: t.finished_at) if terminated else None
+        return JobResult(
+            name=name, succeeded=conditions[0].type == "Complete",
+            condition=f"{conditions[0].type} ({conditions[0].reason})" if conditions[0].reason else
+            conditions[0].type,
+            exit_code=last.exit_code if last else None, message=(last.message or "") if last else "",
+            log="\n".join(self.shim.log_of("cutover", p.metadata.name) for p in pods),
+            seconds=time.monotonic() - start)
+
+    # --- what the apiserver recorded -----------------------------------------------------------------------------
+
+    def audit(self, user: str = SA) -> list[dict[str, Any]]:
+        events = []
+        for line in self.plane.audit_log.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("user", {}).get("username") == user:
+                events.append(event)
+        return events
+
+    # --- helpers -------------------------------------------------------------------------------------------------
+
+    def wait(self, what: str, check: Any, timeout: float = 60.0, every: float = 0.25) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.plane.check_alive()
+            found = check()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (logs: {self.dir})")
+            time.sleep(every)
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str:
+        return base64.b64decode(self.core.read_namespaced_secret(name, namespace).data[key]).decode()
+
+
+@contextlib.contextmanager
+def started(bin_dir: Path, run_dir: Path, *, cutover: Path) -> Iterator[Tier]:
+    with controlplane.running(bin_dir, run_dir, Path(__file__).with_name("stages.yaml")) as plane:
+        tier = Tier(plane, cutover)
+        tier.add_nodes()
+        tier.shim.start()
+        tier.engines.start()
+        try:
+            tier.install()
+            yield tier
+        finally:
+            tier.engines.stop()
+            tier.shim.stop()

@@ -1,0 +1,104 @@
+"""Engine doubles at the pod IPs kwok assigns: the engine process of each engine pod, bound once its startup
+probe has passed (both engines bind only once loaded: reference in docs/engines.md), gone with the pod.
+
+Which engine, port and served names come from the pod's own container: vLLM's `--served-model-name a b`
+(its image or container name says vllm), candle-vllm's `--m id` (in its args or its `sh -c` command).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import kubernetes
+
+from cutover.demo.engines import EngineDouble
+
+
+def engine_of(container: Mapping[str, Any]) -> tuple[str, int, tuple[str, ...]] | None:
+    """(engine, port, served names) of a container, or None when it is not an engine's."""
+    words = [*container.get("command", []), *container.get("args", [])]
+    words = [w for text in words for w in (shlex.split(text) if " " in text else [text])]
+    port = next((p["containerPort"] for p in container.get("ports", [])), 8000)
+    image = container.get("image", "")
+    if "candle" in image or "candle" in container.get("name", ""):
+        names = tuple(words[words.index("--m") + 1:words.index("--m") + 2]) if "--m" in words else ("default",)
+        return "candle-vllm", port, names
+    if "vllm" in image:
+        if "--served-model-name" in words:
+            start = words.index("--served-model-name") + 1
+            names = tuple(w for w in _until_flag(words[start:]))
+        else:
+            names = (words[words.index("--model") + 1],) if "--model" in words else ("default",)
+        return "vllm", port, names
+    return None
+
+
+def _until_flag(words: list[str]) -> list[str]:
+    out = []
+    for w in words:
+        if w.startswith("--"):
+            break
+        out.append(w)
+    return out
+
+
+class EnginePods:
+    """Keeps one bound double per Ready engine pod, in a loop of its own."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.namespace = namespace
+        self.doubles: dict[str, EngineDouble] = {}  # pod name → its engine
+        self.loop = asyncio.new_event_loop()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self.loop.run_forever, name="engines", daemon=True),
+                         threading.Thread(target=self._watch, name="engine pods", daemon=True)]
+        self.errors: list[str] = []
+        self.tweaks: dict[str, Any] = {}  # pod name prefix → a function applied to each new double
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for double in list(self.doubles.values()):
+            asyncio.run_coroutine_threadsafe(double.unbind(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                watch = kubernetes.watch.Watch()
+                for event in watch.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=30):
+                    self._sync(event["type"], event["object"])
+                    if self._stop.is_set():
+                        return
+            except Exception as exc:  # noqa: BLE001 (listed again, as a watch that ended is)
+                if not self._stop.is_set():
+                    self.errors.append(repr(exc))
+
+    def _sync(self, kind: str, pod: Any) -> None:
+        name, ip = pod.metadata.name, pod.status.pod_ip
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        wanted = kind != "DELETED" and ready and ip and pod.metadata.deletion_timestamp is None
+        have = self.doubles.get(name)
+        if wanted and have is None:
+            found = engine_of(kubernetes.client.ApiClient().sanitize_for_serialization(pod.spec.containers[0]))
+            if found is None:
+                return
+            engine, port, names = found
+            double = EngineDouble(engine, ip=ip, port=port, served_names=names)
+            for prefix, tweak in self.tweaks.items():
+                if name.startswith(prefix):
+                    tweak(double)
+            self.doubles[name] = double
+            asyncio.run_coroutine_threadsafe(double.bind(), self.loop).result(5)
+        elif not wanted and have is not None:
+            del self.doubles[name]
+            asyncio.run_coroutine_threadsafe(have.unbind(), self.loop).result(5)
+
