@@ -119,15 +119,21 @@ class Tier:
 
     # --- Jobs ----------------------------------------------------------------------------------------------------
 
-    def job_from_cronjob(self, cronjob: str, name: str, args: list[str] | None = None) -> None:
-        """`kubectl create job --from=cronjob/…`, with other args when a scenario runs another command (the Job
-        is otherwise the CronJob's own: its ServiceAccount, volumes, podFailurePolicy)."""
-        if args is None:
+    def job_from_cronjob(self, cronjob: str, name: str, args: list[str] | None = None,
+                         plan: str = "cutover-plan") -> None:
+        """`kubectl create job --from=cronjob/…`, with other args or another plan ConfigMap when a scenario runs
+        another command (the Job is otherwise the CronJob's own: ServiceAccount, volumes, podFailurePolicy)."""
+        if args is None and plan == "cutover-plan":
             self.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/{cronjob}", name)
             return
         template = self.batch.read_namespaced_cron_job(cronjob, "cutover").spec.job_template
         body = self.api.sanitize_for_serialization(template)
-        body["spec"]["template"]["spec"]["containers"][0]["args"] = args
+        pod = body["spec"]["template"]["spec"]
+        if args is not None:
+            pod["containers"][0]["args"] = args
+        for volume in pod["volumes"]:
+            if volume["name"] == "plan":
+                volume["configMap"]["name"] = plan
         self.batch.create_namespaced_job("cutover", {"apiVersion": "batch/v1", "kind": "Job",
                                                      "metadata": {"name": name}, "spec": body["spec"]})
 

@@ -1,8 +1,8 @@
 """One pod's container as a local process: run by the shim under `unshare --mount`, in a mount namespace of its own.
 
-Reads the pod's plan (JSON, from the shim), makes the root read-only when the container asks for
-`readOnlyRootFilesystem`, bind-mounts each prepared volume at its mount path and the termination-message file at
-its path, drops to the container's user and groups, and execs the command with exactly the pod's environment. What
+Reads the pod's plan (JSON, from the shim), bind-mounts each prepared volume at its mount path and the
+termination-message file at its path, makes the root read-only when the container asks for
+`readOnlyRootFilesystem`, drops to the container's user and groups, and execs the command with exactly the pod's environment. What
 the kubelet and the container runtime do for a container, with no image: the binary is the project's own.
 """
 
@@ -28,12 +28,16 @@ def main(spec_path: str) -> None:
             else:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
                 Path(target).touch()
-    if spec["read_only_root"]:
-        mount("-o", "remount,bind,ro", "/")
-    for source, target, read_only in spec["mounts"]:
+    # a mount over a directory that holds other volumes' sources (the pod's /tmp over a run directory in /tmp)
+    # comes after them
+    sources = [source for source, _, _ in spec["mounts"]]
+    ordered = sorted(spec["mounts"], key=lambda m: any(s.startswith(m[1].rstrip("/") + "/") for s in sources))
+    for source, target, read_only in ordered:
         mount("--bind", source, target)
         if read_only:
             mount("-o", "remount,bind,ro", target)
+    if spec["read_only_root"]:  # last: a bind made from a read-only mount would be read-only too
+        mount("-o", "remount,bind,ro", "/")
     os.chdir(spec["working_dir"])
     if spec["gid"] is not None:
         os.setgroups(spec["groups"])

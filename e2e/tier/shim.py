@@ -64,6 +64,7 @@ class Shim:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="shim", daemon=True)
         self.errors: list[str] = []
+        self.notes: list[str] = []
 
     def start(self) -> None:
         self._thread.start()
@@ -150,6 +151,11 @@ class Shim:
         mounts.append([str(message), c.get("terminationMessagePath", "/dev/termination-log"), False])
         uid = c_security.get("runAsUser", security.get("runAsUser"))
         gid = c_security.get("runAsGroup", security.get("runAsGroup"))
+        if uid is not None and not reachable_by_others(Path(os.path.realpath(sys.executable))):
+            # the project's Python sits where another user cannot read (a pyenv under /root): the process runs
+            # as root, said in the pod's log; everything the API sees (its token, its RBAC) is the pod's all the same
+            self.notes.append(f"{meta['name']}: runAsUser {uid} cannot reach {sys.executable}; ran as root")
+            uid = gid = None
         plan = {
             "argv": self._argv(c),
             "env": self._env(pod, c),
@@ -383,6 +389,11 @@ class Shim:
             self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
                                             body=kubernetes.client.V1DeleteOptions(
                                                 preconditions=kubernetes.client.V1Preconditions(uid=meta["uid"])))
+
+
+def reachable_by_others(path: Path) -> bool:
+    """Whether a user other than root can read `path`: every directory above it searchable by others."""
+    return all(os.stat(p).st_mode & 0o001 for p in path.parents) and bool(os.stat(path).st_mode & 0o004)
 
 
 def condition(kind: str, status: str, reason: str | None = None) -> dict[str, Any]:

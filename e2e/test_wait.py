@@ -1,0 +1,54 @@
+"""Scenario a: `cutover verify --wait` in a Job on the real control plane, on the scaled startup timeline, and
+failing fast on what a kubelet and the real scheduler report (CrashLoopBackOff, ImagePullBackOff, OOMKilled,
+Unschedulable with the scheduler's own message)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tier.cluster import FIXTURES, Tier
+
+
+@pytest.fixture(scope="module")
+def faults(tier: Tier) -> Tier:
+    tier.apply(FIXTURES / "faults")
+    return tier
+
+
+def verify_job(tier: Tier, name: str, backend: str, plan: str = "cutover-plan") -> None:
+    tier.job_from_cronjob("cutover-run", name, ["verify", "--backend", backend, "--wait"], plan=plan)
+
+
+def test_verify_waits_for_the_startup_timeline_then_proves_the_names(tier: Tier) -> None:
+    tier.kubectl("-n", "llm-serving", "delete", "pod", "-l", "app.kubernetes.io/name=llm-reasoning-candle",
+                 "--wait=false")
+    started = time.monotonic()
+    verify_job(tier, "verify-candle", "candle")
+    result = tier.finished("verify-candle")
+    assert result.succeeded, result
+    assert result.exit_code == 0
+    # the new pod loads in 6 s and is probed every second: the wait cannot have ended sooner
+    assert time.monotonic() - started >= 6, result
+    assert result.message.startswith("cutover verify: OK — backend candle proven"), result.message
+    pods = tier.core.list_namespaced_pod("llm-serving", label_selector="app.kubernetes.io/name=llm-reasoning-candle")
+    assert [p.status.phase for p in pods.items] == ["Running"]
+
+
+@pytest.mark.parametrize(("backend", "code", "said"), [
+    ("oom", 3, "OOMKilled"),
+    ("crash", 3, "CrashLoopBackOff"),
+    ("pull", 3, "not found"),
+    ("too-slow", 3, "the startup budget is spent"),
+    ("too-big", 3, "Insufficient nvidia.com/gpu"),
+])
+def test_verify_fails_fast_with_the_cause_the_cluster_reports(faults: Tier, backend: str, code: int,
+                                                              said: str) -> None:
+    name = f"verify-{backend}"
+    verify_job(faults, name, backend, plan="cutover-plan-faults")
+    result = faults.finished(name, timeout=90)
+    assert not result.succeeded
+    assert result.exit_code == code, result
+    # podFailurePolicy FailJob on a verdict: one pod, no retry, and the Job controller says why
+    assert "PodFailurePolicy" in result.condition, result.condition
+    assert said in result.message, result.message
