@@ -29,7 +29,7 @@ test: $(STAMP) kustomize
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench packaging
+	$(BIN)/ruff check src tests bench packaging e2e
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tier import cluster  # noqa: E402
+from tier import cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS: list[tuple[str, str, float]] = []
@@ -28,6 +28,11 @@ RESULTS: list[tuple[str, str, float]] = []
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("CUTOVER_E2E_NETNS") != "inside":
         raise pytest.UsageError("the real tier runs inside its own network namespace: use `make e2e`")
+    config.addinivalue_line("markers", "after_all: judges what every other scenario left (the audit log)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
 
 
 @pytest.fixture(scope="session")

@@ -55,7 +55,7 @@ class Tier:
         argv = [str(self.plane.bin / "kubectl"), "--kubeconfig", str(self.plane.kubeconfig)]
         if as_sa:
             argv += ["--as", SA]
-        done = subprocess.run([*argv, *args], capture_output=True, text=True, check=False)  # noqa: S603
+        done = subprocess.run([*argv, *args], capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
         return done

@@ -43,7 +43,7 @@ class Component:
 
     def start(self, env: dict[str, str] | None = None) -> None:
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,  # noqa: S603
+            self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
                                             env=env, start_new_session=True)
 
     def stop(self) -> None:
@@ -145,10 +145,9 @@ class ControlPlane:
         deadline = time.monotonic() + STARTUP
         while True:
             self.check_alive()
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(url, timeout=2, context=context) as answer:  # noqa: S310
-                    if answer.status == 200:
-                        return
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2, context=context) as answer:  # noqa: S310
+                if answer.status == 200:
+                    return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} did not answer {url} within {STARTUP:.0f} s (log: {self.dir})")
             time.sleep(0.2)
@@ -167,7 +166,7 @@ class ControlPlane:
     def _apiserver(self) -> list[str]:
         pki = self.pki.path
         return [self._bin("kube-apiserver"), "--etcd-servers", "http://127.0.0.1:2379",
-                "--bind-address", "0.0.0.0", "--secure-port", "443",  # noqa: S104 (inside the tier's namespace)
+                "--bind-address", "0.0.0.0", "--secure-port", "443",
                 "--advertise-address", APISERVER_IP, "--service-cluster-ip-range", SERVICE_RANGE,
                 "--tls-cert-file", str(pki("apiserver.crt")), "--tls-private-key-file", str(pki("apiserver.key")),
                 "--client-ca-file", str(pki("ca.crt")),
@@ -193,8 +192,8 @@ class ControlPlane:
                 "--bind-address", "127.0.0.1", "--secure-port", "10259"]
 
     def _kwok(self) -> list[str]:
-        return [self._bin("kwok"), "--kubeconfig", str(self.kubeconfig), "--config", str(self.bin / "kwok-node-stages.yaml"),
-                "--config", str(self.stages),
+        return [self._bin("kwok"), "--kubeconfig", str(self.kubeconfig),
+                "--config", str(self.bin / "kwok-node-stages.yaml"), "--config", str(self.stages),
                 "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
                 "--cidr", POD_RANGE, "--node-ip", APISERVER_IP, "--server-address", "127.0.0.1:10247"]
 

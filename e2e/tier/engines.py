@@ -78,7 +78,7 @@ class EnginePods:
                     self._sync(event["type"], event["object"])
                     if self._stop.is_set():
                         return
-            except Exception as exc:  # noqa: BLE001 (listed again, as a watch that ended is)
+            except Exception as exc:
                 if not self._stop.is_set():
                     self.errors.append(repr(exc))
 

@@ -92,7 +92,7 @@ class Shim:
                     if self._stop.is_set():
                         return
                     self._sync(event["object"])
-            except Exception as exc:  # noqa: BLE001 (a watch that ends is listed again, like a kubelet's)
+            except Exception as exc:
                 if not self._stop.is_set():
                     self.errors.append(f"watch: {exc!r}")
                     time.sleep(0.5)
@@ -119,7 +119,7 @@ class Shim:
         meta = pod["metadata"]
         try:
             container = self._start(pod)
-        except Exception as exc:  # noqa: BLE001 (what a kubelet reports as CreateContainerConfigError)
+        except Exception as exc:
             self.errors.append(f"{meta['name']}: {exc!r}")
             self._report_failed_start(pod, str(exc))
             self.finished[meta["uid"]] = 128
@@ -168,8 +168,8 @@ class Shim:
         (base / "plan.json").write_text(json.dumps(plan))
         log = self.dir / f"{meta['namespace']}_{meta['name']}.log"
         with log.open("wb") as out:
-            process = subprocess.Popen(  # noqa: S603
-                ["unshare", "--mount", "--propagation", "private", "--", sys.executable, str(PODEXEC),  # noqa: S607
+            process = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "--", sys.executable, str(PODEXEC),
                  str(base / "plan.json")], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         started = now()
         self._patch_status(pod, {

@@ -1,0 +1,66 @@
+"""Scenario b: the ServiceAccount and Roles as shipped (manifests/base), judged by the real authorizer.
+
+What cutover's commands ask of the API is allowed (no 403 for its ServiceAccount anywhere in the audit log of
+the tier's runs), and what it must never do is refused: writing Services or workloads (the selector changes
+through Git, SPEC §6.3 in docs/), reading Secrets, creating pods, exec.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tier.cluster import Tier
+
+FORBIDDEN = [
+    ("patch", "services", "llm-serving"),
+    ("update", "services", "llm-serving"),
+    ("delete", "services", "llm-serving"),
+    ("patch", "deployments.apps", "llm-serving"),
+    ("create", "pods", "llm-serving"),
+    ("create", "pods", "cutover"),
+    ("create", "pods/exec", "llm-serving"),
+    ("create", "pods/exec", "cutover"),
+    ("get", "secrets", "cutover"),
+    ("get", "secrets", "llm-serving"),
+    ("list", "secrets", "argocd"),
+    ("patch", "endpointslices.discovery.k8s.io", "llm-serving"),
+    ("create", "jobs.batch", "cutover"),
+    ("patch", "networkpolicies.networking.k8s.io", "llm-serving"),
+]
+ALLOWED = [
+    ("get", "services", "llm-serving"),
+    ("watch", "pods", "llm-serving"),
+    ("list", "endpointslices.discovery.k8s.io", "llm-serving"),
+    ("create", "events", "llm-serving"),
+    ("create", "leases.coordination.k8s.io", "llm-serving"),
+    ("get", "pods", "cutover"),
+]
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace"), FORBIDDEN)
+def test_the_service_account_cannot(tier: Tier, verb: str, resource: str, namespace: str) -> None:
+    done = tier.kubectl("auth", "can-i", verb, resource, "-n", namespace, as_sa=True, check=False)
+    assert done.stdout.strip() == "no", (verb, resource, namespace, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace"), ALLOWED)
+def test_the_service_account_can(tier: Tier, verb: str, resource: str, namespace: str) -> None:
+    done = tier.kubectl("auth", "can-i", verb, resource, "-n", namespace, as_sa=True, check=False)
+    assert done.stdout.strip() == "yes", (verb, resource, namespace, done.stdout, done.stderr)
+
+
+def test_status_runs_with_the_shipped_rbac(tier: Tier) -> None:
+    tier.job_from_cronjob("cutover-run", "status", ["status", "--output", "json"])
+    result = tier.finished("status")
+    assert result.succeeded, result
+    assert '"liveBackend": "vllm"' in result.log and '"target": "candle"' in result.log, result.log[-2000:]
+
+
+@pytest.mark.after_all
+def test_no_request_of_the_service_account_was_refused(tier: Tier) -> None:
+    """Run after every other scenario (conftest): each of their Jobs ran as the ServiceAccount."""
+    events = tier.audit()
+    assert events, "the audit log holds no request of the ServiceAccount"
+    refused = [(e["verb"], e["requestURI"], e["responseStatus"]["code"]) for e in events
+               if e.get("responseStatus", {}).get("code") == 403]
+    assert refused == []
