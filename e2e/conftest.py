@@ -45,6 +45,13 @@ def tier() -> Iterator[cluster.Tier]:
         yield started
 
 
+@pytest.fixture(scope="session")
+def faults(tier: cluster.Tier) -> cluster.Tier:
+    """The tier with the failing engines and their plan (e2e/fixtures/faults)."""
+    tier.apply(cluster.FIXTURES / "faults")
+    return tier
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield

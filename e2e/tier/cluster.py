@@ -158,8 +158,12 @@ class Tier:
             condition=f"{conditions[0].type} ({conditions[0].reason})" if conditions[0].reason else
             conditions[0].type,
             exit_code=last.exit_code if last else None, message=(last.message or "") if last else "",
-            log="\n".join(self.shim.log_of("cutover", p.metadata.name) for p in pods),
+            log=self.job_log(name),
             seconds=time.monotonic() - start)
+
+    def job_log(self, name: str) -> str:
+        pods = self.core.list_namespaced_pod("cutover", label_selector=f"batch.kubernetes.io/job-name={name}").items
+        return "\n".join(self.shim.log_of("cutover", p.metadata.name) for p in pods)
 
     # --- what the apiserver recorded -----------------------------------------------------------------------------
 

@@ -8,8 +8,10 @@ shim runs reaches it exactly as a pod's would, through KUBERNETES_SERVICE_HOST, 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import ssl
@@ -131,6 +133,26 @@ class ControlPlane:
     def stop(self) -> None:
         for component in reversed(self.components):
             component.stop()
+
+    def restart_apiserver(self) -> None:
+        """What an upgrade or a crash does to clients: every watch ends, every request in flight fails."""
+        apiserver = next(c for c in self.components if c.name == "kube-apiserver")
+        apiserver.stop()
+        apiserver.start()
+        self._wait_http("kube-apiserver", f"https://{APISERVER_IP}/readyz", self.pki.client_context())
+
+    def compact_etcd(self) -> int:
+        """Compacts etcd at its current revision (etcd's JSON gateway): older resourceVersions are gone."""
+        def call(path: str, body: dict[str, object]) -> dict[str, object]:
+            request = urllib.request.Request(f"http://127.0.0.1:2379{path}", data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+                return dict(json.load(answer))
+
+        found = call("/v3/kv/range", {"key": base64.b64encode(b"/registry").decode()})
+        revision = int(found["header"]["revision"])  # type: ignore[index]
+        call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
 
     def check_alive(self) -> None:
         for component in self.components:

@@ -1,5 +1,5 @@
-"""Engine doubles at the pod IPs kwok assigns: the engine process of each engine pod, bound once its startup
-probe has passed (both engines bind only once loaded: reference in docs/engines.md), gone with the pod.
+"""Engine doubles at the pod IPs kwok assigns: the engine process of each engine pod, bound once its model has
+loaded (both engines bind only once loaded: reference in docs/engines.md), gone with the pod.
 
 Which engine, port and served names come from the pod's own container: vLLM's `--served-model-name a b`
 (its image or container name says vllm), candle-vllm's `--m id` (in its args or its `sh -c` command).
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,9 +84,13 @@ class EnginePods:
                     self.errors.append(repr(exc))
 
     def _sync(self, kind: str, pod: Any) -> None:
+        """A double per engine container that runs: bound once its model has loaded (`e2e.cutover.dev/loads-in`
+        after the container started, the moment before its next startup probe succeeds), gone with the pod or
+        the container."""
         name, ip = pod.metadata.name, pod.status.pod_ip
-        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-        wanted = kind != "DELETED" and ready and ip and pod.metadata.deletion_timestamp is None
+        statuses = pod.status.container_statuses or []
+        running = statuses[0].state.running if statuses and statuses[0].state else None
+        wanted = kind != "DELETED" and running is not None and ip and pod.metadata.deletion_timestamp is None
         have = self.doubles.get(name)
         if wanted and have is None:
             found = engine_of(kubernetes.client.ApiClient().sanitize_for_serialization(pod.spec.containers[0]))
@@ -97,8 +102,13 @@ class EnginePods:
                 if name.startswith(prefix):
                     tweak(double)
             self.doubles[name] = double
-            asyncio.run_coroutine_threadsafe(double.bind(), self.loop).result(5)
+            load = float((pod.metadata.annotations or {}).get("e2e.cutover.dev/loads-in", "0"))
+            loaded_in = max(0.0, running.started_at.timestamp() + load - time.time())
+            self.loop.call_soon_threadsafe(self.loop.call_later, loaded_in, self._bind, double)
         elif not wanted and have is not None:
             del self.doubles[name]
             asyncio.run_coroutine_threadsafe(have.unbind(), self.loop).result(5)
 
+    def _bind(self, double: EngineDouble) -> None:
+        if double in self.doubles.values():
+            self.loop.create_task(double.bind())
