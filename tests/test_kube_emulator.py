@@ -65,12 +65,18 @@ async def test_put_replaces_and_checks_the_resource_version(core: kubernetes.cli
     assert caught.value.status == 409
 
 
-async def test_the_status_subresource_changes_only_the_status(core: kubernetes.client.CoreV1Api) -> None:
+async def test_the_status_subresource_keeps_the_spec_and_the_object_keeps_its_status(
+        core: kubernetes.client.CoreV1Api) -> None:
+    """As the real apiserver does for pods (e2e/test_contract.py): /status takes the status and the labels, never
+    the spec; a write to the pod itself leaves its status alone."""
     await call(core.create_namespaced_pod, "ns", pod("p", a="1"))
     await call(core.patch_namespaced_pod_status, "p", "ns",
-               {"metadata": {"labels": {"sneaky": "yes"}}, "status": {"phase": "Running"}})
+               {"metadata": {"labels": {"a": "2"}}, "status": {"phase": "Running"},
+                "spec": {"containers": [{"name": "c", "image": "sneaky"}]}})
+    await call(core.patch_namespaced_pod, "p", "ns", {"status": {"phase": "Failed"}})
     read = await call(core.read_namespaced_pod, "p", "ns")
-    assert read.status.phase == "Running" and read.metadata.labels == {"a": "1"}
+    assert read.status.phase == "Running" and read.metadata.labels == {"a": "2"}
+    assert read.spec.containers[0].image == "i"
 
 
 async def test_label_and_field_selectors(core: kubernetes.client.CoreV1Api) -> None:

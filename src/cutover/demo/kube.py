@@ -35,7 +35,12 @@ KINDS = {  # plural -> (apiVersion, kind) for the resources the simulated world 
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
     "applications": ("argoproj.io/v1alpha1", "Application"),
+    "configmaps": ("v1", "ConfigMap"),
 }
+# Resources whose status is a subresource: as on the real apiserver, a write to the object keeps its status and a
+# write to /status keeps its spec (labels and annotations still change through /status: e2e/test_contract.py).
+WITH_STATUS = ("pods", "services", "applications")
+SERVICE_RANGE = "10.96"  # ClusterIPs the emulator hands out to a Service created without one
 HISTORY = 1000  # watch events kept for resuming; an older resourceVersion gets 410 Gone
 
 
@@ -95,7 +100,14 @@ class KubeEmulator(kmock.KubernetesScaffold):
         self.served += 1
         if self.keep is not None and len(self._requests) > 2 * self.keep:
             del self._requests[:-self.keep]
+        if request.resource is not None and request.resource.plural not in KINDS:
+            # the real apiserver knows no such resource: 404, not an empty list (e2e/test_contract.py)
+            return aiohttp.web.json_response(
+                {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                 "message": "the server could not find the requested resource"}, status=404)
         response: aiohttp.web.StreamResponse = await super()._handle(request)
+        if request.method == "POST" and response.status == 200 and not response.prepared:
+            response.set_status(201)  # a create answers 201 Created, as the real apiserver does (e2e/test_contract)
         return response
 
     def align(self, now: datetime) -> None:
@@ -210,6 +222,8 @@ class KubeEmulator(kmock.KubernetesScaffold):
         if key in self.store:
             raise kmock.KubernetesError(status=409, reason="AlreadyExists",
                                         message=f'{_plural(request)} "{key[2]}" already exists')
+        if _plural(request) == "services" and not body.setdefault("spec", {}).get("clusterIP"):
+            body["spec"]["clusterIP"] = f"{SERVICE_RANGE}.{self.version // 250 % 250}.{self.version % 250 + 1}"
         return self._write(key[0], key, body, None)
 
     async def _serve_put(self, request: rendering.Request) -> dict[str, Any]:
@@ -219,9 +233,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
             raise _not_found(request)
         body = request.data or {}
         _check_version(body, old, request)
-        if request.subresource == "status":  # only the status changes through /status
-            body = {**copy.deepcopy(old), "status": body.get("status")}
-        return self._write(key[0], key, body, old)
+        return self._write(key[0], key, _split_status(request, old, body), old)
 
     async def _serve_patch(self, request: rendering.Request) -> dict[str, Any]:
         key = self._key(request)
@@ -234,9 +246,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
         else:  # merge-patch and strategic-merge-patch: a merge patch is enough for what we send
             _check_version(request.data or {}, old, request)
             new = _merge(copy.deepcopy(old), request.data or {})
-        if request.subresource == "status":
-            new = {**copy.deepcopy(old), "status": new.get("status")}
-        return self._write(key[0], key, new, old)
+        return self._write(key[0], key, _split_status(request, old, new), old)
 
     async def _serve_delete(self, request: rendering.Request) -> dict[str, Any]:
         old = self.remove(*self._key(request))
@@ -288,6 +298,17 @@ def _events(change: _Change, match: _Selectors, namespace: str | None) -> list[d
     if was and not now:
         return [{"type": "DELETED", "object": change.new}]
     return [{"type": change.kind, "object": change.new}] if now else []
+
+
+def _split_status(request: rendering.Request, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What a write keeps of `new`: through /status its status and metadata, elsewhere all but the status of a
+    resource whose status is a subresource."""
+    if request.subresource == "status":
+        return {**copy.deepcopy(old), "metadata": new.get("metadata", old.get("metadata")),
+                "status": new.get("status")}
+    if _plural(request) in WITH_STATUS and "status" in old:
+        return {**new, "status": copy.deepcopy(old["status"])}
+    return new
 
 
 def _gone(since: str) -> dict[str, Any]:
