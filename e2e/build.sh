@@ -4,15 +4,14 @@
 #   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes (default: all); prints the bin directory last
 #   e2e/build.sh --bin-dir    prints the bin directory only
 #
-# Versions live in e2e/versions.env alone. Binaries go to a cache outside the work tree keyed by that file's
-# content, so a second run builds nothing and a version bump builds into a directory of its own. A module the proxy
+# Versions live in e2e/versions.env alone. Binaries go to a cache outside the work tree keyed by the versions, so a second run builds nothing and a version bump builds into a directory of its own. A module the proxy
 # does not serve is named and stops the build: nothing is fetched from anywhere but the Go module proxy.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 
-key="$(sha256sum "$here/versions.env" | cut -c1-12)"
+key="$(grep -E '^[A-Z_]+=' "$here/versions.env" | sha256sum | cut -c1-12)"  # the versions, not the comments
 cache="${CUTOVER_TIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cutover-tier}/$key"
 bin="$cache/bin"
 work="$cache/work"

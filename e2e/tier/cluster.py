@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import gzip
 import json
 import subprocess
 import time
@@ -19,6 +20,7 @@ import trustme
 
 from tier import controlplane
 from tier.engines import EnginePods
+from tier.githost import TOKEN, TierGitHost
 from tier.shim import Shim
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +50,7 @@ class Tier:
         self.shim = Shim(self.api, plane.dir, cutover)
         self.engines = EnginePods(kubernetes.config.new_client_from_config(str(plane.kubeconfig)), "llm-serving")
         self.git_ca = trustme.CA(organization_name="cutover e2e git host")
+        self.git = TierGitHost(ROOT, plane.dir, self.git_ca)
 
     # --- kubectl, as a user runs it ------------------------------------------------------------------------------
 
@@ -84,15 +87,30 @@ class Tier:
             for n in self.core.list_node().items) and len(self.core.list_node().items) == len(controlplane.NODES))
 
     def install(self) -> None:
-        """The example as its docs install it: ArgoCD's namespace first (the Role there), then the cutover
-        Application's contents, the out-of-band Secret, then the workload's namespace and contents."""
+        """The example as its docs install it: ArgoCD's namespace and kinds first (the Role there, the
+        Applications cutover refreshes), then the cutover Application's contents, the out-of-band Secret, then
+        the workload's namespace and contents."""
         # manifests/base holds Roles in `argocd` and `llm-serving` (the example's): both namespaces must exist
         # before it applies (found by this tier; issue: the base is bound to the example)
         self.kubectl("create", "namespace", "argocd")
         self.kubectl("create", "namespace", "llm-serving")
+        for crd in ("application", "appproject"):  # ArgoCD 3.6's own CRDs, as its install declares them
+            path = self.dir / f"argocd-{crd}-crd.yaml"
+            path.write_bytes(gzip.decompress((ROOT / "tests" / "openapi" / f"argocd-3.6.0-{crd}-crd.yaml.gz")
+                                             .read_bytes()))
+            self.kubectl("apply", "--server-side", "-f", str(path))
+        crds = kubernetes.client.ApiextensionsV1Api(self.api)
+        for name in ("applications.argoproj.io", "appprojects.argoproj.io"):
+            # polled, not `kubectl wait`: that fails while a new CRD has no conditions at all yet
+            self.wait(f"the CRD {name} established", lambda name=name: any(
+                c.type == "Established" and c.status == "True"
+                for c in crds.read_custom_resource_definition(name).status.conditions or []))
+        example = ROOT / "manifests" / "examples" / "llm-serving"
+        self.apply(example / "appproject.yaml")
+        self.apply(example / "applications.yaml")
         self.apply(FIXTURES / "cutover")
         self.kubectl("create", "secret", "generic", "cutover-git", "-n", "cutover",
-                     "--from-literal=token=e2e-git-token-not-a-secret",
+                     f"--from-literal=token={TOKEN}",
                      f"--from-file=ca.crt={self._git_ca_file()}")
         self.apply(FIXTURES / "llm-serving")
         self.wait("kube-root-ca.crt in cutover", lambda: self._has_config_map("cutover", "kube-root-ca.crt"))
@@ -199,9 +217,11 @@ def started(bin_dir: Path, run_dir: Path, *, cutover: Path) -> Iterator[Tier]:
         tier.add_nodes()
         tier.shim.start()
         tier.engines.start()
+        tier.git.start(tier.engines.loop)
         try:
             tier.install()
             yield tier
         finally:
+            tier.git.stop(tier.engines.loop)
             tier.engines.stop()
             tier.shim.stop()

@@ -1,5 +1,5 @@
 """Engine doubles at the pod IPs kwok assigns: the engine process of each engine pod, bound once its model has
-loaded (both engines bind only once loaded: reference in docs/engines.md), gone with the pod.
+loaded (both engines bind only once loaded, as src/cutover/demo/engines.py says), gone with the pod.
 
 Which engine, port and served names come from the pod's own container: vLLM's `--served-model-name a b`
 (its image or container name says vllm), candle-vllm's `--m id` (in its args or its `sh -c` command).

@@ -40,13 +40,17 @@ class Pull:
     merge_sha: str | None = None
 
 
-async def serve_local(app: web.Application, *,
-                      ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, str]:
-    """`app` on a free loopback port, over TLS with `ssl_context`: its runner (clean it up to stop) and base URL."""
+async def serve_local(app: web.Application, *, ssl_context: ssl.SSLContext | None = None,
+                      address: tuple[str, int] = ("127.0.0.1", 0)) -> tuple[web.AppRunner, str]:
+    """`app` on a free loopback port (or `address`: the real tier's Git host lives at an address of its network
+    namespace), over TLS with `ssl_context`: its runner (clean it up to stop) and base URL."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context).start()
-    return runner, f"{'https' if ssl_context else 'http'}://127.0.0.1:{runner.addresses[0][1]}"
+    await web.TCPSite(runner, address[0], address[1], ssl_context=ssl_context).start()
+    port = runner.addresses[0][1]
+    scheme = "https" if ssl_context else "http"
+    default = 443 if ssl_context else 80
+    return runner, f"{scheme}://{address[0]}" + ("" if port == default else f":{port}")
 
 
 class FakeHost:
@@ -62,6 +66,7 @@ class FakeHost:
         self.url = ""
         self.pulls: dict[int, Pull] = {}
         self.ssl_context: ssl.SSLContext | None = None  # set before entering: serve HTTPS with this certificate
+        self.address: tuple[str, int] = ("127.0.0.1", 0)  # set before entering: where to listen
 
     def open_pull(self, *, head: str, base: str, title: str, body: str) -> Pull:
         pull = Pull(len(self.pulls) + 1, head, base, title, body)
@@ -90,7 +95,7 @@ class FakeHost:
     async def __aenter__(self) -> FakeHost:
         app = web.Application(middlewares=[self._middleware])
         self.routes(app)
-        self._runner, url = await serve_local(app, ssl_context=self.ssl_context)
+        self._runner, url = await serve_local(app, ssl_context=self.ssl_context, address=self.address)
         self.url = url + self.prefix
         return self
 
