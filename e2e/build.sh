@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Builds the real tier's components from the Go module proxy (docs/testing.md, "The real tier").
 #
-#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes (default: all); prints the bin directory last
+#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes argocd (default: all but argocd, which the
+#                             ArgoCD tier adds); prints the bin directory last
 #   e2e/build.sh --bin-dir    prints the bin directory only
 #
-# Versions live in e2e/versions.env alone. Binaries go to a cache outside the work tree keyed by the versions, so a second run builds nothing and a version bump builds into a directory of its own. A module the proxy
-# does not serve is named and stops the build: nothing is fetched from anywhere but the Go module proxy.
+# Versions live in e2e/versions.env alone. Each component is built into a cache directory of its own outside the
+# work tree, named by its version (~/.cache/cutover-tier/<step>-<version>), so a second run builds nothing and a
+# version bump rebuilds that component alone; the bin directory links the current versions' binaries. A module the
+# proxy does not serve is named and stops the build: nothing is fetched from anywhere but the Go module proxy.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 
+root="${CUTOVER_TIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cutover-tier}"
 key="$(grep -E '^[A-Z_]+=' "$here/versions.env" | sha256sum | cut -c1-12)"  # the versions, not the comments
-cache="${CUTOVER_TIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cutover-tier}/$key"
-bin="$cache/bin"
-work="$cache/work"
-mkdir -p "$bin" "$work"
+bin="$root/bin-$key"
+work="$root/work"
 export GOFLAGS="${GOFLAGS:--buildvcs=false} -trimpath"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
@@ -24,21 +26,27 @@ say() { printf 'e2e/build: %s\n' "$*" >&3; }
 die() { say "$*"; exit 1; }
 command -v go >/dev/null || die "go not found: the real tier builds its components with Go ≥ 1.26 (Debian: golang, or go.dev)"
 
-# Runs one step unless its binaries are all there, printing how long it took.
+# Runs one step unless its binaries are all there, printing how long it took; links them into the bin directory.
 step() {
-  local name="$1"; shift
+  local name="$1" version="$2"; shift 2
   local outputs=("$@")
+  out="$root/$name-$version"  # where build_<name> puts its binaries
   local missing=0 f
-  for f in "${outputs[@]}"; do [ -e "$bin/$f" ] || missing=1; done
-  if [ "$missing" = 0 ]; then say "$name: cached"; return; fi
-  local start=$SECONDS
-  say "$name: building ${outputs[*]} …"
-  if ! "build_$name" >"$work/$name.log" 2>&1; then
-    tail -25 "$work/$name.log" >&3
-    die "$name: failed after $((SECONDS - start)) s (whole log: $work/$name.log)"
+  for f in "${outputs[@]}"; do [ -e "$out/$f" ] || missing=1; done
+  if [ "$missing" = 0 ]; then
+    say "$name $version: cached"
+  else
+    local start=$SECONDS
+    say "$name $version: building ${outputs[*]} …"
+    mkdir -p "$out"
+    if ! "build_$name" >"$work/$name.log" 2>&1; then
+      tail -25 "$work/$name.log" >&3
+      die "$name: failed after $((SECONDS - start)) s (whole log: $work/$name.log)"
+    fi
+    for f in "${outputs[@]}"; do [ -e "$out/$f" ] || die "$name: $f was not built"; done
+    say "$name $version: done in $((SECONDS - start)) s"
   fi
-  for f in "${outputs[@]}"; do [ -e "$bin/$f" ] || die "$name: $f was not built"; done
-  say "$name: done in $((SECONDS - start)) s"
+  for f in "${outputs[@]}"; do ln -sfn "$out/$f" "$bin/$f"; done
 }
 
 # Stops with the module's name when the proxy does not serve it at that version.
@@ -58,18 +66,18 @@ wrapper() {
 
 build_kustomize() {
   served sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION"
-  GOBIN="$bin" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+  GOBIN="$out" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
 }
 
 build_kwok() {
   served sigs.k8s.io/kwok "$KWOK_VERSION"
-  GOBIN="$bin" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  GOBIN="$out" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
   # kwok's own node Stages (a node that initializes at once and keeps its Lease), taken from the module as
   # released: a --config that brings pod Stages of its own brings none for nodes
   local dir
   dir="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
   cat "$dir/kustomize/stage/node/fast/node-initialize.yaml" <(echo ---) \
-    "$dir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" >"$bin/kwok-node-stages.yaml"
+    "$dir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" >"$out/kwok-node-stages.yaml"
 }
 
 build_etcd() {
@@ -81,7 +89,7 @@ build_etcd() {
       go mod edit -replace "go.etcd.io/etcd/$m=go.etcd.io/etcd/$m@$0"
     done
     go get "go.etcd.io/etcd/server/v3@$0"
-    go build -o "$1/etcd" go.etcd.io/etcd/server/v3' "$ETCD_VERSION" "$bin"
+    go build -o "$1/etcd" go.etcd.io/etcd/server/v3' "$ETCD_VERSION" "$out"
 }
 
 # kubernetes' go.mod points every staging module (k8s.io/api, k8s.io/apiserver, …) at ./staging: each becomes its
@@ -116,7 +124,30 @@ build_kubernetes() {
     go build -p 2 -ldflags "-s -w $ldflags" -o "$out/" k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
       k8s.io/kubernetes/cmd/kubectl
-  ' _ "$KUBERNETES_VERSION" "$staging_version" "$bin" "$ldflags" "${published[@]}"
+  ' _ "$KUBERNETES_VERSION" "$staging_version" "$out" "$ldflags" "${published[@]}"
+}
+
+# ArgoCD's go.mod replaces modules too (the Kubernetes staging modules at published versions; from v3.3 on also
+# gitops-engine with a local directory, which no wrapper can satisfy: such a replace is named and stops the build).
+build_argocd() {
+  served github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION"
+  local mod
+  mod="$(go mod download -json "github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+  wrapper argocd sh -c '
+    set -e
+    go mod edit -json "$1" | python3 -c "
+import json, sys
+for r in json.load(sys.stdin).get(\"Replace\") or []:
+    old, new = r[\"Old\"], r[\"New\"]
+    if not new.get(\"Version\"):
+        sys.exit(\"argocd: go.mod replaces \" + old[\"Path\"] + \" with the local directory \" + new[\"Path\"])
+    print(old[\"Path\"] + (\"@\" + old[\"Version\"] if old.get(\"Version\") else \"\") + \"=\" + new[\"Path\"] + \"@\" + new[\"Version\"])
+" >replaces
+    while read -r r; do go mod edit -replace "$r"; done <replaces
+    go get "github.com/argoproj/argo-cd/v3/cmd@$2"
+    go build -p 2 -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${2#v}" -o "$3/argocd" \
+      github.com/argoproj/argo-cd/v3/cmd
+  ' _ "$mod" "$ARGOCD_VERSION" "$out"
 }
 
 declare -A products=(
@@ -124,15 +155,21 @@ declare -A products=(
   [kwok]="kwok kwokctl kwok-node-stages.yaml"
   [etcd]="etcd"
   [kubernetes]="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl"
+  [argocd]="argocd"
+)
+declare -A versions=(
+  [kustomize]="$KUSTOMIZE_VERSION" [kwok]="$KWOK_VERSION" [etcd]="$ETCD_VERSION"
+  [kubernetes]="$KUBERNETES_VERSION" [argocd]="$ARGOCD_VERSION"
 )
 if [ "${1:-}" = --bin-dir ]; then echo "$bin"; exit 0; fi  # where the binaries are (or will be), building nothing
+mkdir -p "$bin" "$work"
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=(kustomize kwok etcd kubernetes)
 total=$SECONDS
 for s in "${steps[@]}"; do
   [ -n "${products[$s]:-}" ] || die "unknown step $s (expected one of: ${!products[*]})"
   # shellcheck disable=SC2086
-  step "$s" ${products[$s]}
+  step "$s" "${versions[$s]}" ${products[$s]}
 done
 say "all in $((SECONDS - total)) s; binaries in $bin"
 echo "$bin"

@@ -23,6 +23,7 @@ from tier import cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS: list[tuple[str, str, float]] = []
+MEASURED: list[str] = []  # what scenarios measured, printed under the table (request counts)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,6 +69,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"{'scenario':<{width}}  result   seconds")
     for name, outcome, seconds in RESULTS:
         terminalreporter.write_line(f"{name:<{width}}  {outcome:<7}  {seconds:7.1f}")
+    for text in MEASURED:
+        terminalreporter.write_line(text)
 
 
 def wait_for(what: str, check: object, timeout: float = 60.0, every: float = 0.25) -> object:

@@ -56,6 +56,32 @@ def test_status_runs_with_the_shipped_rbac(tier: Tier) -> None:
     assert '"liveBackend": "vllm"' in result.log and '"target": "candle"' in result.log, result.log[-2000:]
 
 
+COMMANDS = [  # what the hooks, the CronJobs and a person run; the ones that would wait for ArgoCD as dry runs
+    ("presync", ["presync"]),
+    ("syncfail", ["syncfail"]),
+    ("audit", ["audit"]),
+    ("run", ["run", "--dry-run"]),
+    ("rollback", ["rollback", "--dry-run"]),
+    ("plan", ["plan"]),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), COMMANDS, ids=[name for name, _ in COMMANDS])
+def test_each_command_is_allowed_what_it_asks(tier: Tier, name: str, args: list[str]) -> None:
+    """Not every command has work to do here (no ArgoCD operation to gate, nothing failed): what it does ask of
+    the API must be allowed, and it must end with a verdict, never an internal error."""
+    job = f"rbac-{name}"
+    tier.job_from_cronjob("cutover-run", job, args)
+    result = tier.finished(job, timeout=120)
+    assert result.exit_code not in (1, None), result
+    pods = {p.metadata.name for p in tier.core.list_namespaced_pod(
+        "cutover", label_selector=f"batch.kubernetes.io/job-name={job}").items}
+    refused = [(e["verb"], e["requestURI"]) for e in tier.audit()
+               if e.get("responseStatus", {}).get("code") == 403
+               and set(e["user"].get("extra", {}).get("authentication.kubernetes.io/pod-name", [])) & pods]
+    assert refused == [], result.log[-2000:]
+
+
 @pytest.mark.after_all
 def test_no_request_of_the_service_account_was_refused(tier: Tier) -> None:
     """Run after every other scenario (conftest): each of their Jobs ran as the ServiceAccount."""
