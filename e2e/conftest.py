@@ -6,15 +6,14 @@ Run by `make e2e` only (inside e2e/netns.sh's network namespace), never by `make
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import kubernetes
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -44,6 +43,11 @@ def tier() -> Iterator[cluster.Tier]:
     print(f"\nthe tier's logs and audit log: {run_dir}", file=sys.stderr)
     with cluster.started(bin_dir, run_dir, cutover=Path(sys.executable).with_name("cutover")) as started:
         yield started
+        # what the kubelet's stand-ins met, said under the table (a pod's own failure is its Job's)
+        errors = collections.Counter(e.split("(", 1)[0] for e in started.shim.errors + started.engines.errors)
+        MEASURED.extend(f"kubelet stand-ins' watches: {n} × {kind} (listed again)" for kind, n in errors.items())
+        if started.shim.notes:
+            MEASURED.append(f"shim: {started.shim.notes[0]} (and {len(started.shim.notes) - 1} more pods alike)")
 
 
 @pytest.fixture(scope="session")
@@ -71,19 +75,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{name:<{width}}  {outcome:<7}  {seconds:7.1f}")
     for text in MEASURED:
         terminalreporter.write_line(text)
-
-
-def wait_for(what: str, check: object, timeout: float = 60.0, every: float = 0.25) -> object:
-    """Polls `check()` until it returns something truthy; fails naming `what` after `timeout` real seconds (the
-    tier runs on the real clock: its controllers do)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()  # type: ignore[operator]
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
-
-
-__all__ = ["kubernetes", "wait_for"]

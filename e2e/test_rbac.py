@@ -7,6 +7,8 @@ through Git: the README), reading Secrets, creating pods, exec.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 
 from tier.cluster import Tier
@@ -84,9 +86,16 @@ def test_each_command_is_allowed_what_it_asks(tier: Tier, name: str, args: list[
 
 @pytest.mark.after_all
 def test_no_request_of_the_service_account_was_refused(tier: Tier) -> None:
-    """Run after every other scenario (conftest): each of their Jobs ran as the ServiceAccount."""
+    """Run after every other scenario (conftest): each of their Jobs ran as the ServiceAccount. While the
+    apiserver restarts (test_watch) it refuses until its RBAC caches sync (kubernetes#121635): cutover retries
+    those (tests/test_cluster.py), and they are not the Roles' doing."""
     events = tier.audit()
     assert events, "the audit log holds no request of the ServiceAccount"
     refused = [(e["verb"], e["requestURI"], e["responseStatus"]["code"]) for e in events
-               if e.get("responseStatus", {}).get("code") == 403]
+               if e.get("responseStatus", {}).get("code") == 403 and not restarting(tier, e["stageTimestamp"])]
     assert refused == []
+
+
+def restarting(tier: Tier, stamp: str) -> bool:
+    at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return any(began <= at <= ready + timedelta(seconds=5) for began, ready in tier.plane.restarts)

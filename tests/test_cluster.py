@@ -155,6 +155,31 @@ async def test_a_permanent_error_is_not_retried(world: World, kube: cluster.Clus
 
 
 @pytest.mark.looptime
+async def test_a_refusal_right_after_an_outage_is_retried(world: World, kube: cluster.Cluster) -> None:
+    """An apiserver back from a restart refuses what RBAC allows until its caches sync (kubernetes#121635):
+    a 403 that follows an outage is tried again, one on its own is not (the test above)."""
+    world.kube["list", PODS] << fail_first(1, 503)
+    world.kube["list", PODS] << fail_first(1, 403)
+    world.add_pod("vllm", ready=True)
+    pods, _ = await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
+    assert len(pods) == 1
+    assert len(requests(world, watch=False)) == 3
+
+
+@pytest.mark.looptime
+async def test_a_watch_refused_after_an_outage_resumes(world: World, kube: cluster.Cluster) -> None:
+    world.kube["watch", PODS] << fail_first(1, 500)
+    world.kube["watch", PODS] << fail_first(1, 403)
+    async with kube.watch_pods(NAMESPACE, BACKENDS["candle"]["labels"]) as watch:
+        await watch.synced.wait()
+        pod = world.add_pod("candle", Script(pull=5, load=100_000))
+        while pod.name not in watch.pods:
+            await watch.changed(None)
+        watch.raise_if_failed()
+    assert len(requests(world, watch=True)) >= 3
+
+
+@pytest.mark.looptime
 async def test_a_dropped_watch_reconnects(world: World, kube: cluster.Cluster) -> None:
     world.kube["watch", PODS] << fail_first(1, 500)
     async with kube.watch_pods(NAMESPACE, BACKENDS["candle"]["labels"]) as watch:

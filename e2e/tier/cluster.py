@@ -4,7 +4,6 @@ the audit log)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import gzip
@@ -37,7 +36,6 @@ class JobResult:
     exit_code: int | None
     message: str  # the container's termination message
     log: str
-    seconds: float
 
 
 class Tier:
@@ -113,24 +111,20 @@ class Tier:
                      f"--from-literal=token={TOKEN}",
                      f"--from-file=ca.crt={self._git_ca_file()}")
         self.apply(FIXTURES / "llm-serving")
-        self.wait("kube-root-ca.crt in cutover", lambda: self._has_config_map("cutover", "kube-root-ca.crt"))
-        self.wait("the ServiceAccount cutover", lambda: self._has_sa("cutover", "cutover"))
+        self.wait("kube-root-ca.crt in cutover", lambda: self._exists(self.core.read_namespaced_config_map,
+                                                                      "kube-root-ca.crt", "cutover"))
+        self.wait("the ServiceAccount cutover", lambda: self._exists(self.core.read_namespaced_service_account,
+                                                                     "cutover", "cutover"))
 
     def _git_ca_file(self) -> Path:
         path = self.dir / "git-ca.crt"
         self.git_ca.cert_pem.write_to_path(str(path))
         return path
 
-    def _has_config_map(self, namespace: str, name: str) -> bool:
+    @staticmethod
+    def _exists(read: Any, name: str, namespace: str) -> bool:
         try:
-            self.core.read_namespaced_config_map(name, namespace)
-        except kubernetes.client.ApiException:
-            return False
-        return True
-
-    def _has_sa(self, namespace: str, name: str) -> bool:
-        try:
-            self.core.read_namespaced_service_account(name, namespace)
+            read(name, namespace)
         except kubernetes.client.ApiException:
             return False
         return True
@@ -156,8 +150,6 @@ class Tier:
                                                      "metadata": {"name": name}, "spec": body["spec"]})
 
     def finished(self, name: str, timeout: float = 120.0) -> JobResult:
-        start = time.monotonic()
-
         def done() -> Any:
             job = self.batch.read_namespaced_job(name, "cutover")
             for c in job.status.conditions or []:
@@ -176,8 +168,7 @@ class Tier:
             condition=f"{conditions[0].type} ({conditions[0].reason})" if conditions[0].reason else
             conditions[0].type,
             exit_code=last.exit_code if last else None, message=(last.message or "") if last else "",
-            log=self.job_log(name),
-            seconds=time.monotonic() - start)
+            log=self.job_log(name))
 
     def job_log(self, name: str) -> str:
         pods = self.core.list_namespaced_pod("cutover", label_selector=f"batch.kubernetes.io/job-name={name}").items
@@ -205,9 +196,6 @@ class Tier:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (logs: {self.dir})")
             time.sleep(every)
-
-    def secret_value(self, namespace: str, name: str, key: str) -> str:
-        return base64.b64decode(self.core.read_namespaced_secret(name, namespace).data[key]).decode()
 
 
 @contextlib.contextmanager

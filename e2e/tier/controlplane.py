@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import trustme
@@ -118,6 +119,7 @@ class ControlPlane:
         self.kubeconfig = run_dir / "admin.kubeconfig"
         self.audit_log = run_dir / "audit.log"
         self.components: list[Component] = []
+        self.restarts: list[tuple[datetime, datetime]] = []  # when the apiserver was down or not yet ready
 
     def start(self) -> None:
         self.kubeconfig.write_text(self._kubeconfig())
@@ -137,9 +139,11 @@ class ControlPlane:
     def restart_apiserver(self) -> None:
         """What an upgrade or a crash does to clients: every watch ends, every request in flight fails."""
         apiserver = next(c for c in self.components if c.name == "kube-apiserver")
+        began = datetime.now(UTC)
         apiserver.stop()
         apiserver.start()
         self._wait_http("kube-apiserver", f"https://{APISERVER_IP}/readyz", self.pki.client_context())
+        self.restarts.append((began, datetime.now(UTC)))
 
     def compact_etcd(self) -> int:
         """Compacts etcd at its current revision (etcd's JSON gateway): older resourceVersions are gone."""

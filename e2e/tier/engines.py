@@ -59,7 +59,6 @@ class EnginePods:
         self._threads = [threading.Thread(target=self.loop.run_forever, name="engines", daemon=True),
                          threading.Thread(target=self._watch, name="engine pods", daemon=True)]
         self.errors: list[str] = []
-        self.tweaks: dict[str, Any] = {}  # pod name prefix → a function applied to each new double
 
     def start(self) -> None:
         for thread in self._threads:
@@ -98,9 +97,6 @@ class EnginePods:
                 return
             engine, port, names = found
             double = EngineDouble(engine, ip=ip, port=port, served_names=names)
-            for prefix, tweak in self.tweaks.items():
-                if name.startswith(prefix):
-                    tweak(double)
             self.doubles[name] = double
             load = float((pod.metadata.annotations or {}).get("e2e.cutover.dev/loads-in", "0"))
             loaded_in = max(0.0, running.started_at.timestamp() + load - time.time())

@@ -206,22 +206,22 @@ class Shim:
         return target
 
     def _config_map(self, namespace: str, ref: Mapping[str, Any]) -> dict[str, bytes]:
-        try:
-            found = self.core.read_namespaced_config_map(ref["name"], namespace)
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404 and ref.get("optional"):
-                return {}
-            raise
-        return {k: v.encode() for k, v in (found.data or {}).items()}
+        found = self._read(self.core.read_namespaced_config_map, ref["name"], namespace, ref.get("optional"))
+        return {k: v.encode() for k, v in (found.data or {}).items()} if found else {}
 
     def _secret(self, namespace: str, ref: Mapping[str, Any]) -> dict[str, bytes]:
+        found = self._read(self.core.read_namespaced_secret, ref["secretName"], namespace, ref.get("optional"))
+        return {k: base64.b64decode(v) for k, v in (found.data or {}).items()} if found else {}
+
+    @staticmethod
+    def _read(read: Any, name: str, namespace: str, optional: bool | None) -> Any:
+        """The object, or None when it is missing and the pod says it may be (`optional`)."""
         try:
-            found = self.core.read_namespaced_secret(ref["secretName"], namespace)
+            return read(name, namespace)
         except kubernetes.client.ApiException as exc:
-            if exc.status == 404 and ref.get("optional"):
-                return {}
+            if exc.status == 404 and optional:
+                return None
             raise
-        return {k: base64.b64decode(v) for k, v in (found.data or {}).items()}
 
     def _projected(self, pod: dict[str, Any], source: Mapping[str, Any], target: Path,
                    projected: Mapping[str, Any], fs_group: int | None) -> None:

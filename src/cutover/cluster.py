@@ -39,6 +39,7 @@ from cutover.views import ApplicationView, EndpointView, LeaseView, PodView, Pol
 log = structlog.get_logger("cutover.cluster")
 
 SERVICEACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+FORBIDDEN_AFTER_OUTAGE = 60.0  # seconds after an outage during which a 403 is taken for caches still syncing
 WATCH_SECONDS = 290  # server-side watch timeout; a fresh watch resumes from the last resourceVersion
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
@@ -73,12 +74,29 @@ _SIDE_EFFECTS = _DaemonThreads()
 
 def retrying(*, forever: bool = False) -> tenacity.AsyncRetrying:
     return tenacity.AsyncRetrying(
-        retry=tenacity.retry_if_exception_type(ClusterUnavailable),
+        retry=tenacity.retry_if_exception(_Outage().retryable),
         wait=tenacity.wait_exponential_jitter(multiplier=0.5, max=10.0),
         stop=tenacity.stop_never if forever else tenacity.stop_after_attempt(6),
         before_sleep=_log_retry,
         reraise=True,
     )
+
+
+class _Outage:
+    """What is worth another try: an outage (5xx, 429, no answer), and a refusal right after one. An apiserver
+    that has just restarted answers before its RBAC caches are synced and refuses what its Roles allow until
+    they are (kubernetes/kubernetes#121635, #101422); the real tier's apiserver restart met exactly that."""
+
+    def __init__(self) -> None:
+        self.last: float | None = None  # loop time of the last outage this retry sequence met
+
+    def retryable(self, exc: BaseException) -> bool:
+        now = asyncio.get_running_loop().time()
+        if isinstance(exc, ClusterUnavailable):
+            self.last = now
+            return True
+        return (isinstance(exc, ClusterError) and exc.cause == "cluster_forbidden" and self.last is not None
+                and now - self.last <= FORBIDDEN_AFTER_OUTAGE)
 
 
 def _log_retry(state: tenacity.RetryCallState) -> None:
