@@ -59,11 +59,13 @@ def test_after_a_switch_the_slices_hold_exactly_the_targets_ready_pods(tier: Tie
         assert (after.metadata.uid, after.spec.cluster_ip) == (before.metadata.uid, before.spec.cluster_ip)
         assert after.spec.selector == dict(kv.split("=") for kv in CANDLE.split(","))
         tier.wait("the slices to hold the candle-vllm pods", lambda: endpoint_ips(tier) == candle, 30)
-        assert not endpoint_ips(tier) & ready_ips(tier, VLLM.split(",", maxsplit=1)[0])
+        vllm = ready_ips(tier, VLLM)
+        assert vllm and not endpoint_ips(tier) & vllm
         tier.job_from_cronjob("cutover-run", "status-after-switch", ["status", "--output", "json"])
         result = tier.finished("status-after-switch")
         assert result.succeeded, result
         assert '"liveBackend": "candle"' in result.log, result.log[-2000:]
     finally:
         tier.apply(switched_file(tmp_path, VLLM))
-    tier.wait("the slices back on vLLM", lambda: endpoint_ips(tier) == ready_ips(tier, VLLM), 30)
+    vllm = tier.wait("a Ready vLLM pod", lambda: ready_ips(tier, VLLM), 60)
+    tier.wait("the slices back on vLLM", lambda: endpoint_ips(tier) == vllm, 30)

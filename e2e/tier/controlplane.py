@@ -221,7 +221,10 @@ class ControlPlane:
         return [self._bin("kwok"), "--kubeconfig", str(self.kubeconfig),
                 "--config", str(self.bin / "kwok-node-stages.yaml"), "--config", str(self.stages),
                 "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
-                "--cidr", POD_RANGE, "--node-ip", APISERVER_IP, "--server-address", "127.0.0.1:10247"]
+                "--cidr", POD_RANGE, "--node-ip", APISERVER_IP, "--server-address", "127.0.0.1:10247",
+                # the nodes' heartbeat: without a Lease renewed, the node lifecycle controller marks each node
+                # NotReady after its 40 s grace, and every pod on it unready (seen before this flag)
+                "--node-lease-duration-seconds", "40"]
 
     def _kubeconfig(self) -> str:
         pki = self.pki.path
