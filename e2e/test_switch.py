@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import kubernetes
 
 from tier.cluster import ROOT, Tier
@@ -46,6 +47,15 @@ def ready_ips(tier: Tier, selector: str) -> set[str]:
             if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])}
 
 
+def served_through(cluster_ip: str) -> list[str] | None:
+    """The model ids /v1/models lists through the Service's port 80, or None when nothing answers."""
+    try:
+        answer = httpx.get(f"http://{cluster_ip}/v1/models", timeout=2)
+    except httpx.HTTPError:
+        return None
+    return [model["id"] for model in answer.json().get("data", [])] if answer.status_code == 200 else None
+
+
 def service(tier: Tier) -> Any:
     return tier.core.read_namespaced_service("reasoning-long-predictor", "llm-serving")
 
@@ -53,12 +63,17 @@ def service(tier: Tier) -> Any:
 def test_after_a_switch_the_slices_hold_exactly_the_targets_ready_pods(tier: Tier, tmp_path: Path) -> None:
     candle = tier.wait("a Ready candle-vllm pod", lambda: ready_ips(tier, CANDLE), 60)
     before = service(tier)
+    names = tier.wait("vLLM's names through the ClusterIP", lambda: served_through(before.spec.cluster_ip), 60)
+    assert sorted(names) == ["reasoning", "reasoning-long"]
     tier.apply(switched_file(tmp_path, CANDLE))
     try:
         after = service(tier)
         assert (after.metadata.uid, after.spec.cluster_ip) == (before.metadata.uid, before.spec.cluster_ip)
         assert after.spec.selector == dict(kv.split("=") for kv in CANDLE.split(","))
         tier.wait("the slices to hold the candle-vllm pods", lambda: endpoint_ips(tier) == candle, 30)
+        # and through the real data plane (kube-proxy's iptables rules), the name answers with candle-vllm's model
+        tier.wait("the ClusterIP to route to candle-vllm", lambda: served_through(after.spec.cluster_ip) == [
+            "reasoning-long"], 30)
         vllm = ready_ips(tier, VLLM)
         assert vllm and not endpoint_ips(tier) & vllm
         tier.job_from_cronjob("cutover-run", "status-after-switch", ["status", "--output", "json"])

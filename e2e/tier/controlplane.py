@@ -131,6 +131,7 @@ class ControlPlane:
         self._run("kube-controller-manager", self._controller_manager())
         self._run("kube-scheduler", self._scheduler())
         self._run("kwok", self._kwok())
+        self._run("kube-proxy", self._proxy())
 
     def stop(self) -> None:
         for component in reversed(self.components):
@@ -225,6 +226,17 @@ class ControlPlane:
                 # the nodes' heartbeat: without a Lease renewed, the node lifecycle controller marks each node
                 # NotReady after its 40 s grace, and every pod on it unready (seen before this flag)
                 "--node-lease-duration-seconds", "40"]
+
+    def _proxy(self) -> list[str]:
+        """The real data plane: iptables rules in the namespace route each ClusterIP to the Ready endpoints. The
+        node's address is given (kube-proxy waits 30 s for a kwok node's otherwise), and no --cluster-cidr: every
+        client here is local, and masquerading local traffic to a local pod address breaks the connection."""
+        return [self._bin("kube-proxy"), "--kubeconfig", str(self.kubeconfig), "--proxy-mode", "iptables",
+                "--hostname-override", NODES[0][0], "--bind-address", NODES[0][1],
+                "--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
+                # conntrack's limits are the host's, not the namespace's to set
+                "--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0s",
+                "--conntrack-tcp-timeout-close-wait", "0s"]
 
     def _kubeconfig(self) -> str:
         pki = self.pki.path
