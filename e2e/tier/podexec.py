@@ -33,10 +33,19 @@ def main(spec_path: str) -> None:
     # comes after them
     sources = [source for source, _, _ in spec["mounts"]]
     ordered = sorted(spec["mounts"], key=lambda m: any(s.startswith(m[1].rstrip("/") + "/") for s in sources))
+    # the project's own files (its virtualenv, its source) stay where they are when a volume lands over a
+    # directory holding them (the pod's /tmp over a checkout in /tmp): held open now, bound back after
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in spec["keep"]}
+    for fd in held.values():
+        os.set_inheritable(fd, True)
     for source, target, read_only in ordered:
         mount("--bind", source, target)
         if read_only:
             mount("-o", "remount,bind,ro", target)
+    for path, fd in held.items():
+        if any(path.startswith(target.rstrip("/") + "/") for _, target, _ in spec["mounts"]):
+            os.makedirs(path, exist_ok=True)
+            mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", path)
     if spec["read_only_root"]:  # last: a bind made from a read-only mount would be read-only too
         mount("-o", "remount,bind,ro", "/")
     os.chdir(spec["working_dir"])

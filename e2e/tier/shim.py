@@ -35,6 +35,7 @@ IMAGE = re.compile(r"(^|/)cutover[:@]")  # the image the shim runs; every other 
 MESSAGE_LIMIT = 4096  # bytes of termination message the kubelet keeps
 LOG_TAIL = 80  # lines FallbackToLogsOnError takes from the log
 PODEXEC = Path(__file__).with_name("podexec.py")
+PROJECT = Path(__file__).resolve().parents[2]  # this checkout: its source and virtualenv must stay visible
 
 
 def now() -> str:
@@ -161,6 +162,7 @@ class Shim:
             "env": self._env(pod, c),
             "mounts": mounts,
             "read_only_root": bool(c_security.get("readOnlyRootFilesystem")),
+            "keep": sorted({sys.prefix, str(PROJECT)}),
             "working_dir": c.get("workingDir", "/"),
             "uid": uid, "gid": gid,
             "groups": sorted({g for g in (gid, fs_group, *security.get("supplementalGroups", [])) if g is not None}),
