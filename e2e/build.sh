@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real tier's components from the Go module proxy (docs/testing.md, "The real tier").
 #
-#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes argocd (default: all but argocd, which the
-#                             ArgoCD tier adds); prints the bin directory last
+#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes argocd helm (default: all but argocd and helm,
+#                             which the ArgoCD tier adds); prints the bin directory last
 #   e2e/build.sh --bin-dir    prints the bin directory only
 #
 # Versions live in e2e/versions.env alone. Each component is built into a cache directory of its own outside the
@@ -127,6 +127,12 @@ build_kubernetes() {
   ' _ "$KUBERNETES_VERSION" "$staging_version" "$out" "$ldflags" "${published[@]}"
 }
 
+build_helm() {  # for ArgoCD's repo-server, which renders charts with the helm on its PATH
+  served helm.sh/helm/v3 "$HELM_VERSION"
+  GOBIN="$out" go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
 # ArgoCD's go.mod replaces modules too (the Kubernetes staging modules at published versions; from v3.3 on also
 # gitops-engine with a local directory, which no wrapper can satisfy: such a replace is named and stops the build).
 build_argocd() {
@@ -156,10 +162,11 @@ declare -A products=(
   [etcd]="etcd"
   [kubernetes]="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl"
   [argocd]="argocd"
+  [helm]="helm"
 )
 declare -A versions=(
   [kustomize]="$KUSTOMIZE_VERSION" [kwok]="$KWOK_VERSION" [etcd]="$ETCD_VERSION"
-  [kubernetes]="$KUBERNETES_VERSION" [argocd]="$ARGOCD_VERSION"
+  [kubernetes]="$KUBERNETES_VERSION" [argocd]="$ARGOCD_VERSION" [helm]="$HELM_VERSION"
 )
 if [ "${1:-}" = --bin-dir ]; then echo "$bin"; exit 0; fi  # where the binaries are (or will be), building nothing
 mkdir -p "$bin" "$work"
