@@ -54,3 +54,22 @@ def test_verify_fails_fast_with_the_cause_the_cluster_reports(faults: Tier, back
     # podFailurePolicy FailJob on a verdict: one pod, no retry, and the Job controller says why
     assert "PodFailurePolicy" in result.condition, result.condition
     assert any(words in result.message for words in said), result.message
+
+
+def test_a_pod_that_lost_its_readiness_is_not_proven(faults: Tier) -> None:
+    """A readiness flip (kwok's Stage, as a kubelet reports a failing readiness probe): Ready, then not, while its
+    process runs; `verify` without --wait judges the pods as they are now."""
+    faults.kubectl("-n", "llm-serving", "scale", "deployment/fault-flaky", "--replicas=1")
+    flaky = "app.kubernetes.io/name=fault-flaky"
+
+    def readiness() -> list[str]:
+        return [c.status for p in faults.core.list_namespaced_pod("llm-serving", label_selector=flaky).items
+                for c in p.status.conditions or [] if c.type == "Ready"]
+
+    faults.wait("the flaky pod Ready", lambda: readiness() == ["True"], 30)
+    faults.wait("the flaky pod unready again", lambda: readiness() == ["False"], 30)
+    faults.job_from_cronjob("cutover-run", "verify-flaky", ["verify", "--backend", "flaky"],
+                            plan="cutover-plan-faults")
+    result = faults.finished("verify-flaky")
+    assert result.exit_code == 3, result
+    assert "0 of 1" in result.message, result.message
