@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def tier() -> Iterator[cluster.Tier]:
+def tier(request: pytest.FixtureRequest) -> Iterator[cluster.Tier]:
     bin_dir = Path(subprocess.run([str(ROOT / "e2e" / "build.sh"), "--bin-dir"], capture_output=True, text=True,
                                   check=True).stdout.strip())
     run_dir = Path(os.environ.get("CUTOVER_E2E_RUN") or tempfile.mkdtemp(prefix="cutover-e2e-"))
@@ -48,6 +49,11 @@ def tier() -> Iterator[cluster.Tier]:
         MEASURED.extend(f"kubelet stand-ins' watches: {n} × {kind} (listed again)" for kind, n in errors.items())
         if started.shim.notes:
             MEASURED.append(f"shim: {started.shim.notes[0]} (and {len(started.shim.notes) - 1} more pods alike)")
+    # a run's logs (about 70 MB with etcd's) are kept when something failed or CUTOVER_E2E_RUN asked for them
+    if request.session.testsfailed == 0 and not os.environ.get("CUTOVER_E2E_RUN"):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        MEASURED.append(f"the tier's logs and audit log: {run_dir}")
 
 
 @pytest.fixture(scope="session")
