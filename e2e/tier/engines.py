@@ -31,7 +31,7 @@ def engine_of(container: Mapping[str, Any]) -> tuple[str, int, tuple[str, ...]] 
     if "vllm" in image:
         if "--served-model-name" in words:
             start = words.index("--served-model-name") + 1
-            names = tuple(w for w in _until_flag(words[start:]))
+            names = tuple(_until_flag(words[start:]))
         else:
             names = (words[words.index("--model") + 1],) if "--model" in words else ("default",)
         return "vllm", port, names
@@ -51,7 +51,7 @@ class EnginePods:
     """Keeps one bound double per Ready engine pod, in a loop of its own."""
 
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
-        self.core = kubernetes.client.CoreV1Api(api)
+        self.api, self.core = api, kubernetes.client.CoreV1Api(api)
         self.namespace = namespace
         self.doubles: dict[str, EngineDouble] = {}  # pod name → its engine
         self.loop = asyncio.new_event_loop()
@@ -92,7 +92,7 @@ class EnginePods:
         wanted = kind != "DELETED" and running is not None and ip and pod.metadata.deletion_timestamp is None
         have = self.doubles.get(name)
         if wanted and have is None:
-            found = engine_of(kubernetes.client.ApiClient().sanitize_for_serialization(pod.spec.containers[0]))
+            found = engine_of(self.api.sanitize_for_serialization(pod.spec.containers[0]))
             if found is None:
                 return
             engine, port, names = found

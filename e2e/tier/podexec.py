@@ -29,23 +29,21 @@ def main(spec_path: str) -> None:
             else:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
                 Path(target).touch()
-    # a mount over a directory that holds other volumes' sources (the pod's /tmp over a run directory in /tmp)
-    # comes after them
-    sources = [source for source, _, _ in spec["mounts"]]
-    ordered = sorted(spec["mounts"], key=lambda m: any(s.startswith(m[1].rstrip("/") + "/") for s in sources))
-    # the project's own files (its virtualenv, its source) stay where they are when a volume lands over a
-    # directory holding them (the pod's /tmp over a checkout in /tmp): held open now, bound back after
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in spec["keep"]}
+    # Every source, and the project's own files (its virtualenv, its source), held open before anything is
+    # mounted: a volume that lands over a directory holding them (the pod's /tmp over a run directory or a
+    # checkout in /tmp) hides nothing then, whatever the order. Sources are bound from the held descriptors; the
+    # project's directories are bound back where a mount covered them.
+    held = {path: os.open(path, os.O_PATH) for path in {*(m[0] for m in spec["mounts"]), *spec["keep"]}}
     for fd in held.values():
         os.set_inheritable(fd, True)
-    for source, target, read_only in ordered:
-        mount("--bind", source, target)
+    for source, target, read_only in spec["mounts"]:
+        mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{held[source]}", target)
         if read_only:
             mount("-o", "remount,bind,ro", target)
-    for path, fd in held.items():
+    for path in spec["keep"]:
         if any(path.startswith(target.rstrip("/") + "/") for _, target, _ in spec["mounts"]):
             os.makedirs(path, exist_ok=True)
-            mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", path)
+            mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{held[path]}", path)
     if spec["read_only_root"]:  # last: a bind made from a read-only mount would be read-only too
         mount("-o", "remount,bind,ro", "/")
     os.chdir(spec["working_dir"])

@@ -56,7 +56,7 @@ class Container:
 
 class Shim:
     def __init__(self, api: kubernetes.client.ApiClient, run_dir: Path, cutover: Path) -> None:
-        self.core = kubernetes.client.CoreV1Api(api)
+        self.api, self.core = api, kubernetes.client.CoreV1Api(api)
         self.dir = run_dir / "pods"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cutover = cutover  # the project's own `cutover` executable
@@ -73,8 +73,9 @@ class Shim:
     def stop(self) -> None:
         self._stop.set()
         for container in list(self.running.values()):
-            with contextlib.suppress(ProcessLookupError):
-                container.process.kill()
+            if container is not None:  # None: still starting
+                with contextlib.suppress(ProcessLookupError):
+                    container.process.kill()
 
     def log_of(self, namespace: str, name: str) -> str:
         path = self.dir / f"{namespace}_{name}.log"
@@ -86,7 +87,8 @@ class Shim:
         while not self._stop.is_set():
             try:
                 pods = self.core.list_pod_for_all_namespaces()
-                self._sync_all(pods.items)
+                for pod in pods.items:
+                    self._sync(pod)
                 watch = kubernetes.watch.Watch()
                 for event in watch.stream(self.core.list_pod_for_all_namespaces, timeout_seconds=30,
                                           resource_version=pods.metadata.resource_version):
@@ -98,12 +100,8 @@ class Shim:
                     self.errors.append(f"watch: {exc!r}")
                     time.sleep(0.5)
 
-    def _sync_all(self, pods: list[Any]) -> None:
-        for pod in pods:
-            self._sync(pod)
-
     def _sync(self, obj: Any) -> None:
-        pod = kubernetes.client.ApiClient().sanitize_for_serialization(obj)
+        pod = self.api.sanitize_for_serialization(obj)
         spec, meta = pod.get("spec", {}), pod["metadata"]
         if not spec.get("nodeName") or not IMAGE.search(spec["containers"][0]["image"]):
             return
@@ -362,7 +360,7 @@ class Shim:
         container = self.running.get(uid)
         if container is None:
             if uid in self.running:  # still starting: its thread sees the deletion when the process is up
-                threading.Timer(0.5, self._sync_later, args=(pod,)).start()
+                threading.Timer(0.5, self._delete, args=(pod,)).start()
                 return
             self._remove(pod)
             return
@@ -375,9 +373,6 @@ class Shim:
         with contextlib.suppress(ProcessLookupError):
             container.process.send_signal(signal.SIGTERM)
         threading.Timer(float(grace), self._kill, args=(container,)).start()
-
-    def _sync_later(self, pod: dict[str, Any]) -> None:
-        self._delete(pod)
 
     @staticmethod
     def _kill(container: Container) -> None:
