@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real tier's components from the Go module proxy (docs/testing.md, "The real tier").
 #
-#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes argocd helm (default: all but argocd and helm,
-#                             which the ArgoCD tier adds); prints the bin directory last
+#   e2e/build.sh [STEP ...]   STEP: kustomize kwok etcd kubernetes argocd helm (default: all of them;
+#                             the gitops tier needs argocd and helm); prints the bin directory last
 #   e2e/build.sh --bin-dir    prints the bin directory only
 #
 # Versions live in e2e/versions.env alone. Each component is built into a cache directory of its own outside the
@@ -171,7 +171,7 @@ declare -A versions=(
 if [ "${1:-}" = --bin-dir ]; then echo "$bin"; exit 0; fi  # where the binaries are (or will be), building nothing
 mkdir -p "$bin" "$work"
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(kustomize kwok etcd kubernetes)
+[ "${#steps[@]}" -gt 0 ] || steps=(kustomize kwok etcd kubernetes argocd helm)
 total=$SECONDS
 for s in "${steps[@]}"; do
   [ -n "${products[$s]:-}" ] || die "unknown step $s (expected one of: ${!products[*]})"

@@ -1,5 +1,7 @@
-"""The real tier's fixtures: one control plane for the session, the repository's manifests applied as a user
-applies them, the shim running cutover's Jobs and the engine doubles at the pods' IPs; and the closing table.
+"""The real tier's shared parts: a tier per package of scenarios (kube/: the repository's manifests applied with
+kubectl, the scenarios starting their Jobs; gitops/: ArgoCD installed beside it, syncing the example as
+docs/install.md installs it), each with the shim running cutover's Jobs and the engine doubles at the pods' IPs;
+and the closing table.
 
 Run by `make e2e` only (inside e2e/netns.sh's network namespace), never by `make test`.
 """
@@ -7,6 +9,7 @@ Run by `make e2e` only (inside e2e/netns.sh's network namespace), never by `make
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shutil
 import subprocess
@@ -14,10 +17,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).parent.parent / "tests"))  # the doubles only tests use (Git smart HTTP)
 
 from tier import cluster
 
@@ -33,16 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
+    # after_all scenarios last within their own package, whose tier they judge (a package keeps its tier
+    # only while its scenarios run one after another)
+    items.sort(key=lambda item: (str(item.path.parent), item.get_closest_marker("after_all") is not None))
 
 
-@pytest.fixture(scope="session")
-def tier(request: pytest.FixtureRequest) -> Iterator[cluster.Tier]:
+@contextlib.contextmanager
+def started_tier(request: pytest.FixtureRequest, **options: Any) -> Iterator[cluster.Tier]:
+    """A tier of its own for one package of scenarios (kube/, gitops/): they never share a control plane."""
     bin_dir = Path(subprocess.run([str(ROOT / "e2e" / "build.sh"), "--bin-dir"], capture_output=True, text=True,
                                   check=True).stdout.strip())
     run_dir = Path(os.environ.get("CUTOVER_E2E_RUN") or tempfile.mkdtemp(prefix="cutover-e2e-"))
+    run_dir = run_dir / request.path.parent.name if os.environ.get("CUTOVER_E2E_RUN") else run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
     print(f"\nthe tier's logs and audit log: {run_dir}", file=sys.stderr)
-    with cluster.started(bin_dir, run_dir, cutover=Path(sys.executable).with_name("cutover")) as started:
+    failed = request.session.testsfailed
+    with cluster.started(bin_dir, run_dir, cutover=Path(sys.executable).with_name("cutover"), **options) as started:
         yield started
         # what the kubelet's stand-ins met, said under the table (a pod's own failure is its Job's)
         errors = collections.Counter(e.split("(", 1)[0] for e in started.shim.errors + started.engines.errors)
@@ -50,17 +61,10 @@ def tier(request: pytest.FixtureRequest) -> Iterator[cluster.Tier]:
         if started.shim.notes:
             MEASURED.append(f"shim: {started.shim.notes[0]} (and {len(started.shim.notes) - 1} more pods alike)")
     # a run's logs (about 70 MB with etcd's) are kept when something failed or CUTOVER_E2E_RUN asked for them
-    if request.session.testsfailed == 0 and not os.environ.get("CUTOVER_E2E_RUN"):
+    if request.session.testsfailed == failed and not os.environ.get("CUTOVER_E2E_RUN"):
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
         MEASURED.append(f"the tier's logs and audit log: {run_dir}")
-
-
-@pytest.fixture(scope="session")
-def faults(tier: cluster.Tier) -> cluster.Tier:
-    """The tier with the failing engines and their plan (e2e/fixtures/faults)."""
-    tier.apply(cluster.FIXTURES / "faults")
-    return tier
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,8 +5,10 @@
 set -euo pipefail
 if [ "${CUTOVER_E2E_NETNS:-}" != inside ]; then
   [ "$(id -u)" = 0 ] || { echo "e2e/netns.sh: the real tier creates a network namespace: run it as root" >&2; exit 1; }
-  command -v unshare >/dev/null && command -v ip >/dev/null && command -v iptables >/dev/null || {
-    echo "e2e/netns.sh: needs unshare (Debian: util-linux), ip (Debian: iproute2) and iptables (Debian: iptables)" >&2
+  command -v unshare >/dev/null && command -v ip >/dev/null && command -v iptables >/dev/null &&
+    command -v redis-server >/dev/null || {
+    echo "e2e/netns.sh: needs unshare (Debian: util-linux), ip (Debian: iproute2), iptables (Debian: iptables)" \
+      "and redis-server (Debian: redis-server, for ArgoCD)" >&2
     exit 1
   }
   exec unshare --net --mount --propagation private --fork -- env CUTOVER_E2E_NETNS=inside "$0" "$@"

@@ -359,3 +359,22 @@ async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path)
     stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
     assert "committed" in stages and "verified" in stages and "rolled back" in stages and "held" in stages
     assert "secretpath" not in out.decode() + err.decode()
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["shipped-presync-job", "anything-else"])
+async def test_a_first_sync_presync_passes_without_a_plan_only_when_its_job_asks(cutover: Run, world: World,
+                                                                                 tmp_path: Path, asked: bool) -> None:
+    """The plan ConfigMap is applied in the Sync phase of the Application whose PreSync gate reads it: on its first
+    sync it is not there yet (hooks/presync-job.yaml mounts it optional and sets CUTOVER_PRESYNC_WITHOUT_PLAN)."""
+    env = {"CUTOVER_PLAN": str(tmp_path / "absent" / "plan.yaml"),
+           **({"CUTOVER_PRESYNC_WITHOUT_PLAN": "pass"} if asked else {})}
+    result = await cutover("presync", env=env)
+    if asked:
+        assert result.code == 0
+        assert result.outcome.startswith("cutover presync: OK — no plan at ") and "(first sync)" in result.outcome
+        assert [e["event"] for e in result.events if e.get("level") == "warning"] == ["gate.no_plan"]
+    else:
+        assert result.code == 2 and "file not found" in result.outcome
+    assert list(world.kube) == []  # nothing to gate: not one request
+    verify = await cutover("verify", "--backend", "candle", env={**env, "CUTOVER_PRESYNC_WITHOUT_PLAN": "pass"})
+    assert verify.code == 2  # any other command still needs its plan

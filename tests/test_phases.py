@@ -438,6 +438,42 @@ async def test_syncfail_reports_and_with_auto_rollback_brings_git_back_to_what_s
     assert "CutoverSyncFailed" in [e["reason"] for e in world.kube.objects("/v1/events", "llm-serving")]
 
 
+# What the real ArgoCD (v3.2.11, e2e/gitops) holds while its SyncFail hook runs after a PreSync gate failed: the
+# operation is still Running (SyncFail hooks are its last step), and the failure is the hook's resource result.
+RUNNING_AFTER_A_FAILED_GATE = {
+    "phase": "Running", "message": "waiting for completion of hook batch/Job/cutover-syncfail-llm-serving",
+    "startedAt": "2026-12-01T23:18:02Z",
+    "operation": {"sync": {"revision": "0631f0b6966985be1f0b4b3c66b1a1d6a24f2f9e"}},
+    "syncResult": {"revision": "0631f0b6966985be1f0b4b3c66b1a1d6a24f2f9e", "resources": [
+        {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
+         "name": "cutover-presync-llm-serving", "status": "Synced", "hookType": "PreSync", "hookPhase": "Failed",
+         "syncPhase": "PreSync", "message": "Container cutover for pod cutover/cutover-presync-llm-serving-zpqlv "
+                                            "failed with exit code 4 matching FailJob rule at index 0"},
+        {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
+         "name": "cutover-syncfail-llm-serving", "status": "Synced", "hookType": "SyncFail",
+         "hookPhase": "Running", "syncPhase": "SyncFail", "message": "job.batch/cutover-syncfail-llm-serving created"},
+    ]},
+}
+
+
+async def test_syncfail_names_the_failed_hook_while_the_operation_is_still_running(
+        world: World, kube: cluster.Cluster, host: GitHub, make_plan: Any, events: list[dict[str, Any]]) -> None:
+    """Found on the real tier: the report said "ended Running", the phase of an operation whose SyncFail hook is
+    its last step; the failed resources say what failed."""
+    seed_application(world)
+    stored = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+    world.kube.apply(sim_argocd.APPS, {**stored, "status": {**stored["status"],
+                                                            "operationState": RUNNING_AFTER_A_FAILED_GATE}})
+    world.add_pod("vllm", ready=True)
+    the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
+    result = await phases.syncfail(Run.create(kube, the_plan, host, identity="job-syncfail"))
+    assert result.message == ("ArgoCD's sync of 0631f0b69669 failed: Job/cutover-presync-llm-serving: Container "
+                              "cutover for pod cutover/cutover-presync-llm-serving-zpqlv failed with exit code 4 "
+                              "matching FailJob rule at index 0")
+    (failed,) = named(events, "cutover.failed")
+    assert failed["message"] == result.message and "Running" not in result.message
+
+
 async def test_syncfail_without_auto_rollback_changes_nothing(world: World, kube: cluster.Cluster, host: GitHub,
                                                               repo: BareRepo, make_plan: Any) -> None:
     world.add_pod("vllm", ready=True)

@@ -88,8 +88,8 @@ class Tier:
         """The example as its docs install it: ArgoCD's namespace and kinds first (the Role there, the
         Applications cutover refreshes), then the cutover Application's contents, the out-of-band Secret, then
         the workload's namespace and contents."""
-        # manifests/base holds Roles in `argocd` and `llm-serving` (the example's): both namespaces must exist
-        # before it applies (found by this tier; issue: the base is bound to the example)
+        # manifests/workload puts Roles in `argocd` and `llm-serving`: both namespaces exist before it applies
+        # (docs/install.md, step 1)
         self.kubectl("create", "namespace", "argocd")
         self.kubectl("create", "namespace", "llm-serving")
         for crd in ("application", "appproject"):  # ArgoCD 3.6's own CRDs, as its install declares them
@@ -97,12 +97,7 @@ class Tier:
             path.write_bytes(gzip.decompress((ROOT / "tests" / "openapi" / f"argocd-3.6.0-{crd}-crd.yaml.gz")
                                              .read_bytes()))
             self.kubectl("apply", "--server-side", "-f", str(path))
-        crds = kubernetes.client.ApiextensionsV1Api(self.api)
-        for name in ("applications.argoproj.io", "appprojects.argoproj.io"):
-            # polled, not `kubectl wait`: that fails while a new CRD has no conditions at all yet
-            self.wait(f"the CRD {name} established", lambda name=name: any(
-                c.type == "Established" and c.status == "True"
-                for c in crds.read_custom_resource_definition(name).status.conditions or []))
+        self.wait_established("applications.argoproj.io", "appprojects.argoproj.io")
         example = ROOT / "manifests" / "examples" / "llm-serving"
         self.apply(example / "appproject.yaml")
         self.apply(example / "applications.yaml")
@@ -115,6 +110,14 @@ class Tier:
                                                                       "kube-root-ca.crt", "cutover"))
         self.wait("the ServiceAccount cutover", lambda: self._exists(self.core.read_namespaced_service_account,
                                                                      "cutover", "cutover"))
+
+    def wait_established(self, *names: str) -> None:
+        crds = kubernetes.client.ApiextensionsV1Api(self.api)
+        for name in names:
+            # polled, not `kubectl wait`: that fails while a new CRD has no conditions at all yet
+            self.wait(f"the CRD {name} established", lambda name=name: any(
+                c.type == "Established" and c.status == "True"
+                for c in crds.read_custom_resource_definition(name).status.conditions or []))
 
     def _git_ca_file(self) -> Path:
         path = self.dir / "git-ca.crt"
@@ -199,15 +202,15 @@ class Tier:
 
 
 @contextlib.contextmanager
-def started(bin_dir: Path, run_dir: Path, *, cutover: Path) -> Iterator[Tier]:
+def started(bin_dir: Path, run_dir: Path, *, cutover: Path, kind: type[Tier] = Tier) -> Iterator[Tier]:
+    """The control plane with its nodes, the shim, the engine doubles and the Git host; nothing installed."""
     with controlplane.running(bin_dir, run_dir, Path(__file__).with_name("stages.yaml")) as plane:
-        tier = Tier(plane, cutover)
+        tier = kind(plane, cutover)
         tier.add_nodes()
         tier.shim.start()
         tier.engines.start()
         tier.git.start(tier.engines.loop)
         try:
-            tier.install()
             yield tier
         finally:
             tier.git.stop(tier.engines.loop)

@@ -105,6 +105,15 @@ class EnginePods:
             del self.doubles[name]
             asyncio.run_coroutine_threadsafe(have.unbind(), self.loop).result(5)
 
+    def fault(self, deployment: str, fault: str | None) -> None:
+        """An engine that misbehaves (the engine doubles' faults: "no-token" answers without generating) on every
+        pod of `deployment`; None: behaves again."""
+        pods = [double for pod, double in self.doubles.items() if pod.startswith(f"{deployment}-") and
+                pod.count("-") == deployment.count("-") + 2]  # <deployment>-<replicaset hash>-<suffix>
+        assert pods, f"no engine double of {deployment}"
+        for double in pods:
+            double.fault = fault
+
     def _bind(self, double: EngineDouble) -> None:
         if double in self.doubles.values():
             self.loop.create_task(double.bind())

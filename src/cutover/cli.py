@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cutover import __version__
+
 if TYPE_CHECKING:
     from cutover.cluster import Cluster
     from cutover.context import Run
@@ -35,7 +37,8 @@ TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
             "demo")
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
-SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook")
+SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
+                "/var/run/secrets/cutover/argocd/token")  # the shipped Jobs' Secret mounts: redacted wherever read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +60,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cutover", description="Hand a stable Service name from one LLM engine's pods to "
                                                  "another's, through Git, with no gap.")
+    parser.add_argument("--version", action="version", version=f"cutover {__version__}")
     parser.add_argument("--plan", help="plan file (default: $CUTOVER_PLAN or /etc/cutover/plan.yaml)")
     parser.add_argument("--log-format", choices=("json", "console"), help="default: console on a TTY, else JSON")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -122,7 +126,8 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
         if args.command == "diff":
             _print(args, session, [_diff(args, session)])
             return 0
-        _print(args, session, await _execute(args, session, _plans(args, session)))
+        first = _first_sync(args)
+        _print(args, session, [first] if first else await _execute(args, session, _plans(args, session)))
         return 0
     except BaseException as exc:
         return _ending(args, session, exc)
@@ -168,8 +173,32 @@ def _dispatch(args: argparse.Namespace, session: _Session) -> int:
     if args.command == "diff":  # offline: no cluster, no Git host
         _print(args, session, [_diff(args, session)])
         return 0
-    _print(args, session, asyncio.run(_execute(args, session, _plans(args, session))))
+    first = _first_sync(args)
+    _print(args, session, [first] if first else asyncio.run(_execute(args, session, _plans(args, session))))
     return 0
+
+
+FIRST_SYNC = "CUTOVER_PRESYNC_WITHOUT_PLAN"  # "pass": set by hooks/presync-job.yaml, whose plan volume is optional
+
+
+def _first_sync(args: argparse.Namespace) -> Report | None:
+    """The PreSync gate of an Application's first sync: the plan ConfigMap is part of the Application's render
+    (so that a commit changing its target syncs the hooks that act on it), applied in the Sync phase, after
+    PreSync; on the first sync it is not there yet, and neither is a live selector to guard (docs/install.md).
+    Only the shipped PreSync Job asks for this; everywhere else a missing plan is exit 2."""
+    from cutover import plan  # noqa: PLC0415
+    from cutover.outcome import Report  # noqa: PLC0415
+
+    path = plan.resolve_path(args.plan)
+    if args.command != "presync" or os.environ.get(FIRST_SYNC) != "pass" or Path(path).exists():
+        return None
+    import structlog  # noqa: PLC0415
+
+    structlog.get_logger("cutover").warning(
+        "gate.no_plan", path=path, message=f"no plan at {path}: the Application's first sync applies it in its "
+        "Sync phase, after this gate; nothing to guard yet", hint="if this is not a first sync, check that the "
+        "plan ConfigMap exists in the Jobs' namespace")
+    return Report(f"no plan at {path} yet (first sync): nothing to gate", data={"gate": "no_plan", "path": path})
 
 
 def _diff(args: argparse.Namespace, session: _Session) -> Report:
@@ -188,8 +217,8 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
     from cutover.errors import InvalidInput  # noqa: PLC0415
 
     plans = plan.load(plan.resolve_path(args.plan))
-    named = [p.git.token_file for p in plans] + [f for p in plans if p.slack
-                                                 for f in (p.slack.webhook_file, p.slack.bot_token_file)]
+    named = [p.git.token_file for p in plans] + [p.argocd.token_file for p in plans if p.argocd] + [
+        f for p in plans if p.slack for f in (p.slack.webhook_file, p.slack.bot_token_file)]
     session.redactor.add(_secret_values([path for path in named if path]))  # the plan may name secret files
     if args.name:
         plans = [p for p in plans if p.name == args.name]

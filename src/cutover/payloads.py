@@ -135,4 +135,15 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         source=_source(spec["source"]) if isinstance(spec.get("source"), Mapping) else None,
         hydrator=_hydrator(spec.get("sourceHydrator"), status.get("sourceHydrator") or {}),
         operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
+        operation_message=operation.get("message"), operation_failures=_failures(result),
     )
+
+
+FAILED_HOOK = ("Failed", "Error")
+
+
+def _failures(result: Mapping[str, Any]) -> tuple[str, ...]:
+    """The resources (hooks included) of a sync result that failed: status SyncFailed, or a hook phase Failed/Error."""
+    return tuple(f"{r.get('kind', '?')}/{r.get('name', '?')}: {r.get('message') or 'no message'}"
+                 for r in result.get("resources") or () if isinstance(r, Mapping)
+                 and (r.get("status") == "SyncFailed" or r.get("hookPhase") in FAILED_HOOK))

@@ -229,8 +229,7 @@ async def syncfail(run: Run) -> SyncFailed:
     run.bind("syncfail")
     plan = run.plan
     app = await sync.application(run)
-    message = f"ArgoCD's sync of {(app.operation_revision or '?')[:12]} ended {app.operation_phase}" if app else \
-        "the sync failed"
+    message = app.failure() if app else "the sync failed (the Application could not be read)"
     observed, seen = await observe(run)
     serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,

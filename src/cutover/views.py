@@ -159,6 +159,21 @@ class ApplicationView:
     sync_revisions: tuple[str, ...] = ()  # status.sync.revisions
     source: SourceView | None = None  # spec.source (single source)
     hydrator: HydratorView | None = None  # spec.sourceHydrator, with its status
+    operation_message: str | None = None  # status.operationState.message
+    # "<Kind>/<name>: <message>" of each resource or hook of the operation that failed: what ArgoCD shows of a
+    # failed hook is its Job's condition ("... failed with exit code 4 matching FailJob rule ...")
+    operation_failures: tuple[str, ...] = ()
+
+    def failure(self) -> str:
+        """What the operation says went wrong: while the SyncFail hooks run it is still Running (the real
+        ArgoCD's order: they are its last step), so the failed resources say it, not the phase."""
+        revision = (self.operation_revision or "?")[:12]
+        if self.operation_failures:
+            return f"ArgoCD's sync of {revision} failed: {'; '.join(self.operation_failures)}"
+        if self.operation_phase in ("Failed", "Error"):
+            return f"ArgoCD's sync of {revision} ended {self.operation_phase}: {self.operation_message or 'no message'}"
+        return f"ArgoCD's sync of {revision} failed (phase {self.operation_phase or 'unknown'}, no failed resource " \
+               f"recorded yet)"
 
     def position(self, repo_url: str, branch: str) -> int | None:
         """Which of `spec.sources` is the plan's repository (on its branch, where a repository is there twice)."""

@@ -29,6 +29,7 @@ class GitHttpServer:
         self.hosts: list[tuple[str, str | None]] = []  # (Host header, Authorization header) of every request
         self.ssl_context: ssl.SSLContext | None = None  # set before entering: serve HTTPS with this certificate
         self.moved_to: str | None = None  # a base URL: requests for any other host are redirected there (302)
+        self.address: tuple[str, int] = ("127.0.0.1", 0)  # set before entering: where to listen
         self._runner: web.AppRunner | None = None
         self._tls: asyncio.Server | None = None
         self._backend = http_backend()
@@ -42,16 +43,16 @@ class GitHttpServer:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=0)
         await self._runner.setup()
         if self.ssl_context is None:
-            await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-            self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+            await web.TCPSite(self._runner, *self.address).start()
+            self.url = f"http://{self.address[0]}:{self._runner.addresses[0][1]}"
             return self
         # TLS by hand: the loop's TLS handshake and shutdown timeouts (60 s, 30 s) would fire at once under fake
         # time, while git shakes hands outside the loop; TCPSite cannot lengthen them.
         assert self._runner.server is not None
         self._tls = await asyncio.get_running_loop().create_server(
-            self._runner.server, "127.0.0.1", 0, ssl=self.ssl_context, ssl_handshake_timeout=86400,
+            self._runner.server, *self.address, ssl=self.ssl_context, ssl_handshake_timeout=86400,
             ssl_shutdown_timeout=86400)
-        self.url = f"https://127.0.0.1:{self._tls.sockets[0].getsockname()[1]}"
+        self.url = f"https://{self.address[0]}:{self._tls.sockets[0].getsockname()[1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -4,7 +4,7 @@ cutover's watch holds, so the resumed watch is refused as too old."""
 
 from __future__ import annotations
 
-from test_wait import verify_job
+from kube.test_wait import verify_job
 from tier.cluster import Tier
 
 

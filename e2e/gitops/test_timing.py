@@ -1,0 +1,49 @@
+"""How long a switch takes through the real ArgoCD, from cutover's commit (the target proven Ready) to the live
+Service selecting the target: with cutover's refresh (the Application annotated `argocd.argoproj.io/refresh`,
+goal ≤ 5 s), and with ArgoCD's own polling (`argocd.refresh: false`; `timeout.reconciliation` is 15 s in the tier,
+120 s by default). The target toggles between the two engines, both running; p50 of the runs goes under the table
+(docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from conftest import MEASURED
+from tier import gitops
+
+CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
+RUNS = {True: 5, False: 3}  # with the refresh: the goal's p50; with polling, for comparison
+
+
+def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool) -> float:
+    plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target)
+    if not refresh:
+        plan = plan.replace("      refresh: true\n", "      refresh: false\n")
+        assert "refresh: false" in plan
+    before = argo.git.cutover_commits()[:1]
+    argo.commit({gitops.PLAN: plan}, f"Hand reasoning-long to {target}\n")
+    argo.wait("cutover's commit", lambda: argo.git.cutover_commits()[:1] != before, timeout=120, every=0.1)
+    committed = time.monotonic()
+    wanted = CANDLE if target == "candle" else VLLM
+    argo.wait(f"the Service to select {target}", lambda: argo.service().spec.selector == wanted, timeout=120,
+              every=0.1)
+    took = time.monotonic() - committed
+    argo.wait_app("llm-serving", synced=True, healthy=True, timeout=120)  # PostSync verified, nothing running
+    return took
+
+
+def test_commit_to_live_switch_with_the_refresh_and_with_polling(argo: gitops.GitOpsTier) -> None:
+    assert argo.service().spec.selector == CANDLE  # where the story left it
+    measured: dict[bool, list[float]] = {}
+    for refresh, runs in RUNS.items():
+        targets = ["vllm", "candle"] * runs
+        measured[refresh] = [switch_once(argo, target, refresh=refresh) for target in targets[:runs]]
+        if runs % 2:  # back to candle, unmeasured, so that each mode starts from the same place
+            switch_once(argo, "candle", refresh=True)
+    for refresh, seconds in measured.items():
+        mode = "cutover's refresh" if refresh else "ArgoCD's polling (15 s)"
+        MEASURED.append(f"commit → live selector switched, {mode}: p50 {statistics.median(seconds):.1f} s, "
+                        f"max {max(seconds):.1f} s over {len(seconds)} runs")
+    assert statistics.median(measured[True]) <= 5.0, measured
+    assert statistics.median(measured[True]) < statistics.median(measured[False])  # the refresh is what helps

@@ -1,0 +1,181 @@
+"""The gitops tier: the Kubernetes tier with the pinned ArgoCD running beside it, the example installed the way
+docs/install.md installs it (kubectl for the namespaces, the Secrets, the projects and the Applications; ArgoCD
+for everything else), and what the scenarios read back from ArgoCD (the Applications' operation and sync state).
+
+The tier's repository is the user's: it starts as this repository's manifests and the tier's overlays of the
+example (e2e/fixtures/cutover, e2e/fixtures/workload: the image the shim runs, the timeline in seconds, the
+tier's Git host), with the workload as it was before its first cutover, vLLM alone.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import kubernetes
+
+from tier import argocd, cluster, githost
+
+EXAMPLE = cluster.ROOT / "manifests" / "examples" / "llm-serving"
+ENGINES = "manifests/examples/llm-serving/workload/engines.yaml"
+SERVICE = "manifests/examples/llm-serving/workload/service.yaml"
+PLAN = "e2e/fixtures/workload/plan.yaml"
+VLLM = {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
+        "serving.kserve.io/inferenceservice": "reasoning"}  # the backends' selectors, as the plan has them
+CANDLE = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}
+PATHS = {  # the example's Application paths → the tier's overlays of them (the user's own paths)
+    "manifests/examples/llm-serving/cutover": "e2e/fixtures/cutover",
+    "manifests/examples/llm-serving/workload": "e2e/fixtures/workload",
+}
+
+
+def without_candle(engines: str) -> str:
+    """engines.yaml as the repository held it before the first cutover: the vLLM Deployment alone."""
+    documents = re.split(r"(?m)^---\n", engines)
+    return "---\n".join(doc for doc in documents if "name: llm-reasoning-candle" not in doc)
+
+
+def with_target(plan_text: str, target: str) -> str:
+    return re.sub(r"(?m)^(\s+)target: \w+$", rf"\g<1>target: {target}", plan_text, count=1)
+
+
+class GitOpsTier(cluster.Tier):
+    def start_argocd(self, version: str) -> None:
+        self.argocd = argocd.ArgoCD(self.plane, version, githost.GIT_ADDRESS[0], self._git_ca_file())
+        self.kubectl("create", "namespace", argocd.NAMESPACE)
+        self.argocd.install(self)
+        self.argocd.start()
+        self.custom = kubernetes.client.CustomObjectsApi(self.api)
+
+    # --- docs/install.md, step by step ---------------------------------------------------------------------------
+
+    def seed_before_first_cutover(self) -> str:
+        """The user's repository before the story: vLLM serves, the plan's target is vllm."""
+        engines = (cluster.ROOT / ENGINES).read_text()
+        plan = (cluster.ROOT / PLAN).read_text()
+        return self.git.repo.commit({ENGINES: without_candle(engines), PLAN: with_target(plan, "vllm")},
+                                    "Serve reasoning-long with vLLM\n")
+
+    def install_as_documented(self) -> None:
+        # 1. the namespaces (the workload's may exist already; cutover's holds the Secrets before its first sync)
+        self.kubectl("create", "namespace", "cutover")
+        self.kubectl("create", "namespace", "llm-serving")
+        # 2. the Git token cutover writes with (and here the Git host's CA), never committed
+        self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-git",
+                     f"--from-literal=token={githost.TOKEN}", f"--from-file=ca.crt={self._git_ca_file()}")
+        # 3. ArgoCD's read access to the repository: a repository Secret
+        self.kubectl("-n", "argocd", "create", "secret", "generic", "gitops-repo", "--from-literal=type=git",
+                     f"--from-literal=url={githost.REPO_URL}", f"--from-literal=username={githost.READER[0]}",
+                     f"--from-literal=password={githost.READER[1]}")
+        self.kubectl("-n", "argocd", "label", "secret", "gitops-repo", "argocd.argoproj.io/secret-type=repository")
+        # 4. the projects and the Applications, with the repository's URL (and here the tier's paths) set
+        for name in ("appproject.yaml", "applications.yaml"):
+            path = self.dir / name
+            path.write_text(self.users_copy((EXAMPLE / name).read_text()))
+            self.kubectl("apply", "-f", str(path))
+        for name in ("cutover", "llm-serving"):
+            self.wait_app(name, synced=True, healthy=True, timeout=180)
+
+    @staticmethod
+    def users_copy(text: str) -> str:
+        text = text.replace("https://github.com/acme/gitops.git", githost.REPO_URL)
+        for example, ours in PATHS.items():
+            text = text.replace(f"path: {example}\n", f"path: {ours}\n")
+        return text
+
+    # --- a person's commit ---------------------------------------------------------------------------------------
+
+    def story_files(self, target: str) -> dict[str, str]:
+        """The commit that starts the cutover (docs/install.md, step 7): both engines, the plan's new target."""
+        return {ENGINES: (cluster.ROOT / ENGINES).read_text(),
+                PLAN: with_target((cluster.ROOT / PLAN).read_text(), target)}
+
+    def service_file(self, selector: dict[str, str]) -> str:
+        """The Service file at the branch head with `selector` written by hand, as a person edits it."""
+        found = self.git.repo.read(SERVICE)
+        assert found is not None
+        text, _ = found
+        head, _, rest = text.partition("  selector:\n")
+        tail = rest[rest.index("  ports:"):]
+        lines = "".join(f"    {key}: {value}\n" for key, value in selector.items())
+        return f"{head}  selector:\n{lines}{tail}"
+
+    def touched_engines(self, note: str) -> dict[str, str]:
+        """engines.yaml at the head with a note on the vLLM Deployment: a change ArgoCD syncs, no pod restarts."""
+        found = self.git.repo.read(ENGINES)
+        assert found is not None
+        text = found[0].replace("  name: llm-reasoning\n  namespace: llm-serving\n",
+                                f"  name: llm-reasoning\n  namespace: llm-serving\n  annotations: {{note: {note!r}}}\n",
+                                1)
+        return {ENGINES: text}
+
+    def commit(self, files: dict[str, str], message: str) -> str:
+        sha = self.git.repo.commit(files, message)
+        self.refresh("llm-serving")  # what the repository's webhook does; without it ArgoCD polls
+        return sha
+
+    def refresh(self, name: str) -> None:
+        self.kubectl("-n", "argocd", "annotate", "--overwrite", "application", name,
+                     "argocd.argoproj.io/refresh=normal")
+
+    def sync_only(self, app: str, revision: str, *, kind: str, name: str, namespace: str) -> None:
+        """A selective sync, as `argocd app sync --resource :<kind>:<name>` asks for it: the operation names
+        the resources, and ArgoCD runs no hook."""
+        resource = {"group": "", "kind": kind, "name": name, "namespace": namespace}
+        operation = {"operation": {"initiatedBy": {"username": "e2e"},
+                                   "sync": {"revision": revision, "resources": [resource]}}}
+        self.custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd", "applications", app,
+                                                   operation)
+
+    # --- what ArgoCD holds ---------------------------------------------------------------------------------------
+
+    def app(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.custom.get_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd",
+                                                                          "applications", name)
+        return found
+
+    def wait_app(self, name: str, *, synced: bool = False, healthy: bool = False, revision: str | None = None,
+                 timeout: float = 120.0) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            app = self.app(name)
+            status = app.get("status", {})
+            if synced and status.get("sync", {}).get("status") != "Synced":
+                return None
+            if healthy and status.get("health", {}).get("status") != "Healthy":
+                return None
+            if revision and status.get("sync", {}).get("revision") != revision:
+                return None
+            if app.get("operation") or status.get("operationState", {}).get("phase") == "Running":
+                return None
+            return app
+
+        what = f"Application {name}" + (" Synced" if synced else "") + (" Healthy" if healthy else "") + (
+            f" at {revision[:7]}" if revision else "")
+        return dict(self.wait(what, ready, timeout, every=0.5))
+
+    def wait_operation(self, name: str, revision: str, timeout: float = 180.0) -> dict[str, Any]:
+        """The operation that synced `revision`, once it ended (Succeeded, Failed or Error)."""
+        def ended() -> dict[str, Any] | None:
+            state = self.app(name).get("status", {}).get("operationState", {})
+            if state.get("syncResult", {}).get("revision") != revision and \
+                    state.get("operation", {}).get("sync", {}).get("revision") != revision:
+                return None
+            return state if state.get("phase") in ("Succeeded", "Failed", "Error") else None
+
+        return dict(self.wait(f"Application {name}'s sync of {revision[:7]} to end", ended, timeout, every=0.5))
+
+    def service(self) -> Any:
+        return self.core.read_namespaced_service("reasoning-long-predictor", "llm-serving")
+
+
+def version() -> str:
+    for line in (cluster.ROOT / "e2e" / "versions.env").read_text().splitlines():
+        if line.startswith("ARGOCD_VERSION="):
+            return line.split("=", 1)[1].split()[0]
+    raise RuntimeError("e2e/versions.env names no ARGOCD_VERSION")
+
+
+def elapsed(since: float) -> float:
+    return time.monotonic() - since
+

@@ -1,0 +1,195 @@
+"""An install people can adopt (docs/install.md): every example Application syncs on the first try, because each
+object its source renders, hooks included, is one its AppProject permits, judged as ArgoCD judges it; no example
+uses the project `default`; manifests/base names nothing of the example, and a consumer's overlay with a
+namespace of its own builds and keeps the Roles where they belong.
+
+ArgoCD's rules (AppProject spec, argo-cd docs "Projects"): a destination (server, namespace) must match one of
+`destinations` (globs); a cluster-scoped kind must match `clusterResourceWhitelist` (empty: none) and not
+`clusterResourceBlacklist`; a namespaced kind must match `namespaceResourceWhitelist` when it is set, and not
+`namespaceResourceBlacklist`; a namespaced object without a namespace goes to the Application's destination
+namespace; the source's repoURL must match `sourceRepos`. ArgoCD refuses the sync of an object that breaks one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from cutover import kustomize
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "manifests" / "examples"
+IN_CLUSTER = "https://kubernetes.default.svc"
+# the cluster-scoped kinds the examples could hold; every other kind they hold must be one of NAMESPACED, so that
+# a new kind makes this test name it instead of guessing its scope
+CLUSTER_SCOPED = {("", "Namespace"), ("rbac.authorization.k8s.io", "ClusterRole"),
+                  ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+                  ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+                  ("apiextensions.k8s.io", "CustomResourceDefinition")}
+NAMESPACED = {("", "ServiceAccount"), ("", "Service"), ("", "ConfigMap"), ("", "Secret"), ("apps", "Deployment"),
+              ("batch", "Job"), ("batch", "CronJob"), ("networking.k8s.io", "NetworkPolicy"),
+              ("rbac.authorization.k8s.io", "Role"), ("rbac.authorization.k8s.io", "RoleBinding")}
+
+
+def yaml_docs(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in YAML(typ="safe").load_all(text) if doc]
+
+
+def build(directory: Path) -> list[dict[str, Any]]:
+    done = subprocess.run([*kustomize.require(), str(directory)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, f"kustomize build {directory}: {done.stderr}"
+    return yaml_docs(done.stdout)
+
+
+def rendered(source: dict[str, Any]) -> list[dict[str, Any]]:
+    """What ArgoCD's repo-server renders for a path source of this repository: a kustomization, or the YAML files
+    of a plain directory."""
+    path = ROOT / source["path"]
+    if (path / "kustomization.yaml").exists():
+        return build(path)
+    return [doc for file in sorted(path.glob("*.yaml")) for doc in yaml_docs(file.read_text())]
+
+
+def group_kind(doc: dict[str, Any]) -> tuple[str, str]:
+    group = doc["apiVersion"].rpartition("/")[0]
+    return group, doc["kind"]
+
+
+def _matches(rules: list[dict[str, str]], gk: tuple[str, str]) -> bool:
+    return any(fnmatch.fnmatchcase(gk[0], rule.get("group", "")) and fnmatch.fnmatchcase(gk[1], rule["kind"])
+               for rule in rules)
+
+
+def violations(app: dict[str, Any], project: dict[str, Any], objects: list[dict[str, Any]]) -> list[str]:
+    """Why ArgoCD would refuse each object of `objects` in `app`'s sync under `project` (empty: it syncs)."""
+    spec, found = project["spec"], []
+    destination = app["spec"]["destination"]
+    for source in app["spec"].get("sources") or [app["spec"].get("source") or
+                                                  app["spec"]["sourceHydrator"]["drySource"]]:
+        if not any(fnmatch.fnmatchcase(source["repoURL"], repo) for repo in spec.get("sourceRepos", [])):
+            found.append(f"source {source['repoURL']}: not in the project's sourceRepos")
+    for doc in objects:
+        gk, name = group_kind(doc), f"{doc['kind']}/{doc['metadata']['name']}"
+        assert gk in CLUSTER_SCOPED | NAMESPACED, f"{name}: add its kind's scope to this test"
+        if gk in CLUSTER_SCOPED:
+            if not _matches(spec.get("clusterResourceWhitelist") or [], gk) or _matches(
+                    spec.get("clusterResourceBlacklist") or [], gk):
+                found.append(f"{name}: cluster-scoped kind not permitted")
+            continue
+        namespace = doc["metadata"].get("namespace") or destination["namespace"]
+        if not any(fnmatch.fnmatchcase(destination["server"], allowed.get("server", "*")) and
+                   fnmatch.fnmatchcase(namespace, allowed["namespace"]) for allowed in spec["destinations"]):
+            found.append(f"{name}: namespace {namespace} is not a destination of the project")
+        whitelist = spec.get("namespaceResourceWhitelist")
+        if (whitelist and not _matches(whitelist, gk)) or _matches(spec.get("namespaceResourceBlacklist") or [], gk):
+            found.append(f"{name}: kind not permitted in namespaces")
+    return found
+
+
+def applications() -> list[tuple[Path, dict[str, Any]]]:
+    return [(path, doc) for path in sorted(EXAMPLES.rglob("*.yaml")) for doc in yaml_docs(path.read_text())
+            if doc.get("kind") == "Application"]
+
+
+PROJECTS = {doc["metadata"]["name"]: doc for path in EXAMPLES.rglob("*.yaml") for doc in yaml_docs(path.read_text())
+            if doc.get("kind") == "AppProject"}
+APPLICATIONS = applications()
+
+
+@pytest.mark.parametrize(("path", "app"), APPLICATIONS, ids=[app["metadata"]["name"] for _, app in APPLICATIONS])
+def test_every_example_application_syncs_under_a_project_of_its_own(path: Path, app: dict[str, Any]) -> None:
+    project = app["spec"]["project"]
+    assert project != "default", f"{app['metadata']['name']}: in the project `default`, which permits everything"
+    assert project in PROJECTS, f"{app['metadata']['name']}: project {project} is not shipped with the example"
+    assert app["spec"]["destination"]["server"] == IN_CLUSTER
+    sources = app["spec"].get("sources") or [app["spec"].get("source") or app["spec"]["sourceHydrator"]["drySource"]]
+    # a chart from a Helm repository cannot render here: its project's other rules are still checked
+    objects = [doc for source in sources if "path" in source for doc in rendered(source)]
+    assert violations(app, PROJECTS[project], objects) == []
+
+
+def test_the_workload_application_renders_its_hooks_and_the_plan_in_cutover() -> None:
+    """What a user found: the hooks run in `cutover`, so the workload's project must permit it (and does)."""
+    (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "llm-serving"]
+    objects = rendered(app["spec"]["source"])
+    in_cutover = sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
+                        if doc["metadata"].get("namespace") == "cutover")
+    assert in_cutover == ["ConfigMap/cutover-plan", "Job/cutover-postsync-llm-serving",
+                          "Job/cutover-presync-llm-serving", "Job/cutover-syncfail-llm-serving"]
+    narrower = {**PROJECTS["llm-serving"], "spec": {**PROJECTS["llm-serving"]["spec"], "destinations": [
+        {"server": IN_CLUSTER, "namespace": "llm-serving"}]}}  # the project as it was shipped before
+    refused = violations(app, narrower, objects)
+    assert "Job/cutover-presync-llm-serving: namespace cutover is not a destination of the project" in refused
+    assert "ConfigMap/cutover-plan: namespace cutover is not a destination of the project" in refused
+
+
+def test_the_cutover_project_permits_nothing_cluster_wide_but_namespaces() -> None:
+    spec = PROJECTS["cutover"]["spec"]
+    assert spec["clusterResourceWhitelist"] == [{"group": "", "kind": "Namespace"}]
+    (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "cutover"]
+    objects = rendered(app["spec"]["source"])
+    widened = [*objects, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                          "metadata": {"name": "cutover-admin"}}]
+    assert violations(app, PROJECTS["cutover"], widened) == ["ClusterRoleBinding/cutover-admin: cluster-scoped kind "
+                                                             "not permitted"]
+
+
+EXAMPLE_NAMES = ("llm-serving", "reasoning-long-predictor", "cutover-reasoning-long-predictor", "8080")
+
+
+def _without_comments(path: Path) -> str:
+    return "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+
+
+def test_the_base_names_nothing_of_the_example() -> None:
+    for folder in ("base", "workload"):
+        for path in sorted((ROOT / "manifests" / folder).glob("*.yaml")):
+            for name in EXAMPLE_NAMES:
+                assert name not in _without_comments(path), f"{path.relative_to(ROOT)} names the example's {name}"
+
+
+def _overlay(tmp_path: Path, workload: dict[str, Any], *, namespace: str | None) -> Path:
+    """A consumer's cutover kustomization: the base (under a namespace of theirs), the Component, their values."""
+    overlay = tmp_path / "cutover"
+    (overlay / "base").mkdir(parents=True)
+    base = os.path.relpath(ROOT / "manifests" / "base", overlay / "base")
+    (overlay / "base" / "kustomization.yaml").write_text(
+        (f"namespace: {namespace}\n" if namespace else "") + f"resources: [{base}]\n")
+    component = os.path.relpath(ROOT / "manifests" / "workload", overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources: [base, workload.yaml]\ncomponents: [{component}]\n")
+    YAML().dump({"apiVersion": "cutover.dev/v1alpha1", "kind": "Workload",
+                 "metadata": {"name": "cutover-workload",
+                              "annotations": {"config.kubernetes.io/local-config": "true"}},
+                 "spec": workload}, overlay / "workload.yaml")
+    return overlay
+
+
+def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in_place(tmp_path: Path) -> None:
+    workload = {"namespace": "chat", "service": "chat-main", "application": "chat-prod", "argocdNamespace": "gitops",
+                "port": 9000, "cutoverNamespace": "platform-cutover"}
+    objects = build(_overlay(tmp_path, workload, namespace="platform-cutover"))
+    placed = {(doc["kind"], doc["metadata"]["name"]): doc["metadata"].get("namespace") for doc in objects}
+    assert placed[("Role", "cutover")] == "chat" and placed[("Role", "cutover-refresh")] == "gitops"
+    assert placed[("ServiceAccount", "cutover")] == "platform-cutover"
+    assert placed[("NetworkPolicy", "cutover-to-workload")] == "platform-cutover"
+    assert {doc["metadata"]["name"] for doc in objects if doc["kind"] == "Namespace"} == {"platform-cutover"}
+    for doc in objects:
+        if doc["kind"] == "RoleBinding":
+            assert doc["subjects"] == [{"kind": "ServiceAccount", "name": "cutover", "namespace": "platform-cutover"}]
+    (role,) = [doc for doc in objects if (doc["kind"], doc["metadata"]["name"]) == ("Role", "cutover")]
+    assert ["cutover-chat-main"] in [rule.get("resourceNames") for rule in role["rules"]]
+    (refresh,) = [doc for doc in objects if doc["metadata"]["name"] == "cutover-refresh" and doc["kind"] == "Role"]
+    assert refresh["rules"][0]["resourceNames"] == ["chat-prod"]
+    (egress,) = [doc for doc in objects if doc["metadata"]["name"] == "cutover-to-workload"]
+    assert egress["spec"]["egress"][0]["ports"] == [{"protocol": "TCP", "port": 9000}]
+    assert egress["spec"]["egress"][0]["to"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "chat"}
+    assert not any(doc["kind"] == "Workload" for doc in objects)  # local-config: never reaches the cluster
