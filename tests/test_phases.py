@@ -327,6 +327,30 @@ async def argocd_running(world: World, repo: BareRepo) -> AsyncIterator[None]:
         yield
 
 
+async def test_the_stand_in_records_a_sync_as_the_real_argocd_does(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """What the real ArgoCD v3.2.11 held after the tier's reference story (e2e/gitops, scenario a), where the
+    stand-in held less, each now recorded: the operation's message, the result's line for the Service patched in
+    place, `status.history` (one entry per sync), `reconciledAt`, and the source and prune copied into the
+    operation. Every write is checked against ArgoCD's CRD schema (tests/contracts.py)."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    async with argocd_running(world, repo):
+        await phases.run(Run.create(kube, make_plan(), host, identity="job-run"))
+    status = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")["status"]
+    state, (commit,) = status["operationState"], [e.sha for e in repo.log(PATH) if e.message.startswith("cutover(")]
+    assert state["phase"] == "Succeeded" and state["message"] == "successfully synced (no more tasks)"
+    assert state["operation"]["sync"]["revision"] == state["syncResult"]["revision"] == commit
+    assert state["operation"]["sync"]["prune"] is True and state["operation"]["initiatedBy"] == {"automated": True}
+    assert state["operation"]["sync"]["source"]["path"] == state["syncResult"]["source"]["path"]
+    (service,) = [r for r in state["syncResult"]["resources"] if r["kind"] == "Service"]
+    assert (service["status"], service["message"], service["syncPhase"]) == (
+        "Synced", "service/reasoning-long-predictor configured", "Sync")
+    assert [entry["revision"] for entry in status["history"]][-1] == commit
+    assert [entry["id"] for entry in status["history"]] == list(range(len(status["history"])))
+    assert status["reconciledAt"] == status["history"][-1]["deployStartedAt"]
+
+
 async def test_run_waits_proves_commits_waits_for_argocd_and_verifies(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:

@@ -101,20 +101,56 @@ def _revisions(world: World, revision: str) -> list[str] | None:
             for source in sources]
 
 
+SUCCEEDED = "successfully synced (no more tasks)"  # the real ArgoCD's message for a finished sync (v3.2.11)
+
+
+def _source(world: World) -> dict[str, Any] | None:
+    """The Application's single source, as ArgoCD copies it into the operation, its result and the history."""
+    stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
+    found = (stored.get("spec") or {}).get("source")
+    return dict(found) if found else None
+
+
 def operation_state(world: World, phase: str, revision: str, *, message: str | None = None,
-                    finished: bool = True) -> dict[str, Any]:
+                    finished: bool = True, resources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """`status.operationState` as ArgoCD writes it for an automated sync of `revision` (`revisions[]`, one per
-    source, for a multi-source Application)."""
+    source, for a multi-source Application), shaped like the real ArgoCD's (e2e/gitops: `prune` and `source`
+    copied into the operation, `retry`, the result's `resources`, "successfully synced (no more tasks)")."""
     revisions = _revisions(world, revision)
+    source = _source(world)
     sync: dict[str, Any] = {"revisions": revisions} if revisions else {"revision": revision}
     result: dict[str, Any] = {"revision": "", "revisions": revisions} if revisions else {"revision": revision}
-    state: dict[str, Any] = {"operation": {"sync": sync, "initiatedBy": {"automated": True}},
+    if source and not revisions:
+        sync["source"] = result["source"] = source
+    sync["prune"] = True  # the Applications' syncPolicy.automated.prune
+    if resources is not None:
+        result["resources"] = resources
+    state: dict[str, Any] = {"operation": {"sync": sync, "initiatedBy": {"automated": True}, "retry": {}},
                              "phase": phase, "startedAt": world.kube.stamp(), "syncResult": result}
     if finished:
         state["finishedAt"] = world.kube.stamp()
-    if message:
-        state["message"] = message
+    if message or (phase == "Succeeded" and finished):
+        state["message"] = message or SUCCEEDED
     return state
+
+
+def service_result() -> dict[str, Any]:
+    """The Service's line in a sync's result, as the real ArgoCD records a selector patched in place."""
+    return {"group": "", "version": "v1", "kind": "Service", "namespace": NAMESPACE, "name": SERVICE,
+            "status": "Synced", "message": f"service/{SERVICE} configured", "syncPhase": "Sync",
+            "hookPhase": "Succeeded"}
+
+
+def history_entry(world: World, revision: str, started: str) -> dict[str, Any]:
+    """One `status.history` item, appended by every sync that ended (the real ArgoCD's shape; ids from 0)."""
+    stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
+    history = (stored.get("status") or {}).get("history") or []
+    entry: dict[str, Any] = {"id": len(history), "revision": revision, "deployStartedAt": started,
+                             "deployedAt": world.kube.stamp(), "initiatedBy": {"automated": True}}
+    source = _source(world)
+    if source:
+        entry["source"] = source
+    return entry
 
 
 def source_path(world: World, fallback: str) -> str:
@@ -188,6 +224,7 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
         if stored is None or not (asked or (polled and repo.head() != synced)):
             continue
         synced = head = repo.head()
+        started = world.kube.stamp()
         assert head is not None
         try:
             if _hydrator(world) is not None:  # hydrate the dry head, then sync the hydrated revision
@@ -200,11 +237,13 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
             continue
         if endpoint_lag:
             loop.call_later(endpoint_lag, world.sync_endpoints)
+        history = [*((stored.get("status") or {}).get("history") or []), history_entry(world, head, started)]
         world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
             "metadata": {"annotations": {"argocd.argoproj.io/refresh": None, "argocd.argoproj.io/hydrate": None}},
             "status": {"sync": {"status": "Synced", **({"revisions": _revisions(world, head)} if _revisions(
                 world, head) else {"revision": head})}, "health": {"status": "Healthy"},
-                       "operationState": operation_state(world, "Succeeded", head)}})
+                       "operationState": operation_state(world, "Succeeded", head, resources=[service_result()]),
+                       "history": history[-10:], "reconciledAt": started}})  # ArgoCD keeps 10 by default
 
 
 @contextlib.asynccontextmanager
