@@ -141,3 +141,53 @@ def test_e_a_sync_that_runs_no_hook_is_verified_by_the_audit(argo: gitops.GitOps
         assert f"verified the switch to candle that no hook verified ({switch[:12]})" in logs, logs[-3000:]
     finally:
         argo.kubectl("apply", "-f", str(argo.dir / "applications.yaml"))  # automated sync back, as the user has it
+
+
+SERVER_MODE = f"""    argocd:
+      application: llm-serving
+      namespace: argocd
+      refresh: true
+      server: {gitops.argocd.SERVER_URL}
+      tokenFile: /var/run/secrets/cutover/argocd/token
+"""
+
+
+def test_g_argocd_server_mode_with_an_account_that_may_only_get(argo: gitops.GitOpsTier) -> None:
+    """`argocd.server`: the render check through `/manifests` and the refresh through `GET ?refresh=normal` of
+    the real argocd-server, as an ArgoCD account whose only permission is `applications, get` on the one
+    Application; the cutover ServiceAccount never writes the Application."""
+    argo.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-argocd",
+                 f"--from-literal=token={argo.argocd.account_token()}")
+    serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
+    target = "vllm" if serving == "candle" else "candle"
+    plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
+        "        compare: true\n", "        compare: false\n")  # vLLM's shorter context is not the point here
+    _, found, _ = plan.partition("    argocd:\n      application: llm-serving\n      namespace: argocd\n"
+                                    "      refresh: true\n")
+    assert found
+    plan = plan.replace(found, SERVER_MODE)
+    since = time.time()
+    before = argo.git.cutover_commits()[:1]
+    argo.commit({gitops.PLAN: plan}, f"reasoning-long to {target}, through the ArgoCD API\n")
+    argo.wait("cutover's commit", lambda: argo.git.cutover_commits()[:1] != before, timeout=120)
+    commit = argo.git.cutover_commits()[0]
+    app = argo.wait_app("llm-serving", synced=True, healthy=True, revision=commit, timeout=180)
+    assert app["status"]["operationState"]["phase"] == "Succeeded"
+    assert argo.service().spec.selector == (VLLM if target == "vllm" else CANDLE)
+    message = next(e.message for e in argo.git.repo.log(limit=5) if e.sha == commit)
+    assert "Render-checked through the ArgoCD API" in message  # /manifests of the real repo-server's render
+    served = (argo.plane.dir / "argocd-server.log").read_text()
+    answered = served.count('"grpc.code":"OK","grpc.component":"server","grpc.method":"GetManifests"')
+    assert answered >= 2, "argocd-server answered no GetManifests"  # the branch head and the candidate
+    # the PostSync that committed asked for the refresh through the API (its Job is gone since: BeforeHookCreation;
+    # the shim keeps every pod's log)
+    logs = "".join(path.read_text() for path in sorted(argo.shim.dir.glob("cutover_cutover-postsync-*.log"))
+                   if path.stat().st_mtime >= since)
+    assert '"event": "argocd.refresh_requested", "via": "api"' in logs or '"via": "api"' in logs, logs[-2000:]
+    writes = [e for e in argo.audit() if e["objectRef"].get("resource") == "applications"
+              and e["verb"] in ("patch", "update") and e["requestReceivedTimestamp"] >= _stamp(since)]
+    assert writes == []  # the refresh went through the API, as the account
+
+
+def _stamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))

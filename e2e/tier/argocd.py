@@ -8,19 +8,28 @@ through its TLS data directory, as argocd-tls-certs-cm mounted there would.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-import shutil
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
+
+import httpx
+import kubernetes
+import trustme
 
 from tier import cluster, controlplane
 
 REDIS = 6379
 REPO_SERVER = 8081
-SERVER = 8080  # argocd-server's API and UI, plain HTTP inside the namespace (`--insecure`, as the Procfile runs it)
+# argocd-server's API, at an address of its own in the namespace, over TLS with a certificate of the tier's CA
+# (its Secret argocd-server-tls, as a user gives it one): what `argocd.server` mode talks to
+SERVER = ("10.250.0.30", 8095)  # not 8080: it listens on every address, and the engines serve 8080 at the pod IPs
+SERVER_URL = f"https://{SERVER[0]}:{SERVER[1]}"
+ACCOUNT = "cutover"  # the ArgoCD account of argocd.server mode: an API key, `applications, get` on one Application
 NAMESPACE = "argocd"
 # ArgoCD polls each Application's repository every `timeout.reconciliation` (default 120 s, plus up to 60 s of
 # jitter): scaled down, as the startup timelines are, so that the polling path can be timed against the refresh.
@@ -38,14 +47,14 @@ def module_dir(version: str) -> Path:
 
 
 class ArgoCD:
-    def __init__(self, plane: controlplane.ControlPlane, version: str, git_host: str, git_ca: Path) -> None:
-        self.plane, self.version = plane, version
+    def __init__(self, plane: controlplane.ControlPlane, version: str, git_host: str, ca: trustme.CA) -> None:
+        self.plane, self.version, self.ca = plane, version, ca
         self.dir = plane.dir / "argocd"
         self.tls = self.dir / "tls"
         self.tls.mkdir(parents=True, exist_ok=True)
         (self.dir / "ssh").mkdir(exist_ok=True)
         # argocd-tls-certs-cm's form: one file per server name, holding the CA its certificates chain to
-        shutil.copyfile(git_ca, self.tls / git_host)
+        ca.cert_pem.write_to_path(str(self.tls / git_host))
         self.manifests = module_dir(version) / "manifests"
         # the admin's kubeconfig with ArgoCD's namespace as its context's: where every component looks for its
         # Applications, config maps and Secrets (the repo-server takes no --namespace)
@@ -61,18 +70,27 @@ class ArgoCD:
         kubectl("apply", "--server-side", "-k", str(self.manifests / "crds"))
         tier.wait_established("applications.argoproj.io", "appprojects.argoproj.io", "applicationsets.argoproj.io")
         kubectl("apply", "-n", NAMESPACE, "-k", str(self.manifests / "base" / "config"))
-        settings = {"data": {"timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}
+        settings = {"data": {"timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s",
+                             f"accounts.{ACCOUNT}": "apiKey"}}
         kubectl("-n", NAMESPACE, "patch", "configmap", "argocd-cm", "--type", "merge", "-p", json.dumps(settings))
+        # the account may read the workload's Application (its manifests included) and nothing else
+        policy = {"data": {"policy.csv": f"p, {ACCOUNT}, applications, get, llm-serving/llm-serving, allow\n"}}
+        kubectl("-n", NAMESPACE, "patch", "configmap", "argocd-rbac-cm", "--type", "merge", "-p", json.dumps(policy))
+        served = self.ca.issue_cert(SERVER[0])
+        (self.dir / "server.crt").write_bytes(b"".join(blob.bytes() for blob in served.cert_chain_pems))
+        served.private_key_pem.write_to_path(str(self.dir / "server.key"))
+        kubectl("-n", NAMESPACE, "create", "secret", "tls", "argocd-server-tls", f"--cert={self.dir / 'server.crt'}",
+                f"--key={self.dir / 'server.key'}")
 
     # --- the processes -------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._run("redis-server", ["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS), "--save", "",
                                    "--appendonly", "no"], binary=None)
-        self._wait_port(REDIS)
+        self._wait_port("127.0.0.1", REDIS)
         common = ["--redis", f"127.0.0.1:{REDIS}", "--loglevel", "info"]
         self._run("argocd-repo-server", ["--port", str(REPO_SERVER), "--metrics-port", "8084", *common])
-        self._wait_port(REPO_SERVER)
+        self._wait_port("127.0.0.1", REPO_SERVER)
         repo = ["--repo-server", f"127.0.0.1:{REPO_SERVER}"]
         self._run("argocd-application-controller", [*common, *repo, "--metrics-port", "8082",
                                                     "--self-heal-timeout-seconds", "2"])
@@ -80,9 +98,10 @@ class ArgoCD:
             "--loglevel", "info", "--argocd-repo-server", f"127.0.0.1:{REPO_SERVER}",
             "--enable-progressive-syncs", "--metrics-addr", "127.0.0.1:12345", "--probe-addr", "127.0.0.1:12346",
             "--webhook-addr", "127.0.0.1:7000"])
-        self._run("argocd-server", [*common, *repo, "--insecure", "--port", str(SERVER), "--metrics-port", "8083",
-                                    "--address", "127.0.0.1"])
-        self._wait_port(SERVER)
+        # on every address of the namespace: its REST gateway dials its own gRPC at localhost:<port> (a 503 for
+        # every call when it listens on one address only, found here)
+        self._run("argocd-server", [*common, *repo, "--port", str(SERVER[1]), "--metrics-port", "8083"])
+        self._wait_port(*SERVER)
 
     def _run(self, name: str, args: list[str], binary: str | None = "argocd") -> None:
         env = {**os.environ, "ARGOCD_FAKE_IN_CLUSTER": "true", "KUBECONFIG": str(self.kubeconfig),
@@ -96,15 +115,30 @@ class ArgoCD:
         component.start(env)
         self.plane.components.append(component)  # stopped with the control plane, checked with it
 
-    def _wait_port(self, port: int) -> None:
+    def account_token(self) -> str:
+        """An API key of the `cutover` account, made as an admin makes one (`argocd account generate-token`):
+        a session with the initial admin password, then the account's token."""
+        secret = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(self.plane.kubeconfig)))
+        found = secret.read_namespaced_secret("argocd-initial-admin-secret", NAMESPACE)
+        password = base64.b64decode(found.data["password"]).decode()
+        verify = ssl.create_default_context(cafile=str(self.tls / "10.250.0.20"))
+        with httpx.Client(base_url=SERVER_URL, verify=verify, timeout=30) as client:
+            session = client.post("/api/v1/session", json={"username": "admin", "password": password})
+            session.raise_for_status()
+            made = client.post(f"/api/v1/account/{ACCOUNT}/token", json={"name": ACCOUNT, "id": "e2e"},
+                               headers={"Authorization": f"Bearer {session.json()['token']}"})
+            made.raise_for_status()
+            return str(made.json()["token"])
+
+    def _wait_port(self, host: str, port: int) -> None:
         deadline = time.monotonic() + controlplane.STARTUP
         while True:
             self.plane.check_alive()
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                socket.create_connection((host, port), timeout=1).close()
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {controlplane.STARTUP:.0f} s "
+                    raise RuntimeError(f"nothing listens on {host}:{port} after {controlplane.STARTUP:.0f} s "
                                        f"(logs: {self.plane.dir})") from None
                 time.sleep(0.2)
             else:

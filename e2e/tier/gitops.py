@@ -42,7 +42,7 @@ def with_target(plan_text: str, target: str) -> str:
 
 class GitOpsTier(cluster.Tier):
     def start_argocd(self, version: str) -> None:
-        self.argocd = argocd.ArgoCD(self.plane, version, githost.GIT_ADDRESS[0], self._git_ca_file())
+        self.argocd = argocd.ArgoCD(self.plane, version, githost.GIT_ADDRESS[0], self.git_ca)
         self.kubectl("create", "namespace", argocd.NAMESPACE)
         self.argocd.install(self)
         self.argocd.start()
