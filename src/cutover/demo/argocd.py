@@ -142,10 +142,12 @@ def service_result() -> dict[str, Any]:
 
 
 def history_entry(world: World, revision: str, started: str) -> dict[str, Any]:
-    """One `status.history` item, appended by every sync that ended (the real ArgoCD's shape; ids from 0)."""
+    """One `status.history` item, appended by every sync that ended (the real ArgoCD's shape; ids from 0, on
+    past the 10 entries kept)."""
     stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
     history = (stored.get("status") or {}).get("history") or []
-    entry: dict[str, Any] = {"id": len(history), "revision": revision, "deployStartedAt": started,
+    entry: dict[str, Any] = {"id": history[-1]["id"] + 1 if history else 0, "revision": revision,
+                             "deployStartedAt": started,
                              "deployedAt": world.kube.stamp(), "initiatedBy": {"automated": True}}
     source = _source(world)
     if source:
