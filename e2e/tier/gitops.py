@@ -58,18 +58,20 @@ class GitOpsTier(cluster.Tier):
                                     "Serve reasoning-long with vLLM\n")
 
     def install_as_documented(self) -> None:
-        # 1. the namespaces (the workload's may exist already; cutover's holds the Secrets before its first sync)
+        """Steps 3 and 4 (the cutover kustomization, the hooks and the plan beside the Service) are the repository's
+        content, seeded by TierGitHost; the rest is kubectl, then waiting for ArgoCD."""
+        # step 2: the namespaces (the workload's may exist already; cutover's holds the Secrets before its sync),
         self.kubectl("create", "namespace", "cutover")
         self.kubectl("create", "namespace", "llm-serving")
-        # 2. the Git token cutover writes with (and here the Git host's CA), never committed
+        # the Git token cutover writes with (and here the Git host's CA), never committed,
         self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-git",
                      f"--from-literal=token={githost.TOKEN}", f"--from-file=ca.crt={self._git_ca_file()}")
-        # 3. ArgoCD's read access to the repository: a repository Secret
+        # and ArgoCD's read access to the repository: a repository Secret
         self.kubectl("-n", "argocd", "create", "secret", "generic", "gitops-repo", "--from-literal=type=git",
                      f"--from-literal=url={githost.REPO_URL}", f"--from-literal=username={githost.READER[0]}",
                      f"--from-literal=password={githost.READER[1]}")
         self.kubectl("-n", "argocd", "label", "secret", "gitops-repo", "argocd.argoproj.io/secret-type=repository")
-        # 4. the projects and the Applications, with the repository's URL (and here the tier's paths) set
+        # steps 5 and 6: the projects and the Applications, with the repository's URL (here the tier's paths) set
         for name in ("appproject.yaml", "applications.yaml"):
             path = self.dir / name
             path.write_text(self.users_copy((EXAMPLE / name).read_text()))
