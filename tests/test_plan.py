@@ -213,6 +213,10 @@ BAD = [
      "notify.slack.channel", "a channel id (required with botTokenFile)"),
     ("not a namespace name", _edit("namespace: llm-serving", "namespace: LLM_Serving"), "service.namespace",
      "a DNS label"),
+    # the name becomes branch names and hosting URLs' path segments: `x/../../main` once reached DELETE
+    # /branches/main on the Gitea double (issue: plan names reach hosting URLs unescaped)
+    ("a plan name that climbs out of its branch", _edit("  name: reasoning-long\n", "  name: x/../../main\n"),
+     "metadata.name", "a DNS label"),
     ("duplicate served name", _edit("servedNames: [reasoning-long, reasoning]",
                                     "servedNames: [reasoning, reasoning]"), "verify.servedNames", "each name once"),
     ("refresh not a boolean", _edit("refresh: true", "refresh: sometimes"), "argocd.refresh", "true or false"),

@@ -346,7 +346,7 @@ def _read_plan(node: _Field, *, extra: tuple[str, ...] = ()) -> Plan:
     git = _read_git(node.child("git"))
     _check_git_values(backends, git, node.child("backends"))
     return Plan(
-        name=meta.child("name").string(),
+        name=_dns_label(meta.child("name")),  # it names branches and Leases: no '/' or '..' reaches a URL
         service=_read_service(node.child("service")),
         backends=backends,
         target=target.string(),
