@@ -54,7 +54,8 @@ class ArgoCD:
         self.tls.mkdir(parents=True, exist_ok=True)
         (self.dir / "ssh").mkdir(exist_ok=True)
         # argocd-tls-certs-cm's form: one file per server name, holding the CA its certificates chain to
-        ca.cert_pem.write_to_path(str(self.tls / git_host))
+        self.ca_file = self.tls / git_host
+        ca.cert_pem.write_to_path(str(self.ca_file))
         self.manifests = module_dir(version) / "manifests"
         # the admin's kubeconfig with ArgoCD's namespace as its context's: where every component looks for its
         # Applications, config maps and Secrets (the repo-server takes no --namespace)
@@ -121,7 +122,7 @@ class ArgoCD:
         secret = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(self.plane.kubeconfig)))
         found = secret.read_namespaced_secret("argocd-initial-admin-secret", NAMESPACE)
         password = base64.b64decode(found.data["password"]).decode()
-        verify = ssl.create_default_context(cafile=str(self.tls / "10.250.0.20"))
+        verify = ssl.create_default_context(cafile=str(self.ca_file))  # the one CA of the tier signs both
         with httpx.Client(base_url=SERVER_URL, verify=verify, timeout=30) as client:
             session = client.post("/api/v1/session", json={"username": "admin", "password": password})
             session.raise_for_status()
