@@ -41,11 +41,8 @@ def _local(doc: dict[str, Any]) -> bool:
 
 
 DOCS = documents()
-# manifests/workload is a Component whose replacements read the user's `cutover-workload`: it builds where it is
-# used (the example's cutover/, and a consumer's overlay in tests/test_install.py), never alone
 KUSTOMIZATIONS = sorted(found.parent.relative_to(ROOT) for folder in ("hooks", "jobs", "manifests")
-                        for found in (ROOT / folder).rglob("kustomization.yaml")
-                        if found.parent != ROOT / "manifests" / "workload")
+                        for found in (ROOT / folder).rglob("kustomization.yaml"))
 
 
 def built(directory: Path) -> list[dict[str, Any]]:
