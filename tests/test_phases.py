@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import argocd_observed
 from conftest import GIT_TOKEN
 from cutover import cluster, decide, manifest, milestones, phases, plan, writeback
 from cutover.context import Run
@@ -19,7 +20,7 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, Script, World
-from cutover.errors import LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
+from cutover.errors import CutoverError, LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.trailers import Trailers
@@ -349,6 +350,43 @@ async def test_the_stand_in_records_a_sync_as_the_real_argocd_does(
     assert [entry["revision"] for entry in status["history"]][-1] == commit
     assert [entry["id"] for entry in status["history"]] == list(range(len(status["history"])))
     assert status["reconciledAt"] == status["history"][-1]["deployStartedAt"]
+
+
+@pytest.mark.looptime
+async def test_the_stand_in_runs_the_reference_story_with_hooks_as_the_real_argocd_records_it(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """The reference story with the hooks run by the stand-in (PreSync, the Service, PostSync, each sync inside a
+    Running operation): a refresh (a person's commit) → the PostSync proves and commits → the refresh it asks
+    for → the sync of cutover's commit, gated and verified. What the Application then holds is what the real
+    ArgoCD v3.2.11 held after the same story (tests/fixtures/argocd-story.json, checked by e2e/gitops scenario a):
+    the hooks' names and order, the operation's shape and message, one revision everywhere."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    ran: list[str] = []
+
+    def hook(kind: str, phase: Any, **options: Any) -> sim_argocd.Hook:
+        async def job() -> int:
+            ran.append(kind)
+            try:
+                await phase(Run.create(kube, the_plan, host, identity=f"job-{kind.lower()}-{len(ran)}"), **options)
+            except CutoverError as exc:
+                return exc.exit_code
+            return 0
+        return job
+
+    hooks = {"PreSync": hook("PreSync", phases.presync, job_name="cutover-presync-llm-serving"),
+             "PostSync": hook("PostSync", phases.postsync), "SyncFail": hook("SyncFail", phases.syncfail)}
+    seed_application(world)
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"metadata": {"annotations": {
+        "argocd.argoproj.io/refresh": "normal"}}})  # the person's commit, through the repository's webhook
+    async with sim_argocd.running(world, repo, PATH, hooks=hooks):
+        await asyncio.sleep(120)
+    (commit,) = [e.sha for e in repo.log(PATH) if e.message.startswith("cutover(")]
+    app = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+    assert ran == ["PreSync", "PostSync", "PreSync", "PostSync"]  # two syncs, no SyncFail
+    assert app["status"]["sync"]["revision"] == commit
+    assert argocd_observed.observations(app) == argocd_observed.story()
 
 
 async def test_run_waits_proves_commits_waits_for_argocd_and_verifies(

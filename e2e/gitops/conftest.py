@@ -19,3 +19,4 @@ def argo(request: pytest.FixtureRequest) -> Iterator[gitops.GitOpsTier]:
         started.seed_before_first_cutover()
         started.install_as_documented()
         yield started
+        started.stop_argocd()

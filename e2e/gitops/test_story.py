@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 
+import argocd_observed
 from conftest import MEASURED
 from tier import gitops
 
@@ -25,7 +26,11 @@ def test_a_commit_that_sets_the_target_ends_with_the_service_switched_and_verifi
     MEASURED.append(f"scenario a: the person's commit to the switch synced and verified: "
                     f"{gitops.elapsed(started):.1f} s")
 
-    (argo.dir / "application-after-a.json").write_text(json.dumps(app, indent=1))  # the stand-in's reference
+    (argo.dir / "application-after-a.json").write_text(json.dumps(app, indent=1))
+    seen = argocd_observed.observations(app)  # the stand-in's reference (tests/argocd_observed.py)
+    (argo.dir / "observed-after-a.json").write_text(json.dumps(seen, indent=1) + "\n")
+    assert seen == argocd_observed.story(), "the real ArgoCD no longer records what tests/fixtures/argocd-story.json" \
+                                             f" says: compare {argo.dir / 'observed-after-a.json'}"
     # ArgoCD synced the person's commit, then cutover's, each to success, and nothing after them
     history = [entry["revision"] for entry in app["status"]["history"]]
     assert history[-2:] == [person, switch]
@@ -156,8 +161,7 @@ def test_g_argocd_server_mode_with_an_account_that_may_only_get(argo: gitops.Git
     """`argocd.server`: the render check through `/manifests` and the refresh through `GET ?refresh=normal` of
     the real argocd-server, as an ArgoCD account whose only permission is `applications, get` on the one
     Application; the cutover ServiceAccount never writes the Application."""
-    argo.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-argocd",
-                 f"--from-literal=token={argo.argocd.account_token()}")
+    argo.argocd_token_secret()
     serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
     target = "vllm" if serving == "candle" else "candle"
     plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(

@@ -49,6 +49,6 @@ class TierGitHost:
         asyncio.run_coroutine_threadsafe(self.smart.__aexit__(None, None, None), loop).result(30)
         asyncio.run_coroutine_threadsafe(self.host.__aexit__(None, None, None), loop).result(30)
 
-    def cutover_commits(self) -> list[str]:
-        """The commits cutover made (its trailers), newest first."""
-        return [e.sha for e in self.repo.log(limit=200) if "Cutover-" in e.message]
+    def cutover_commits(self, plan: str = "reasoning-long") -> list[str]:
+        """The commits cutover made for `plan` (its trailers), newest first."""
+        return [e.sha for e in self.repo.log(limit=200) if f"\nCutover-Plan: {plan}\n" in e.message]

@@ -15,7 +15,7 @@ from typing import Any
 
 import kubernetes
 
-from tier import argocd, cluster, githost
+from tier import argocd, charts, cluster, githost
 
 EXAMPLE = cluster.ROOT / "manifests" / "examples" / "llm-serving"
 ENGINES = "manifests/examples/llm-serving/workload/engines.yaml"
@@ -27,6 +27,8 @@ CANDLE = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predic
 PATHS = {  # the example's Application paths → the tier's overlays of them (the user's own paths)
     "manifests/examples/llm-serving/cutover": "e2e/fixtures/cutover",
     "manifests/examples/llm-serving/workload": "e2e/fixtures/workload",
+    # the overlay with the engines and hooks beside it (e2e/fixtures/chat-prod)
+    "manifests/examples/kustomize-overlay/overlays/prod": "e2e/fixtures/chat-prod",
 }
 
 
@@ -47,6 +49,12 @@ class GitOpsTier(cluster.Tier):
         self.argocd.install(self)
         self.argocd.start()
         self.custom = kubernetes.client.CustomObjectsApi(self.api)
+        self.charts = charts.ChartRepository(cluster.ROOT / "e2e" / "fixtures" / "charts", self.plane.dir,
+                                             self.git_ca)
+        self.charts.start(self.engines.loop)
+
+    def stop_argocd(self) -> None:
+        self.charts.stop(self.engines.loop)
 
     # --- docs/install.md, step by step ---------------------------------------------------------------------------
 
@@ -82,9 +90,20 @@ class GitOpsTier(cluster.Tier):
     @staticmethod
     def users_copy(text: str) -> str:
         text = text.replace("https://github.com/acme/gitops.git", githost.REPO_URL)
+        text = text.replace("https://charts.example.invalid/llm", charts.URL)
         for example, ours in PATHS.items():
             text = text.replace(f"path: {example}\n", f"path: {ours}\n")
         return text
+
+    def argocd_token_secret(self) -> None:
+        """The `cutover-argocd` Secret (argocd.server mode): the `cutover` account's API key, made once."""
+        try:
+            self.core.read_namespaced_secret("cutover-argocd", "cutover")
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-argocd",
+                         f"--from-literal=token={self.argocd.account_token()}")
 
     # --- a person's commit ---------------------------------------------------------------------------------------
 
@@ -146,7 +165,8 @@ class GitOpsTier(cluster.Tier):
                 return None
             if healthy and status.get("health", {}).get("status") != "Healthy":
                 return None
-            if revision and status.get("sync", {}).get("revision") != revision:
+            sync = status.get("sync", {})
+            if revision and revision not in [sync.get("revision"), *sync.get("revisions", ())]:  # one, or sources
                 return None
             if app.get("operation") or status.get("operationState", {}).get("phase") == "Running":
                 return None

@@ -19,7 +19,7 @@ import contextlib
 import io
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -141,6 +141,55 @@ def service_result() -> dict[str, Any]:
             "hookPhase": "Succeeded"}
 
 
+Hook = Callable[[], Awaitable[int]]  # a hook Job's container: its exit code
+FAILED = "one or more synchronization tasks completed unsuccessfully"  # the real ArgoCD's, for a failed hook
+HOOK_DONE = "Reached expected number of succeeded pods"  # a finished Job's condition message (Kubernetes 1.31+)
+
+
+def hook_result(kind: str, code: int, *, application: str = APPLICATION) -> dict[str, Any]:
+    """A hook Job's line in a sync's result, as the real ArgoCD records it: the Component's Job name with the
+    Application's suffix, its phase the hook type's."""
+    return {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
+            "name": f"cutover-{kind.lower()}-{application}",  # no `status`: the real one gives a hook none
+            "message": HOOK_DONE if code == 0 else f"Container cutover for pod cutover/cutover-{kind.lower()}-"
+                                                   f"{application}-x7k2q failed with exit code {code} matching "
+                                                   f"FailJob rule at index 0",  # the Jobs' podFailurePolicy
+            "hookType": kind, "hookPhase": "Succeeded" if code == 0 else "Failed", "syncPhase": kind}
+
+
+async def sync_with_hooks(world: World, repo: BareRepo, path: str, head: str, hooks: Mapping[str, Hook],
+                          *, endpoints: bool = True) -> str:
+    """One sync as the real ArgoCD runs it with hooks: the operation Running while they run (a hook reads its own
+    sync's revision there), PreSync, then the Service, then PostSync; a failed hook ends the sync Failed, with
+    nothing applied after it, once SyncFail ran inside the still-Running operation. The phase it ended in."""
+    resources: list[dict[str, Any]] = []
+
+    def running() -> None:
+        world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {"operationState": operation_state(
+            world, "Running", head, finished=False, resources=list(resources))}})
+
+    for step in ("PreSync", "Sync", "PostSync"):
+        running()
+        if step == "Sync":
+            apply_git(world, repo, path, endpoints=endpoints, revision=head)
+            resources.append(service_result())
+            continue
+        if step not in hooks:
+            continue
+        code = await hooks[step]()
+        resources.append(hook_result(step, code))
+        if code != 0:
+            if "SyncFail" in hooks:
+                running()
+                resources.append(hook_result("SyncFail", await hooks["SyncFail"]()))
+            world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {"operationState": operation_state(
+                world, "Failed", head, message=FAILED, resources=resources)}})
+            return "Failed"
+    world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {"operationState": operation_state(
+        world, "Succeeded", head, resources=resources)}})
+    return "Succeeded"
+
+
 def history_entry(world: World, revision: str, started: str) -> dict[str, Any]:
     """One `status.history` item, appended by every sync that ended (the real ArgoCD's shape; ids from 0, on
     past the 10 entries kept)."""
@@ -210,10 +259,11 @@ def apply_git(world: World, repo: BareRepo, path: str, *, endpoints: bool = True
 
 
 async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.0, poll: float | None = None,
-                   endpoint_lag: float = 0.0) -> None:
+                   endpoint_lag: float = 0.0, hooks: Mapping[str, Hook] | None = None) -> None:
     """Sync when asked to refresh; with `poll`, also when Git moved and `poll` seconds passed since the last
     look (ArgoCD's reconciliation timeout, 180 s by default). `endpoint_lag`: the EndpointSlice controller
-    catches up with the new selector only that many seconds after the sync."""
+    catches up with the new selector only that many seconds after the sync. `hooks`: the hook Jobs each sync
+    runs (`sync_with_hooks`); without them a sync applies the Service alone, as a hookless sync does."""
     loop = asyncio.get_running_loop()
     looked, synced = loop.time(), repo.head()
     while True:
@@ -228,31 +278,44 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
         synced = head = repo.head()
         started = world.kube.stamp()
         assert head is not None
+        # taken as the sync starts: a refresh asked for while it runs (a PostSync's commit) is the next one's
+        world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"metadata": {"annotations": {
+            "argocd.argoproj.io/refresh": None, "argocd.argoproj.io/hydrate": None}}})
         try:
             if _hydrator(world) is not None:  # hydrate the dry head, then sync the hydrated revision
                 head = hydrate(world, repo)
-            apply_git(world, repo, path, endpoints=not endpoint_lag, revision=head)
+            if hooks:
+                if await sync_with_hooks(world, repo, path, head, hooks, endpoints=not endpoint_lag) == "Failed":
+                    world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {"sync": {"status": "OutOfSync"}}})
+                    continue
+            else:
+                apply_git(world, repo, path, endpoints=not endpoint_lag, revision=head)
         except CutoverError as exc:  # a tree ArgoCD cannot render: its sync fails, the live objects stay
             world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
-                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
                 "status": {"operationState": operation_state(world, "Failed", head, message=exc.message)}})
             continue
         if endpoint_lag:
             loop.call_later(endpoint_lag, world.sync_endpoints)
         history = [*((stored.get("status") or {}).get("history") or []), history_entry(world, head, started)]
         world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {
-            "metadata": {"annotations": {"argocd.argoproj.io/refresh": None, "argocd.argoproj.io/hydrate": None}},
             "status": {"sync": {"status": "Synced", **({"revisions": _revisions(world, head)} if _revisions(
                 world, head) else {"revision": head})}, "health": {"status": "Healthy"},
-                       "operationState": operation_state(world, "Succeeded", head, resources=[service_result()]),
+                       "operationState": _succeeded(world, head, hooked=bool(hooks)),
                        "history": history[-10:], "reconciledAt": started}})  # ArgoCD keeps 10 by default
+
+
+def _succeeded(world: World, head: str, *, hooked: bool) -> dict[str, Any]:
+    if hooked:  # sync_with_hooks recorded it, the hooks' lines included
+        stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
+        return dict(stored["status"]["operationState"])
+    return operation_state(world, "Succeeded", head, resources=[service_result()])
 
 
 @contextlib.asynccontextmanager
 async def running(world: World, repo: BareRepo, path: str, *, poll: float | None = None,
-                  endpoint_lag: float = 0.0) -> AsyncIterator[None]:
+                  endpoint_lag: float = 0.0, hooks: Mapping[str, Hook] | None = None) -> AsyncIterator[None]:
     """Start it from the code that waits on it: under fake time, a timer set up elsewhere may never fire."""
-    task = asyncio.create_task(autosync(world, repo, path, poll=poll, endpoint_lag=endpoint_lag),
+    task = asyncio.create_task(autosync(world, repo, path, poll=poll, endpoint_lag=endpoint_lag, hooks=hooks),
                                name="argocd stand-in")
     try:
         yield
