@@ -147,7 +147,7 @@ async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover:
     # Someone pasted the token where the plan's name belongs: it must still never be printed.
     text = world.plan_text().replace("name: reasoning-long\n", f"name: {secret}\n", 1).replace(
         "  branch: main\n", f"  branch: main\n  tokenFile: {token_file}\n")
-    result = await cutover("verify", "--backend", "candle", plan=text)
+    result = await cutover("verify", "--backend", "candle", plan=text, env={"CUTOVER_SECRETS_DIR": str(tmp_path)})
     assert result.code == 0, result.stderr
     assert secret not in result.stdout + result.stderr
     assert any(e.get("cutover") == "[REDACTED]" for e in result.events)
@@ -292,7 +292,7 @@ async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World,
         else:
             pytest.fail(log_file.read_text())
         lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
-        assert lease is not None and lease["spec"]["holderIdentity"] == "cutover-postsync-abc"
+        assert lease is not None and lease["spec"]["holderIdentity"].startswith(f"cutover-postsync-abc-{process.pid}#")
         process.send_signal(signal.SIGTERM)
         out, _ = await asyncio.wait_for(process.communicate(), 20)
     assert process.returncode == 143

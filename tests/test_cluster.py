@@ -210,7 +210,7 @@ def test_an_event_that_hangs_never_holds_the_exit(tmp_path: Path) -> None:
 
     try:
         asyncio.run(main())
-        stuck = [thread for thread in threading.enumerate() if thread.name == "cutover-side-effect"]
+        stuck = [thread for thread in threading.enumerate() if thread.name == "cutover-request"]
         assert stuck and all(thread.daemon and thread.is_alive() for thread in stuck)  # left behind, not joined
     finally:
         listener.close()

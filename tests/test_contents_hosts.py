@@ -18,7 +18,7 @@ from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
 from cutover.demo.world import World
-from cutover.errors import GitError
+from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
@@ -95,6 +95,28 @@ def text(the_plan: plan.Plan, to: str = "candle") -> str:
 
 def cutover_commits(repo: BareRepo) -> list[str]:
     return [entry.message.split("\n", 1)[0] for entry in repo.log(PATH) if entry.message.startswith("cutover(")]
+
+
+@pytest.mark.parametrize("flavor", ["github", "gitea"])
+async def test_every_ref_and_path_segment_reaches_the_host_escaped(fake: FakeHost, flavor: str) -> None:
+    """A branch holding URL syntax ('#') stays one segment of its place in the URL (unescaped, '#1' became a
+    fragment and the branch `cutover/feature` was asked for); one that would climb ('..') is refused before any
+    request (issue: plan names reach hosting URLs unescaped)."""
+    host = provider(flavor, fake)
+    try:
+        await host.scratch(PATH, FIXTURE, message="candidate\n", author=AUTHOR, branch="cutover/feature#1")
+        branch_paths = [path for path in fake.raw_paths if "/cutover/feature" in path]
+        assert branch_paths and all(path.endswith("/cutover/feature%231") for path in branch_paths), branch_paths
+        before = len(fake.requests)
+        for climbing in ("x/../../main", "a//b", "./main"):
+            with pytest.raises(InvalidInput) as refused:
+                await host.drop(climbing)
+            assert refused.value.cause == "invalid_plan" and repr(climbing) in refused.value.message
+        with pytest.raises(InvalidInput):
+            await host.read("k8s/../../../etc/passwd")
+        assert len(fake.requests) == before
+    finally:
+        await host.aclose()
 
 
 async def test_read_gives_content_and_the_version_to_compare(host: GitHost, repo: BareRepo, flavor: str) -> None:

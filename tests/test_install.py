@@ -131,9 +131,12 @@ def test_the_workload_application_renders_its_hooks_and_the_plan_in_cutover() ->
     assert "ConfigMap/cutover-plan: namespace cutover is not a destination of the project" in refused
 
 
-def test_the_cutover_project_permits_nothing_cluster_wide_but_namespaces() -> None:
+def test_the_cutover_project_permits_nothing_cluster_wide_but_namespaces_and_its_admission_policies() -> None:
     spec = PROJECTS["cutover"]["spec"]
-    assert spec["clusterResourceWhitelist"] == [{"group": "", "kind": "Namespace"}]
+    admission = "admissionregistration.k8s.io"
+    assert spec["clusterResourceWhitelist"] == [{"group": "", "kind": "Namespace"},
+                                                {"group": admission, "kind": "ValidatingAdmissionPolicy"},
+                                                {"group": admission, "kind": "ValidatingAdmissionPolicyBinding"}]
     (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "cutover"]
     objects = rendered(app["spec"]["source"])
     widened = [*objects, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cutover import cluster, lease, lock
+from cutover.cli import _identity
 from cutover.clock import Clock
 from cutover.demo.world import NAMESPACE, PODS, SERVICE, World
 from cutover.errors import LockHeld
@@ -62,6 +63,8 @@ def test_judge(why: str, lease_view: lock.LeaseView | None, watch: lock.Watch, n
 
 @pytest.mark.parametrize(("identity", "pod"), [
     ("cutover/cutover-postsync-x7k2p", ("cutover", "cutover-postsync-x7k2p")),
+    ("cutover/cutover-postsync-x7k2p#3f9a0c1b2d4e", ("cutover", "cutover-postsync-x7k2p")),  # one process's
+    ("laptop-4242#3f9a0c1b2d4e", None),
     ("laptop-4242", None),
     ("cutover/", None),
     ("/pod", None),
@@ -103,6 +106,28 @@ async def test_a_live_holder_means_exit_8(world: World, kube: cluster.Cluster) -
     assert "job-a, renewed 2s ago while we watched" in caught.value.message
     assert "kubectl -n cutover get jobs" in caught.value.hint
     assert 10 <= loop.time() - started <= 11  # its renewal at 40 s, seen at the read at 42 s
+
+
+@pytest.mark.looptime
+async def test_two_runs_on_one_host_are_two_holders(world: World, kube: cluster.Cluster,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One $HOSTNAME (two runs on a laptop, or a re-run in the same pod): each process is a holder of its own,
+    so the second sees the first's renewals as someone else's and stops with exit 8, instead of taking the
+    Lease over as its own (issue: two runs on one host share a Lease identity)."""
+    monkeypatch.setenv("HOSTNAME", "laptop")
+    monkeypatch.delenv("POD_NAME", raising=False)
+    first, second = _identity("cutover"), _identity("cutover")
+    assert first != second and first.startswith("laptop-") and lock.holder_pod(first) is None
+    clock = Clock()
+    async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me=first, now=clock.now):
+        await asyncio.sleep(32)
+        with pytest.raises(LockHeld) as caught:
+            async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me=second, now=clock.now):
+                pytest.fail("two holders")
+    assert first in caught.value.message
+    monkeypatch.setenv("POD_NAME", "cutover-postsync-x7k2p")
+    monkeypatch.setenv("POD_NAMESPACE", "cutover")
+    assert lock.holder_pod(_identity("cutover")) == ("cutover", "cutover-postsync-x7k2p")
 
 
 def left_behind(world: World, holder: str, *, renewed_ago: float, clock: Clock) -> None:

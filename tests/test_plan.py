@@ -100,6 +100,21 @@ def test_several_services_under_cutovers() -> None:
     assert [p.service.name for p in plans] == ["reasoning-long-predictor", "chat-predictor"]
 
 
+def test_where_credentials_may_come_from_and_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Git token to git.url's host, api.github.com for github.com, or a host git.apiHosts names; credential
+    files under the Secrets' mount, or under CUTOVER_SECRETS_DIR where a run names another."""
+    (public,) = plan.parse(_edit("  apiUrl: null\n", "  apiUrl: https://api.github.com\n"))
+    assert public.git.api_url == "https://api.github.com"
+    (listed,) = plan.parse(_edit("  apiUrl: null\n", "  apiUrl: https://git-api.internal/v3\n"
+                                                    "  apiHosts: [git-api.internal]\n"))
+    assert listed.git.api_url == "https://git-api.internal/v3"
+    monkeypatch.setenv("CUTOVER_SECRETS_DIR", "/home/me/.config/cutover/")
+    (local,) = plan.parse(GOOD.replace("/var/run/secrets/cutover/", "/home/me/.config/cutover/"))
+    assert local.git.token_file == "/home/me/.config/cutover/git/token"
+    with pytest.raises(InvalidInput, match=r"a file under /home/me/\.config/cutover/"):
+        plan.parse(GOOD)
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("90s", 90.0), ("30m", 1800.0), ("1h", 3600.0), ("1h30m", 5400.0), ("2m5s", 125.0), ("500ms", 0.5),
     ("2s500ms", 2.5), ("1m", 60.0),
@@ -217,6 +232,25 @@ BAD = [
     # /branches/main on the Gitea double (issue: plan names reach hosting URLs unescaped)
     ("a plan name that climbs out of its branch", _edit("  name: reasoning-long\n", "  name: x/../../main\n"),
      "metadata.name", "a DNS label"),
+    ("a branch that climbs out of its ref", _edit("  branch: main\n", "  branch: x/../../main\n"),
+     "git.branch", "a branch name"),
+    ("a branch with a space", _edit("  branch: main\n", "  branch: my branch\n"), "git.branch",
+     "no spaces"),
+    # credentials are read from the Secrets' mount only, and sent to git.url's host only (SPEC §4, §9): this plan
+    # once sent the pod's own ServiceAccount token to a collector as a Bearer header
+    ("the pod's ServiceAccount token as the Git token",
+     _edit("cutover/git/token\n", "kubernetes.io/serviceaccount/token\n"),
+     "git.tokenFile", "a file under /var/run/secrets/cutover/"),
+    ("a token file that climbs out of the Secrets' mount",
+     _edit("cutover/git/token\n", "cutover/../../../etc/shadow\n"),
+     "git.tokenFile", "a file under /var/run/secrets/cutover/"),
+    ("a relative Slack webhook file", _edit("webhookFile: /var/run/secrets/cutover/slack/webhook",
+                                             "webhookFile: webhook"), "notify.slack.webhookFile", "a file under"),
+    ("the Git token sent to another host", _edit("  apiUrl: null\n", "  apiUrl: "
+                                                 "https://collector.example/api/v3\n"),
+     "git.apiUrl", "a URL on git.url's host github.com (or on a host git.apiHosts lists"),
+    ("apiHosts not a list", _edit("  branch: main\n", "  branch: main\n  apiHosts: api.example\n"), "git.apiHosts",
+     "a list of host names"),
     ("duplicate served name", _edit("servedNames: [reasoning-long, reasoning]",
                                     "servedNames: [reasoning, reasoning]"), "verify.servedNames", "each name once"),
     ("refresh not a boolean", _edit("refresh: true", "refresh: sometimes"), "argocd.refresh", "true or false"),

@@ -340,13 +340,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _identity(namespace: str) -> str:
-    """Who holds the Lease: `<namespace>/<pod>` in a Job (POD_NAME from the downward API), which lets a re-run
-    see that a killed holder's pod has ended (lock.holder_pod); else host and process."""
+    """Who holds the Lease: `<namespace>/<pod>#<nonce>` in a Job (POD_NAME from the downward API), which lets a
+    re-run see that a killed holder's pod has ended (lock.holder_pod); else `<host>-<pid>#<nonce>`. The nonce
+    makes it one process's: two runs on one host (one $HOSTNAME) would otherwise each take the other's renewals
+    for their own and both pass the confirm."""
     import socket  # noqa: PLC0415
+    import uuid  # noqa: PLC0415
 
+    nonce = uuid.uuid4().hex[:12]
     if os.environ.get("POD_NAME"):
-        return f"{os.environ.get('POD_NAMESPACE') or namespace}/{os.environ['POD_NAME']}"
-    return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+        return f"{os.environ.get('POD_NAMESPACE') or namespace}/{os.environ['POD_NAME']}#{nonce}"
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}#{nonce}"
 
 
 def _secret_values(files: Sequence[str]) -> list[str]:

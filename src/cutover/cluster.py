@@ -65,11 +65,11 @@ class _DaemonThreads(concurrent.futures.Executor):
             except BaseException as exc:  # handed to the awaiting coroutine
                 future.set_exception(exc)
 
-        threading.Thread(target=run, name="cutover-side-effect", daemon=True).start()
+        threading.Thread(target=run, name="cutover-request", daemon=True).start()
         return future
 
 
-_SIDE_EFFECTS = _DaemonThreads()
+_REQUESTS = _DaemonThreads()
 
 
 def retrying(*, forever: bool = False) -> tenacity.AsyncRetrying:
@@ -179,9 +179,9 @@ class Cluster:
                                  timeout=(side_effect, side_effect) if side_effect else (CONNECT_TIMEOUT, READ_TIMEOUT))
         async for attempt in retrying():
             with attempt:
-                if side_effect:
-                    return await asyncio.get_running_loop().run_in_executor(_SIDE_EFFECTS, call)
-                return await asyncio.to_thread(call)
+                # never the default executor: a request abandoned at a deadline (an API that accepts and never
+                # answers) would hold the exit until its read timeout
+                return await asyncio.get_running_loop().run_in_executor(_REQUESTS, call)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call(self, method: str, path: str, *, query: dict[str, str], body: Mapping[str, Any] | None,

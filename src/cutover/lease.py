@@ -153,24 +153,34 @@ async def _renew(cluster: Cluster, held: Held, *, me: str, now: Now) -> None:
             log.warning("lock.renew_failed", lease=held.lease.name, error=exc.message)
 
 
+RELEASE_BUDGET = 5.0  # seconds for giving the Lease back at the end: within the exit bound (SPEC §6.7)
+
+
 async def _release(cluster: Cluster, held: Held, *, now: Now) -> None:
     if held.lost.is_set():
         return
     try:
-        for _ in range(3):  # a renewal cut short may have moved the Lease past the version we know
-            current = await cluster.lease(held.namespace, held.lease.name)
-            if current is None or current.holder != held.lease.holder:
-                return
-            try:
-                await cluster.write_lease(held.namespace, held.lease.name,
-                                          spec=_spec(None, now(), current, duration=1),
-                                          annotations=current.annotations, previous=current)
-            except ClusterConflict:
-                continue
-            log.info("lock.released", lease=held.lease.name)
-            return
+        async with asyncio.timeout(RELEASE_BUDGET):  # an API that stopped answering would hold the exit
+            await _give_back(cluster, held, now=now)
+    except TimeoutError:
+        log.warning("lock.release_failed", lease=held.lease.name,
+                    error=f"no answer within {RELEASE_BUDGET:g}s; the Lease expires by itself")
     except ClusterError as exc:  # best effort: it expires by itself
         log.warning("lock.release_failed", lease=held.lease.name, error=exc.message)
+
+
+async def _give_back(cluster: Cluster, held: Held, *, now: Now) -> None:
+    for _ in range(3):  # a renewal cut short may have moved the Lease past the version we know
+        current = await cluster.lease(held.namespace, held.lease.name)
+        if current is None or current.holder != held.lease.holder:
+            return
+        try:
+            await cluster.write_lease(held.namespace, held.lease.name, spec=_spec(None, now(), current, duration=1),
+                                      annotations=current.annotations, previous=current)
+        except ClusterConflict:
+            continue
+        log.info("lock.released", lease=held.lease.name)
+        return
 
 
 VERIFIED = "cutover.dev/verified"  # the cutover commit whose switch was last verified through the Service

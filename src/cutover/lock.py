@@ -1,6 +1,6 @@
 """One cutover per Service at a time: the decisions about its `coordination.k8s.io` Lease. Pure.
 
-The Lease is held by one process (its identity: `<namespace>/<pod>` in a Job, host and pid elsewhere), renewed
+The Lease is held by one process (its identity: `<namespace>/<pod>#<nonce>` in a Job, host and pid elsewhere), renewed
 every third of its duration and given back at the end. A holder that was killed (SIGKILL, OOM, node loss)
 gives nothing back, so a re-run must tell a dead holder from a live one without trusting clocks:
 
@@ -72,8 +72,9 @@ def judge(lease: LeaseView | None, *, me: str, watch: Watch, now: float, holder_
 
 
 def holder_pod(identity: str | None) -> tuple[str, str] | None:
-    """(namespace, pod) of a holder identity written by a Job's pod; None for any other holder."""
-    namespace, slash, pod = (identity or "").partition("/")
+    """(namespace, pod) of a holder identity written by a Job's pod (`<namespace>/<pod>#<nonce>`, or without the
+    nonce as older releases wrote it); None for any other holder."""
+    namespace, slash, pod = (identity or "").partition("#")[0].partition("/")
     return (namespace, pod) if slash and namespace and pod and "/" not in pod else None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import posixpath
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -457,8 +458,51 @@ def _read_fitness(node: _Field) -> Fitness:
                    compare=node.child("compare").boolean(default=True))
 
 
-_GIT_KEYS = ("provider", "url", "apiUrl", "allowInsecure", "branch", "path", "document", "selectorPath", "mode",
-             "author", "tokenFile", "source", "render", "caFile")
+_GIT_KEYS = ("provider", "url", "apiUrl", "apiHosts", "allowInsecure", "branch", "path", "document", "selectorPath",
+             "mode", "author", "tokenFile", "source", "render", "caFile")
+SECRETS_DIR = "/var/run/secrets/cutover"  # where the Jobs mount the Secrets; CUTOVER_SECRETS_DIR elsewhere
+_DEFAULT_API_HOSTS = {"github.com": "api.github.com", "www.github.com": "api.github.com"}  # api_root's
+
+
+def secrets_dir() -> str:
+    return os.environ.get("CUTOVER_SECRETS_DIR") or SECRETS_DIR
+
+
+def _read_secret_file(node: _Field) -> str | None:
+    """A file a credential is read from: only under the secrets directory, so that a plan cannot have the pod's
+    own ServiceAccount token (or any other file) read and sent as a credential."""
+    if node.value is None:
+        return None
+    path = node.string()
+    root = secrets_dir().rstrip("/") or "/"
+    normal = posixpath.normpath(path)
+    if not path.startswith("/") or not normal.startswith(root + "/"):
+        raise node.fail(f"a file under {root}/ (the Secrets' mount; CUTOVER_SECRETS_DIR names another)")
+    return normal
+
+
+def host_of(url: str) -> str:
+    """The host of an https:// URL or an SSH address (git@host:path, ssh://user@host/path), lower case."""
+    scp = re.match(r"^[\w.-]+@([\w.-]+):", url)
+    return (scp.group(1) if scp else urlsplit(url).hostname or "").lower()
+
+
+def _check_api_host(api_url: _Field, hosts: _Field, url: str) -> tuple[str, ...]:
+    """The Git token goes to git.url's host only (and to api.github.com for github.com), or to a host that
+    git.apiHosts names: a plan's apiUrl cannot carry it anywhere else. The hosts git.apiHosts lists."""
+    listed: tuple[str, ...] = ()
+    if hosts.value is not None:
+        if not isinstance(hosts.value, list) or not all(isinstance(h, str) and h.strip() for h in hosts.value):
+            raise hosts.fail("a list of host names")
+        listed = tuple(h.strip().lower() for h in hosts.value)
+    if api_url.value is None:
+        return listed
+    home = host_of(url)
+    found = host_of(api_url.string())
+    if found not in {home, _DEFAULT_API_HOSTS.get(home, home), *listed}:
+        raise api_url.fail(f"a URL on git.url's host {home} (or on a host git.apiHosts lists, to send the Git "
+                           f"token there)")
+    return listed
 
 
 def _read_git(node: _Field) -> GitSettings:
@@ -471,6 +515,7 @@ def _read_git(node: _Field) -> GitSettings:
     api_url = node.child("apiUrl")
     if api_url.value is not None:
         _check_url(api_url, api_url.string(), allow_insecure=allow_insecure, ssh_ok=False)
+    _check_api_host(api_url, node.child("apiHosts"), url)
     document = node.child("document")
     if document.value is not None or source != "helm-values":  # a values file has no kind and name
         document.mapping(("kind", "name"), required=("kind", "name"))
@@ -482,7 +527,7 @@ def _read_git(node: _Field) -> GitSettings:
         url=url,
         api_url=api_url.value,
         allow_insecure=allow_insecure,
-        branch=node.child("branch").string(default="main"),
+        branch=_read_branch(node.child("branch")),
         path=_read_repo_path(node.child("path")),
         document=GitDocument(kind=document.child("kind").string(), name=document.child("name").string())
         if document.value is not None else GitDocument("", ""),
@@ -492,7 +537,7 @@ def _read_git(node: _Field) -> GitSettings:
             name=author.child("name").string(default="cutover"),
             email=author.child("email").string(default="cutover@example.invalid"),
         ),
-        token_file=node.child("tokenFile").string() if node.present("tokenFile") else None,
+        token_file=_read_secret_file(node.child("tokenFile")),
         source=source,
         render_path=_read_render(node.child("render")),
         ca_file=node.child("caFile").string() if node.present("caFile") else None,
@@ -535,6 +580,19 @@ def _read_repo_path(node: _Field) -> str:
     return path
 
 
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def _read_branch(node: _Field) -> str:
+    """A branch name as `git check-ref-format --branch` accepts it: it reaches hosting URLs and refspecs."""
+    branch = node.string(default="main")
+    parts = branch.split("/")
+    if _BAD_REF.search(branch) or branch == "@" or branch.endswith((".lock", "/", ".")) or any(
+            not part or part.startswith(".") for part in parts):
+        raise node.fail("a branch name (no spaces, '..', '~^:?*[\\', empty or dot-led parts, '.lock' ending)")
+    return branch
+
+
 def _read_selector_path(node: _Field) -> str:
     path = node.string(default="spec.selector")
     if any(not part for part in path.split(".")):
@@ -552,7 +610,7 @@ def _read_argocd(node: _Field, *, allow_insecure: bool) -> ArgoCD:
         namespace=node.child("namespace").string(default="argocd"),
         refresh=node.child("refresh").boolean(default=True),
         server=server.value,
-        token_file=node.child("tokenFile").string() if node.present("tokenFile") else None,
+        token_file=_read_secret_file(node.child("tokenFile")),
     )
 
 
@@ -569,8 +627,8 @@ def _read_notify(node: _Field) -> Slack | None:
     if slack.present("webhookFile") and slack.present("botTokenFile"):
         raise slack.fail("either webhookFile or botTokenFile with channel, not both")
     return Slack(
-        webhook_file=slack.child("webhookFile").string() if slack.present("webhookFile") else None,
-        bot_token_file=slack.child("botTokenFile").string() if slack.present("botTokenFile") else None,
+        webhook_file=_read_secret_file(slack.child("webhookFile")),
+        bot_token_file=_read_secret_file(slack.child("botTokenFile")),
         channel=slack.child("channel").string() if slack.present("channel") else None,
         min_level=slack.child("minLevel").string(default="info", choices=LOG_LEVELS),
     )

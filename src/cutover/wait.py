@@ -17,7 +17,7 @@ import structlog
 
 from cutover import engines, fitness, milestones, netpolicy, profiles, pulls, readiness, trials
 from cutover.clock import Clock
-from cutover.cluster import Cluster, PodWatch, selector_text
+from cutover.cluster import READ_TIMEOUT, Cluster, PodWatch, selector_text
 from cutover.errors import ClusterUnavailable, NamesNotProven, TargetNotReady
 from cutover.plan import Backend, Plan
 from cutover.profiles import PodProof, Problem
@@ -25,7 +25,12 @@ from cutover.results import Proven
 
 log = structlog.get_logger("cutover")
 
-FINAL_GRACE = 60.0  # seconds past verify.maxWait for the last fresh list and proof, then the wait gives up
+def final_grace(plan: Plan) -> float:
+    """Seconds past verify.maxWait for the last answer: one request, an engine's (verify.requestTimeout) or the
+    API's (its read timeout), then the wait gives up, whatever the Kubernetes API does."""
+    return max(plan.verify.request_timeout, READ_TIMEOUT)
+
+
 PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pass (refused, 503)
 # asyncio fires a timer up to its clock resolution early; comparing instants without this slack made the
 # loop wake "just before" a progress tick, find nothing due and spin without time passing.
@@ -34,12 +39,13 @@ SLACK = 0.001
 
 async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool) -> Proven:
     """Ready and proven, or TargetNotReady / NamesNotProven with a cause and a hint; never longer than
-    verify.maxWait and FINAL_GRACE, even when the Kubernetes API stops answering (the watch retries for as long
-    as it is needed, so the deadline is kept here)."""
+    verify.maxWait and one request more (`final_grace`), even when the Kubernetes API stops answering (the watch
+    retries for as long as it is needed, so the deadline is kept here)."""
     clock = Clock()
     settings = readiness.Settings(max_wait=plan.verify.max_wait, min_ready=plan.verify.min_ready_pods)
     try:
-        async with asyncio.timeout(settings.max_wait + FINAL_GRACE) as deadline, \
+        grace = final_grace(plan)
+        async with asyncio.timeout(settings.max_wait + grace) as deadline, \
                 cluster.watch_pods(plan.service.namespace, backend.selector) as watch, \
                 engines.new_client(timeout=plan.verify.request_timeout) as client:
             await watch.synced.wait()
@@ -51,7 +57,7 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
             raise
         raise ClusterUnavailable(
             f"backend {backend.name}: no verdict within verify.maxWait ({settings.max_wait:g}s) and "
-            f"{FINAL_GRACE:g}s more: the Kubernetes API stopped answering the pod watch and lists",
+            f"{grace:g}s more: the Kubernetes API stopped answering the pod watch and lists",
             hint="check the API server (kubectl get --raw /readyz); nothing was committed") from exc
 
 

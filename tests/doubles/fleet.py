@@ -86,7 +86,7 @@ def plan_text(world: World, count: int, *, git_api_url: str) -> str:
     target: candle
     verify: {{servedNames: [{", ".join(SERVED_NAMES)}], proof: auto, minReadyPods: 1, maxWait: 30m,
               requestTimeout: 10s}}
-    git: {{provider: github, url: "https://github.com/acme/gitops.git", apiUrl: "{git_api_url}",
+    git: {{provider: github, url: "https://github.com/acme/gitops.git", apiUrl: "{git_api_url}", apiHosts: [127.0.0.1],
            allowInsecure: true, branch: main, path: {path(index)},
            document: {{kind: Service, name: {service(index)}}}}}
     argocd: {{application: llm-serving}}

@@ -26,6 +26,7 @@ class FakeGitLab(FakeHost):
     def __init__(self, repo: BareRepo, *, project: str = "acme/gitops", token: str = "") -> None:
         super().__init__(repo, token=token)
         self.project = project
+        self.archive_moved_to: str | None = None  # a URL: the archive answers 302 there (a CDN, or an attacker's)
 
     def routes(self, app: web.Application) -> None:
         # aiohttp decodes %2F in the path before matching, so the routes see the plain project path.
@@ -100,6 +101,8 @@ class FakeGitLab(FakeHost):
         """GET /projects/:id/repository/archive.tar.gz?sha=: the tree under <project>-<ref>-<sha>/."""
         if not self._known(request):
             return web.json_response({"message": "404 Project Not Found"}, status=404)
+        if self.archive_moved_to is not None:
+            raise web.HTTPFound(self.archive_moved_to)
         ref = request.query.get("sha") or self.repo.branch
         sha = self.repo.resolve(ref)
         body = self.repo.archive(ref, prefix=f"gitops-{ref}-{sha}") if sha else None

@@ -60,6 +60,7 @@ class FakeHost:
         self.repo, self.token = repo, token
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, Any]] = []  # (method, path with query, json body)
+        self.raw_paths: list[str] = []  # each request's path as sent, its escapes kept
         self.before_write: Callable[[], None] | None = None
         self.validator: Callable[[web.Request, bytes], None] | None = None
         self._runner: web.AppRunner | None = None
@@ -113,6 +114,7 @@ class FakeHost:
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         raw = await request.read()
         self.requests.append((request.method, request.path_qs, json.loads(raw) if raw else None))
+        self.raw_paths.append(request.raw_path)
         if self.validator is not None:
             self.validator(request, raw)
         fault = next((f for f in self.faults if f.method == request.method), None)

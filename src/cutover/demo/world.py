@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kmock
 from aiohttp import test_utils
@@ -378,7 +379,9 @@ class World:
             value = f"\n    gitValue: {git_values[backend]}" if git_values else ""
             return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items()) + value
 
-        api_line = f"\n  apiUrl: {git_api_url}\n  allowInsecure: true" if git_api_url else ""
+        # the double's own address, named as an API host the token may go to (git.apiHosts)
+        api_line = (f"\n  apiUrl: {git_api_url}\n  apiHosts: [{urlsplit(git_api_url).hostname}]\n"
+                    f"  allowInsecure: true") if git_api_url else ""
         return f"""apiVersion: cutover/v1alpha1
 kind: CutoverPlan
 metadata:

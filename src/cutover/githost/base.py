@@ -18,12 +18,14 @@ import binascii
 import dataclasses
 import email.utils
 import io
+import shutil
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Self
-from urllib.parse import urlsplit
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Self
+from urllib.parse import quote, urlsplit
 
 import httpx
 import structlog
@@ -35,11 +37,22 @@ from cutover.plan import GitSettings
 from cutover.views import Commit
 
 __all__ = ["Author", "ChangeRequest", "ChangeState", "Commit", "FileVersion", "GitHost", "HostUnavailable", "HttpHost",
-           "StaleVersion", "Written", "classify", "retrying", "token"]
+           "StaleVersion", "Written", "classify", "escaped", "retrying", "token"]
 
 log = structlog.get_logger("cutover.git")
 
 RETRY_AFTER_CAP = 120.0  # seconds we are willing to wait on one rate-limit answer
+
+
+def escaped(value: str) -> str:
+    """`value` (a file path, a branch, an owner) for a hosting URL's path: each '/'-separated segment
+    percent-escaped with nothing safe. An empty, '.' or '..' segment is refused, not escaped: escaping leaves dots
+    as they are, and the URL would climb out of its place (`x/../../main` reaching `refs/heads/main`)."""
+    parts = value.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise InvalidInput(f"{value!r} cannot name part of a hosting URL: it has an empty, '.' or '..' segment",
+                           cause="invalid_plan", hint="name branches and paths without empty, '.' or '..' parts")
+    return "/".join(quote(part, safe="") for part in parts)
 
 
 class StaleVersion(GitError):
@@ -103,27 +116,95 @@ def decoded(content: str, *, where: str) -> str:
                            hint="save the file as UTF-8 in Git") from exc
 
 
-ARCHIVE_CAP = 256 << 20  # bytes of a repository archive we accept: a GitOps repository is text
+ARCHIVE_CAP = 32 << 20  # bytes of a repository archive we take (on disk, never in memory): a GitOps repo is text
+UNPACKED_CAP = 64 << 20  # bytes it may unpack to: two trees (candidate, current) fit the Jobs' 256 Mi /tmp
+MEMBERS_CAP = 20_000  # entries it may hold: a tar of millions of empty files is a bomb of another kind
 ANSWER_CAP = 16 << 20  # bytes of any other answer: a file (1 MiB at most, base64) or a page of history
 DEADLINE = 60.0  # seconds for one whole answer: httpx's timeout bounds each read, not a body dripped slowly
+ARCHIVE_DEADLINE = 120.0  # seconds for one whole archive, redirects included
+MAX_REDIRECTS = 3  # an archive's: GitHub's tarball takes one (to codeload.github.com)
 
 
-def unpack(archive: bytes, into: Path, *, what: str) -> Path:
+def redirected(response: httpx.Response, *, what: str) -> httpx.Request:
+    """The request a redirect asks for, carrying no credential (only the User-Agent): its target is another
+    server's to choose. Refused: no Location, a scheme other than http(s), and https → http (a downgrade would
+    put the archive, and whatever the URL holds, on the wire in the clear)."""
+    location = response.headers.get("location")
+    source = response.request.url
+    target = source.join(location) if location else None
+    if target is None or target.scheme not in ("http", "https") or (source.scheme == "https" and
+                                                                   target.scheme != "https"):
+        where = f"{target.scheme}://{target.host}" if target is not None else "nowhere"
+        raise GitError(f"{what}: answered {response.status_code}, redirecting to {where}, which is not followed",
+                       cause="git_redirect", hint="an archive is followed only from https to https; check git.url "
+                                                  "and git.apiUrl")
+    return httpx.Request("GET", target, headers={"User-Agent": "cutover"})
+
+
+def unpack(archive: bytes | IO[bytes], into: Path, *, what: str) -> Path:
     """A host's .tar.gz of a tree, written out under `into` without its single top directory (every host names
-    that directory its own way); links and absolute or `..` paths refused (tarfile's `data` filter)."""
+    that directory its own way): regular files and directories only, under UNPACKED_CAP bytes and MEMBERS_CAP
+    entries, each checked before a byte is written. Links, devices and sparse files are skipped (a link loop
+    `a -> .` grew a copy of the tree without end); an absolute or `..` name refuses the whole archive. Written
+    here rather than by tarfile's `data` filter, which some 3.11 releases let links slip past (CVE-2025-4517)."""
+    source = io.BytesIO(archive) if isinstance(archive, bytes | bytearray) else archive
     try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            members = tar.getmembers()
+        with tarfile.open(fileobj=source, mode="r:gz") as tar:
+            members = _members(tar, what=what)
             tops = {member.name.split("/", 1)[0] for member in members}
             strip = len(tops) == 1 and all("/" in m.name or m.isdir() for m in members)
-            for member in members:
-                if strip:
-                    member.name = member.name.split("/", 1)[1] if "/" in member.name else ""
-            tar.extractall(into, members=[m for m in members if m.name], filter="data")
+            skipped = _write_out(tar, members, into, strip=strip, what=what)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise GitError(f"{what}: the archive cannot be unpacked ({type(exc).__name__}: {exc})", cause="git_rejected",
                        hint="the host answered with something that is not the repository") from exc
+    if skipped:
+        log.info("git.archive_skipped", what=what, entries=skipped, why="links and special files are not unpacked")
     return into
+
+
+def _members(tar: tarfile.TarFile, *, what: str) -> list[tarfile.TarInfo]:
+    members: list[tarfile.TarInfo] = []
+    for member in tar:
+        if len(members) >= MEMBERS_CAP:
+            raise _too_large(what, f"more than {MEMBERS_CAP} entries")
+        members.append(member)
+    return members
+
+
+def _write_out(tar: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path, *, strip: bool, what: str) -> int:
+    """Each regular file and directory of `members` under `into`; how many other entries were skipped."""
+    written = skipped = 0
+    into.mkdir(parents=True, exist_ok=True)
+    for member in members:
+        name = member.name.split("/", 1)[1] if strip and "/" in member.name else ("" if strip else member.name)
+        parts = PurePosixPath(name).parts
+        if not parts:
+            continue
+        if name.startswith("/") or ".." in parts:
+            raise GitError(f"{what}: the entry {name[:200]!r} points outside the tree", cause="git_rejected",
+                           hint="the host answered with an archive that is not a repository's")
+        if not (member.isreg() or member.isdir()) or member.issparse():
+            skipped += 1
+            continue
+        target = into.joinpath(*parts)
+        if member.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        written += member.size
+        if written > UNPACKED_CAP:
+            raise _too_large(what, f"more than {UNPACKED_CAP >> 20} MiB unpacked")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        found = tar.extractfile(member)
+        assert found is not None  # a regular file's
+        with found, target.open("wb") as sink:
+            shutil.copyfileobj(found, sink)
+    return skipped
+
+
+def _too_large(what: str, why: str) -> GitError:
+    return GitError(f"{what}: {why}", cause="git_archive_too_large",
+                    hint="cutover renders from a GitOps repository's text; render a smaller repository (its own "
+                         "for the workload), or keep large files out of it")
 
 
 class GitHost(abc.ABC):
@@ -210,22 +291,40 @@ class HttpHost(GitHost):
                 return response
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def download(self, url: str, *, params: dict[str, str] | None = None, what: str) -> bytes:
-        """A repository archive, at most ARCHIVE_CAP bytes, redirects followed (GitHub sends its tarballs from
-        codeload.github.com; httpx drops the Authorization header when a redirect leaves the origin)."""
+    async def download(self, url: str, *, params: dict[str, str] | None = None, what: str) -> IO[bytes]:
+        """A repository archive, at most ARCHIVE_CAP bytes within ARCHIVE_DEADLINE. The first request carries
+        the token; a redirect (GitHub sends its tarballs from codeload.github.com) is followed at most
+        MAX_REDIRECTS times, never from https to http, and with no credential at all: httpx drops only
+        `Authorization` when a redirect leaves the origin, GitLab's `PRIVATE-TOKEN` it would carry anywhere."""
         async for attempt in retrying():
             with attempt:
                 try:
-                    async with self.client.stream("GET", url, params=params, follow_redirects=True) as response:
-                        if response.status_code >= 400:
-                            await response.aread()  # classify reads the text (a rate limit says so there)
-                            error = classify(response, what=what, provider=self.name)
-                            assert error is not None
-                            raise error
-                        return await _capped(response, cap=ARCHIVE_CAP, what=f"{self.name}: {what}")
+                    async with asyncio.timeout(ARCHIVE_DEADLINE):
+                        return await self._follow(self.client.build_request("GET", url, params=params),
+                                                  what=what)
+                except TimeoutError as exc:
+                    raise HostUnavailable(f"{self.name}: {what}: no whole archive within {ARCHIVE_DEADLINE:g}s",
+                                          hint="the Git host sends the archive too slowly; retried") from exc
                 except httpx.TransportError as exc:
                     raise self.unreachable(exc, what=what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _follow(self, request: httpx.Request, *, what: str) -> IO[bytes]:
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await self.client.send(request, stream=True)
+            try:
+                if not response.is_redirect:
+                    if response.status_code >= 400:
+                        await response.aread()  # classify reads the text (a rate limit says so there)
+                        error = classify(response, what=what, provider=self.name)
+                        assert error is not None
+                        raise error
+                    return await _spooled(response, what=f"{self.name}: {what}")
+                request = redirected(response, what=f"{self.name}: {what}")
+            finally:
+                await response.aclose()
+        raise GitError(f"{self.name}: {what}: more than {MAX_REDIRECTS} redirects", cause="git_redirect",
+                       hint="the Git host redirects the archive in a loop; check git.url and git.apiUrl")
 
     async def _answer(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
         """The whole answer within DEADLINE and ANSWER_CAP, as a response whose body is read."""
@@ -259,9 +358,25 @@ async def _capped(response: httpx.Response, *, cap: int, what: str) -> bytes:
         body += chunk
         if len(body) > cap:
             raise GitError(f"{what}: the answer is larger than {cap >> 20} MiB", cause="git_rejected",
-                           hint="point git.apiUrl at the hosting API (a proxy may be answering)"
-                           if cap < ARCHIVE_CAP else "render from a smaller repository, or use git.provider git")
+                           hint="point git.apiUrl at the hosting API (a proxy may be answering)")
     return bytes(body)
+
+
+async def _spooled(response: httpx.Response, *, what: str) -> IO[bytes]:
+    """An archive's body in a temporary file (under /tmp, the Jobs' emptyDir), at most ARCHIVE_CAP bytes."""
+    spool = tempfile.TemporaryFile()  # noqa: SIM115 (the caller's to read and close)
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > ARCHIVE_CAP:
+                raise _too_large(what, f"the archive is larger than {ARCHIVE_CAP >> 20} MiB")
+            spool.write(chunk)
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return spool
 
 
 def token(settings: GitSettings) -> str | None:

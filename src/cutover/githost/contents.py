@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import structlog
@@ -25,6 +25,7 @@ from cutover.githost.base import (
     HttpHost,
     Written,
     decoded,
+    escaped,
     token,
     unpack,
 )
@@ -46,11 +47,12 @@ def repository(url: str) -> tuple[str, str]:
 class ContentsApi(HttpHost):
     history_limit_param = "per_page"
     archive = "tarball/{ref}"  # GitHub's; Gitea and Forgejo serve archive/{ref}.tar.gz
-    branch_ref = "/repos/{owner}/{repo}/git/refs/heads/{branch}"  # what DELETE removes; Gitea: branches/{branch}
+    branch_ref = "{root}/git/refs/heads/{branch}"  # what DELETE removes; Gitea: branches/{branch}
 
     def __init__(self, *, url: str, branch: str, token: str | None, api_url: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, ca_file: str | None = None) -> None:
         self.owner, self.repo = repository(url)
+        self.root = f"/repos/{escaped(self.owner)}/{escaped(self.repo)}"  # every path below it escaped too
         self.branch = branch
         super().__init__(api_url=api_url or self.api_root(url), headers=self.headers(token), transport=transport,
                          ca_file=ca_file)
@@ -69,7 +71,7 @@ class ContentsApi(HttpHost):
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _contents(self, path: str) -> str:
-        return f"/repos/{self.owner}/{self.repo}/contents/{quote(path)}"
+        return f"{self.root}/contents/{escaped(path)}"
 
     async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
         response = await self.call("GET", self._contents(path), params={"ref": ref or self.branch},
@@ -97,8 +99,9 @@ class ContentsApi(HttpHost):
         return Written(sha=str(commit["sha"]), url=commit.get("html_url"))
 
     async def snapshot(self, ref: str, into: Path) -> Path:
-        url = f"/repos/{self.owner}/{self.repo}/{self.archive.format(ref=quote(ref, safe=''))}"
-        return unpack(await self.download(url, what=f"the archive of {ref}"), into, what=f"the archive of {ref}")
+        url = f"{self.root}/{self.archive.format(ref=escaped(ref))}"
+        with await self.download(url, what=f"the archive of {ref}") as archive:
+            return unpack(archive, into, what=f"the archive of {ref}")
 
     async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
         await self._branch_from_base(branch)
@@ -108,8 +111,7 @@ class ContentsApi(HttpHost):
 
     async def drop(self, branch: str) -> None:
         try:
-            await self.call("DELETE", self.branch_ref.format(owner=self.owner, repo=self.repo,
-                                                             branch=quote(branch, safe="/")),
+            await self.call("DELETE", self.branch_ref.format(root=self.root, branch=escaped(branch)),
                             what=f"delete branch {branch}")
         except GitError as exc:  # a leftover scratch branch is reset by the next render anyway
             log.info("git.scratch_left", branch=branch, error=exc.message)
@@ -125,14 +127,14 @@ class ContentsApi(HttpHost):
         current = await self.read(path, ref=branch)
         await self.write(path, rewrite(current.content), expected=current, message=message, author=author,
                          branch=branch)
-        response = await self.call("POST", f"/repos/{self.owner}/{self.repo}/pulls",
+        response = await self.call("POST", f"{self.root}/pulls",
                                    json={"title": title, "head": branch, "base": self.branch, "body": body},
                                    what=f"open a pull request from {branch}")
         created = response.json()
         return ChangeRequest(number=str(created["number"]), url=created.get("html_url", ""), branch=branch)
 
     async def change_state(self, change: ChangeRequest) -> ChangeState:
-        response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/pulls/{change.number}",
+        response = await self.call("GET", f"{self.root}/pulls/{change.number}",
                                    what=f"read pull request {change.number}")
         pull = response.json()
         if pull.get("merged"):
@@ -140,7 +142,7 @@ class ContentsApi(HttpHost):
         return ChangeState("open" if pull.get("state") == "open" else "closed")
 
     async def _open_request(self, branch: str) -> ChangeRequest | None:
-        response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/pulls", params=self._pulls_query(branch),
+        response = await self.call("GET", f"{self.root}/pulls", params=self._pulls_query(branch),
                                    what=f"find an open pull request from {branch}")
         for pull in response.json():
             if (pull.get("head") or {}).get("ref") == branch and pull.get("state") == "open":
@@ -154,7 +156,7 @@ class ContentsApi(HttpHost):
         raise NotImplementedError
 
     async def history(self, path: str, *, limit: int = 20, page: int = 1) -> list[Commit]:
-        response = await self.call("GET", f"/repos/{self.owner}/{self.repo}/commits",
+        response = await self.call("GET", f"{self.root}/commits",
                                     params={"path": path, "sha": self.branch, self.history_limit_param: str(limit),
                                             **({"page": str(page)} if page > 1 else {})},
                                     what=f"history of {path}")

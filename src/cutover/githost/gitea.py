@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from cutover.githost.base import escaped
 from cutover.githost.contents import ContentsApi
 
 
@@ -24,7 +25,7 @@ class Gitea(ContentsApi):
     name = "gitea"
     history_limit_param = "limit"
     archive = "archive/{ref}.tar.gz"
-    branch_ref = "/repos/{owner}/{repo}/branches/{branch}"
+    branch_ref = "{root}/branches/{branch}"
     api_root = staticmethod(default_api)
 
     def headers(self, token: str | None) -> dict[str, str]:
@@ -32,10 +33,10 @@ class Gitea(ContentsApi):
 
     async def _branch_from_base(self, branch: str) -> None:
         """Create `branch` from the base head; a leftover one (no open request uses it) is made anew."""
-        branches = f"/repos/{self.owner}/{self.repo}/branches"
-        existing = await self.client.get(f"{branches}/{branch}")
+        branches = f"{self.root}/branches"
+        existing = await self.client.get(f"{branches}/{escaped(branch)}")
         if existing.status_code == 200:
-            await self.call("DELETE", f"{branches}/{branch}", what=f"delete leftover branch {branch}")
+            await self.call("DELETE", f"{branches}/{escaped(branch)}", what=f"delete leftover branch {branch}")
         await self.call("POST", branches, json={"new_branch_name": branch, "old_branch_name": self.branch},
                         what=f"create branch {branch}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from cutover.githost.base import escaped
 from cutover.githost.contents import ContentsApi
 
 
@@ -30,13 +31,13 @@ class GitHub(ContentsApi):
 
     async def _branch_from_base(self, branch: str) -> None:
         """Point `branch` at the base head: create it, or move a leftover one there (no open request uses it)."""
-        refs = f"/repos/{self.owner}/{self.repo}/git/refs"
-        base = await self.call("GET", f"/repos/{self.owner}/{self.repo}/git/ref/heads/{self.branch}",
+        refs = f"{self.root}/git/refs"
+        base = await self.call("GET", f"{self.root}/git/ref/heads/{escaped(self.branch)}",
                                what=f"read the head of {self.branch}")
         sha = base.json()["object"]["sha"]
-        existing = await self.client.get(f"/repos/{self.owner}/{self.repo}/git/ref/heads/{branch}")
+        existing = await self.client.get(f"{self.root}/git/ref/heads/{escaped(branch)}")
         if existing.status_code == 200:
-            await self.call("PATCH", f"{refs}/heads/{branch}", json={"sha": sha, "force": True},
+            await self.call("PATCH", f"{refs}/heads/{escaped(branch)}", json={"sha": sha, "force": True},
                             what=f"reset branch {branch}")
         else:
             await self.call("POST", refs, json={"ref": f"refs/heads/{branch}", "sha": sha},

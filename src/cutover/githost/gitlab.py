@@ -68,9 +68,9 @@ class GitLab(HttpHost):
         return response.status_code in (400, 409) and STALE in response.text
 
     async def snapshot(self, ref: str, into: Path) -> Path:
-        archive = await self.download(f"/projects/{self.project}/repository/archive.tar.gz", params={"sha": ref},
-                                      what=f"the archive of {ref}")
-        return unpack(archive, into, what=f"the archive of {ref}")
+        with await self.download(f"/projects/{self.project}/repository/archive.tar.gz", params={"sha": ref},
+                                 what=f"the archive of {ref}") as archive:
+            return unpack(archive, into, what=f"the archive of {ref}")
 
     def _file(self, path: str) -> str:
         return f"/projects/{self.project}/repository/files/{quote(path, safe='')}"
