@@ -284,6 +284,38 @@ async def test_too_slow_names_the_numbers_and_takes_the_budget(
 
 
 @pytest.mark.looptime
+async def test_a_target_warm_by_its_second_round_is_proven_while_budget_is_left(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
+    """maxWait 60s, the first three answers 6 s each, then 0.1 s: the first round (about 20 s) is too slow, and
+    the next one, with 40 s left, proves it. Refused once as too_slow there: the next round's worst case might
+    not have fitted."""
+    world.add_pod("vllm", ready=True)
+    target = world.add_pod("candle", ready=True)
+    target.engine.cold_answers, target.engine.cold_latency, target.engine.latency = 3, 6.0, 0.1
+    await world.settled()
+    plan = make_plan(fitness=FIT, max_wait="60s")
+    proven = await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert proven.fitness is not None and proven.fitness.new.p50 is not None and proven.fitness.new.p50 < 1
+    assert named(events, "target.warming")
+
+
+@pytest.mark.looptime
+async def test_a_round_is_bounded_by_what_is_left_of_the_budget(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    world.add_pod("vllm", ready=True)
+    target = world.add_pod("candle", ready=True)
+    target.engine.cold_answers, target.engine.cold_latency = 100, 9.0  # each answer 9 s: a round takes 54 s
+    await world.settled()
+    plan = make_plan(fitness=FIT, max_wait="60s")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(NamesNotProven) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert caught.value.cause == "too_slow"
+    assert loop.time() - began <= 60 + 1  # the second round cut at the budget's end, not run to its own
+
+
+@pytest.mark.looptime
 async def test_without_wait_a_cold_target_is_judged_now(
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
     world.add_pod("vllm", ready=True)

@@ -104,6 +104,31 @@ async def test_a_hanging_slack_never_holds_the_exit_longer_than_5s(slack: FakeSl
     assert unsent and unsent[0]["left"] == 1 and unsent[0]["host"] == "127.0.0.1"
 
 
+async def test_a_hanging_slack_holds_even_a_long_flush_5s_at_most(slack: FakeSlack, output: io.StringIO) -> None:
+    """The demo gives its story 30 s to post (one message a second); a Slack that accepts and never answers
+    once made it take 22 s (three hung requests before the breaker opened, then the rest of the budget)."""
+    slack.hang = True
+    sender = wire(notify.Webhook(slack.webhook), output, [slack.webhook])
+    log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
+    story(log)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await sender.flush(budget=30)
+    assert loop.time() - start == pytest.approx(5, abs=0.1)
+    assert sender.breaker.open  # said once, then left alone
+
+
+async def test_a_slack_that_answers_gets_the_whole_long_budget(slack: FakeSlack, output: io.StringIO) -> None:
+    sender = wire(notify.Webhook(slack.webhook), output, [slack.webhook])
+    log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
+    for n in range(8):
+        log.warning(f"engine.slow_{n}")  # eight messages, one a second: more than 5 s in all
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await sender.flush(budget=30)
+    assert len(slack.posted) == 8 and 7 <= loop.time() - start < 9
+
+
 async def test_an_unreachable_slack_is_dropped_quietly(output: io.StringIO) -> None:
     sender = wire(notify.Webhook("http://127.0.0.1:9/services/T/B/hidden-token-path"), output,
                   ["http://127.0.0.1:9/services/T/B/hidden-token-path"])

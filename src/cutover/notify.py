@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 from collections.abc import MutableMapping
 from typing import Any, Protocol
@@ -35,6 +36,7 @@ QUEUE_SIZE = 50
 PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
 SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
 FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (SPEC §6.7)
+FLUSH_LOOK = 0.25  # seconds between looks at a flush waiting out a rate limit: is a request in flight again?
 BREAK_AFTER = 3  # failed requests in a row before Slack is left alone for the rest of the process
 QUIET = "_notify_internal"  # marks this module's own log lines so they are never sent to Slack
 
@@ -236,6 +238,7 @@ class Sender:
         self.transport, self.outbox, self.store = transport, outbox, store
         self.breaker = breaker or Breaker()
         self._asking_since: float | None = None  # loop time the request in flight was sent
+        self._silent_since: float | None = None  # since when requests went out and Slack answered none
         self.sent = 0
         self.task: asyncio.Task[None] | None = None
         self._announced: dict[str, set[str]] = {}
@@ -295,24 +298,39 @@ class Sender:
                     isinstance(exc, httpx.TransportError) or (isinstance(exc, SlackFailed) and exc.retryable))),
                 wait=_wait, stop=tenacity.stop_after_attempt(4), reraise=True):
             with attempt:
-                self._asking_since = asyncio.get_running_loop().time()
+                now = asyncio.get_running_loop().time()
+                self._asking_since = now
+                self._silent_since = now if self._silent_since is None else self._silent_since
                 try:
                     await self.transport.send(message)
                 except Exception as exc:
+                    if isinstance(exc, SlackFailed):  # an answer, if not the one hoped for
+                        self._silent_since = None
                     self.breaker.record(exc)
                     raise
                 finally:
                     self._asking_since = None
+                self._silent_since = None
                 self.breaker.record(None)
 
-    async def flush(self, budget: float = FLUSH_BUDGET) -> None:
-        """Give queued messages up to `budget` seconds, then stop; never longer (SPEC §6.7)."""
-        try:
-            await asyncio.wait_for(self.outbox.drained.wait(), budget)
-        except TimeoutError:  # what is left is counted below, then dropped
-            stuck = self._asking_since is not None and asyncio.get_running_loop().time() - self._asking_since > 1
+    async def flush(self, budget: float = FLUSH_BUDGET, *, idle: float = FLUSH_BUDGET) -> None:
+        """Give queued messages up to `budget` seconds while Slack keeps taking them, and at most `idle` seconds
+        without one taken: a Slack that accepts and never answers holds the exit `idle` seconds whatever the
+        budget (the demo's is 30 s, to post its story one message a second), never longer (SPEC §6.7)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + budget
+        while not self.outbox.drained.is_set():
+            now, silent = loop.time(), self._silent_since
+            until = end if silent is None else min(end, silent + idle)  # no answer for `idle` s: done
+            if now >= until:
+                break
+            with contextlib.suppress(TimeoutError):  # between requests (a Retry-After), look again shortly
+                await asyncio.wait_for(self.outbox.drained.wait(), min(until - now, FLUSH_LOOK))
+        if not self.outbox.drained.is_set():  # what is left is counted below, then dropped
+            stuck = self._asking_since is not None and loop.time() - self._asking_since > 1
             if stuck or self.breaker.failures:  # Slack not answering, or failing: not merely a long queue
-                self.breaker.trip(f"messages still unsent after {budget:g}s")
+                self.breaker.trip(f"messages still unsent after {min(budget, idle):g}s without an answer"
+                                  if stuck else f"messages still unsent after {budget:g}s")
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)

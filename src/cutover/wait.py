@@ -76,6 +76,7 @@ class _Wait:
         self.round_started = self.next_proof  # when the latest round of proofs began
         self.live: fitness.Side | None = None  # the live backend's column, measured once
         self.live_measured = False
+        self.last_slow: str | None = None  # what the latest round that was too slow said, for a round cut short
 
     def assess(self) -> readiness.Assessment:
         now = self.clock.now()
@@ -195,13 +196,22 @@ class _Wait:
         assert settings is not None
         started = self.clock.monotonic()
         self.first_trial = started if self.first_trial is None else self.first_trial
-        # the live side is measured once, beside the target's first round: its time is not added to the wait
-        async with asyncio.TaskGroup() as group:
-            live = group.create_task(self._live_side(measure=settings.compare))
-            rounds = [group.create_task(trials.trial(
-                self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port, engine=self.backend.engine,
-                names=self.plan.verify.served_names, fitness=settings, stream=settings.stream,
-                context=settings.compare)) for pod in found.ready]
+        # the live side is measured once, beside the target's first round: its time is not added to the wait;
+        # with --wait, a round (each request in it) is bounded by what is left of the budget
+        left = max(self._left(found), 0.0) if self.keep_waiting else None
+        try:
+            async with asyncio.timeout(left) as scope, asyncio.TaskGroup() as group:
+                live = group.create_task(self._live_side(measure=settings.compare))
+                rounds = [group.create_task(trials.trial(
+                    self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port, engine=self.backend.engine,
+                    names=self.plan.verify.served_names, fitness=settings, stream=settings.stream,
+                    context=settings.compare)) for pod in found.ready]
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            cut = f"a round of fitness trials did not end within the {left:.0f}s left of verify.maxWait"
+            raise self._unfit("too_slow", f"{self.last_slow}; then {cut}" if self.last_slow else cut,
+                              fitness.HINTS["too_slow"]) from None
         old, tried = live.result(), [task.result() for task in rounds]
         judged = fitness.judge(tried, max_latency=settings.max_latency)
         if judged.state is not fitness.State.WARM:
@@ -220,9 +230,14 @@ class _Wait:
         raise self._unfit(short.cause, short.message, short.hint, new=new, old=old)
 
     def _may_wait(self, found: readiness.Assessment) -> bool:
-        """Another round fits in what is left of the budget (a round of cold answers takes a minute or more)."""
-        took = self.clock.monotonic() - self.round_started
-        return self.keep_waiting and found.budget_left - took > PROOF_RETRY + took
+        """Budget is left for another round after the pause (SPEC §10: keep proving while it lasts; the round
+        itself is bounded by what is left, `_left`): not whether its worst case fits, which refused a target
+        warm by its second round with two thirds of the budget left."""
+        return self.keep_waiting and self._left(found) > PROOF_RETRY
+
+    def _left(self, found: readiness.Assessment) -> float:
+        """Seconds of the budget left now: the assessment's, less this round so far."""
+        return found.budget_left - (self.clock.monotonic() - self.round_started)
 
     def _not_warm(self, found: readiness.Assessment, judged: fitness.Judged,
                  tried: Sequence[fitness.PodTrial]) -> None:
@@ -233,6 +248,7 @@ class _Wait:
                               fitness.HINTS.get(judged.cause or "", profiles.HINTS.get(judged.cause or "", "")))
         if not self._may_wait(found):
             raise self._unfit("too_slow", judged.message, fitness.HINTS["too_slow"], latencies=latencies)
+        self.last_slow = judged.message
         log.info(milestones.WARMING, backend=self.backend.name, elapsed=round(found.elapsed),
                  budget_left=round(found.budget_left), latencies=latencies, message=judged.message)
 
