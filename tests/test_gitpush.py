@@ -4,7 +4,9 @@ token never leaves the environment; host keys are always checked."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
+import socket
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +18,8 @@ from cutover import manifest, plan, writeback
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import World
 from cutover.errors import GitError
-from cutover.githost.base import Author
+from cutover.githost import gitpush
+from cutover.githost.base import Author, HostUnavailable
 from cutover.githost.gitpush import GitPush
 from cutover.trailers import Trailers
 from doubles.githttp import GitHttpServer
@@ -257,3 +260,39 @@ async def test_history_pages_past_the_shallow_fetch(host: GitPush, repo: BareRep
     assert [c.title for c in first][:2] == ["docs 59", "docs 58"]
     assert [c.title for c in third][-1] == "docs 0" and [c.title for c in fourth] == [
         "Add the reasoning-long Service"]
+
+
+async def test_a_message_with_any_byte_but_nul_keeps_the_history_readable(host: GitPush, repo: BareRepo) -> None:
+    """A person's message holding \\x1e (the old record separator) once broke the parse for every later run."""
+    repo.commit({PATH: FIXTURE + "# tuned\n"}, "tune\x1eit\n\nCutover-Hold: vllm\n")
+    repo.commit({PATH: FIXTURE + "# again\n"}, "again\n")
+    commits = await host.history(PATH, limit=5)
+    assert [c.title for c in commits] == ["again", "tune\x1eit", "Add the reasoning-long Service"]
+    assert commits[1].trailers.hold == "vllm" and all(len(c.sha) == 40 for c in commits)
+
+
+@pytest.mark.looptime  # the retries' waits in fake time; git and its kill timer in real time
+async def test_a_git_server_that_stops_answering_is_given_up_on(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """git has no deadline of its own over HTTP: each command is killed after GIT_TIMEOUT, then retried."""
+    monkeypatch.setattr(gitpush, "GIT_TIMEOUT", 0.5)
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog) and never answers
+    client = GitPush(url=f"http://127.0.0.1:{listener.getsockname()[1]}/gitops.git", branch="main", token=TOKEN)
+    try:
+        with pytest.raises(HostUnavailable) as caught:
+            await client.read(PATH)
+    finally:
+        await client.aclose()
+        listener.close()
+    assert "no end within 0.5s" in caught.value.message
+
+
+def test_the_ssh_command_quotes_its_paths_and_bounds_a_quiet_server(tmp_path: Path) -> None:
+    key, known = tmp_path / "deploy key", tmp_path / "my hosts" / "known_hosts"
+    key.write_text("not a key")
+    known.parent.mkdir()
+    known.write_text("[127.0.0.1]:22 ssh-ed25519 AAAA\n")
+    client = GitPush(url="ssh://git@example.invalid/acme/gitops.git", branch="main", ssh_key=key, known_hosts=known)
+    words = shlex.split(client.env["GIT_SSH_COMMAND"])
+    assert f"UserKnownHostsFile={known}" in words
+    assert {"ConnectTimeout=10", "ServerAliveInterval=15", "ServerAliveCountMax=2"} <= set(words)

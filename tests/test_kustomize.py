@@ -55,6 +55,22 @@ async def test_a_build_kustomize_refuses_is_render_failed(tmp_path: Path) -> Non
         caught.value.message
 
 
+@pytest.mark.parametrize("remote", [
+    "https://github.com/acme/bases//llm?ref=v1",  # kustomize's git form over https (it runs git)
+    "https://raw.githubusercontent.com/acme/bases/main/service.yaml",  # a file over HTTP
+    "git@github.com:acme/bases.git//llm?ref=v1",  # over ssh
+])
+async def test_a_remote_resource_is_not_fetched(tmp_path: Path, remote: str) -> None:
+    """What a render reads is the tree a reviewer saw (SPEC §9): a remote base goes nowhere (every request meets a
+    proxy on the discard port that refuses it; ssh is `false`) and the build says why."""
+    (tmp_path / "kustomization.yaml").write_text(f"resources:\n  - '{remote}'\n")
+    with pytest.raises(kustomize.RenderFailed) as caught:
+        await kustomize.build(tmp_path, where="overlays/prod@main")
+    assert "names a remote resource, which cutover's render does not fetch" in caught.value.message, \
+        caught.value.message
+    assert "vendor the remote base" in caught.value.hint
+
+
 async def test_a_build_that_hangs_is_cut_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slow = tmp_path / "bin" / "kustomize"
     slow.parent.mkdir()

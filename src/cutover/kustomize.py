@@ -76,6 +76,11 @@ async def build(directory: Path, *, where: str) -> list[dict[str, Any]]:
                            hint="does the kustomization fetch remote bases? ArgoCD would time out too") from None
     if done.returncode != 0:
         words = " ".join(done.stderr.decode(errors="replace").split())[-400:]
+        if "127.0.0.1:9" in words or "git@" in words or "ssh:" in words.lower():
+            raise RenderFailed(f"{where}: the kustomization names a remote resource, which cutover's render does "
+                               f"not fetch ({words[-200:]})",
+                               hint="vendor the remote base into the repository (a render reads only the tree "
+                                    "a reviewer saw), or render through argocd.server")
         raise RenderFailed(f"{where}: kustomize build failed: {words}",
                            hint="run `kubectl kustomize` on that directory: ArgoCD cannot render it either")
     return documents(done.stdout.decode(), where=where)
@@ -96,7 +101,15 @@ def documents(text: str, *, where: str) -> list[dict[str, Any]]:
     return found
 
 
+NOWHERE = "http://127.0.0.1:9"  # the discard port: a proxy that refuses every connection at once
+
+
 def _environment() -> dict[str, str]:
-    # A build reads only the tree: no credentials, no proxies; HOME for kubectl's cache in a read-only image.
+    """A build reads only the tree (SPEC §9): no credentials, and every remote resource (`resources: -
+    https://…`, a git URL) sent to a proxy that refuses, so kustomize cannot fetch what no review saw; HOME for
+    its cache in a read-only image."""
+    proxies = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"),
+                            NOWHERE)
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("TMPDIR", "/tmp"),  # noqa: S108
-            "LC_ALL": "C"}
+            "LC_ALL": "C", **proxies, "NO_PROXY": "", "no_proxy": "", "GIT_SSH_COMMAND": "false",
+            "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}

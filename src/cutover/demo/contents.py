@@ -58,7 +58,9 @@ class FakeContentsHost(FakeHost):
         await super().__aenter__()
         codeload = web.Application()
         codeload.router.add_route("GET", "/{owner}/{repo}/legacy.tar.gz/{sha}", self._codeload)
-        self._codeload_runner, self.codeload_url = await serve_local(codeload)
+        # beside the API, on its scheme (codeload.github.com is https, as an archive's redirect must stay)
+        self._codeload_runner, self.codeload_url = await serve_local(codeload, ssl_context=self.ssl_context,
+                                                                     address=(self.address[0], 0))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

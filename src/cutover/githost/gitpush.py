@@ -12,11 +12,15 @@ re-decides and re-applies the edit on the new head (as Kargo's git-push step doe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import shlex
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +67,8 @@ _STATUS = re.compile(r"returned error: (\d{3})")
 # No credential helper but ours, and no redirect followed (git's default follows the first request's, and then
 # asks for credentials for wherever it landed): a moved repository is an error that names git.url.
 _CONFIG = ("-c", "credential.helper=", "-c", "http.followRedirects=false")
+GIT_TIMEOUT = 120.0  # seconds for one git command (a fetch of a GitOps repository takes a few)
+SSH_CONNECT_TIMEOUT = 10  # seconds for ssh to connect; ServerAlive then notices a server gone quiet in 30 s
 
 
 def origin(url: str) -> str:
@@ -115,21 +121,46 @@ class GitPush(GitHost):
         if known_hosts is None or not known_hosts.exists():
             raise GitError("git over SSH needs a known_hosts file (host keys are always checked)",
                            cause="git_ssh_setup", hint="mount the host's public key as known_hosts")
-        return (f"ssh -F /dev/null -i {private} -o IdentitiesOnly=yes -o BatchMode=yes "
-                f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts}")
+        # paths quoted (GIT_SSH_COMMAND is run by a shell); a host that stops answering ends the connection
+        return (f"ssh -F /dev/null -i {shlex.quote(str(private))} -o IdentitiesOnly=yes -o BatchMode=yes "
+                f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={shlex.quote(str(known_hosts))} "
+                f"-o ConnectTimeout={SSH_CONNECT_TIMEOUT} -o ServerAliveInterval=15 -o ServerAliveCountMax=2")
 
     async def aclose(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
 
     async def git(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> str:
+        return (await self._run(args, stdin=stdin, env=env)).decode()
+
+    async def _run(self, args: tuple[str, ...], *, stdin: bytes | None = None,
+                   env: dict[str, str] | None = None) -> bytes:
+        """One git command, its stdout; killed after GIT_TIMEOUT seconds of the wall clock (a server that stops
+        answering mid-fetch), timed by a thread: git's time is the world's, not the event loop's."""
         process = await asyncio.create_subprocess_exec(
             "git", *_CONFIG, "-c", "core.askPass=" + self.env["GIT_ASKPASS"], *args,
             cwd=self.repo if self.repo.exists() else self.work, env={**self.env, **(env or {})},
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await process.communicate(stdin)
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)  # its own process group: git's helpers (git-remote-https) hold the pipes too
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+        overdue = threading.Timer(GIT_TIMEOUT, kill)
+        overdue.daemon = True
+        overdue.start()
+        try:
+            out, err = await process.communicate(stdin)
+        finally:
+            overdue.cancel()
+        if killed.is_set():
+            raise HostUnavailable(f"git {args[0]}: no end within {GIT_TIMEOUT:g}s",
+                                  hint="the Git server stopped answering; retried")
         if process.returncode != 0:
             raise _failure(args[0], err.decode(errors="replace"), self.env["CUTOVER_GIT_SECRET"])
-        return out.decode()
+        return out
 
     async def _fetch(self) -> str:
         if not self.repo.exists():
@@ -175,12 +206,7 @@ class GitPush(GitHost):
             return
 
     async def _bytes(self, *args: str) -> bytes:
-        process = await asyncio.create_subprocess_exec(
-            "git", *args, cwd=self.repo, env=self.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await process.communicate()
-        if process.returncode != 0:
-            raise _failure(args[0], err.decode(errors="replace"), self.env["CUTOVER_GIT_SECRET"])
-        return out
+        return await self._run(args)
 
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
                     author: Author) -> Written:
@@ -211,14 +237,16 @@ class GitPush(GitHost):
                 with attempt:
                     await self.git("fetch", "--quiet", "--no-tags", f"--depth={HISTORY_DEPTH * page}", "origin",
                                    f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}")
-        out = await self.git("log", f"-{limit}", f"--skip={limit * (page - 1)}",
-                             "--format=%H%x00%an%x00%ae%x00%aI%x00%B%x1e", head, "--", path)
+        # NUL between fields and (-z) between commits: the one byte a commit message cannot hold (a person's
+        # message with \x1e in it once broke the parse for every later run)
+        out = await self.git("log", "-z", f"-{limit}", f"--skip={limit * (page - 1)}",
+                             "--format=%H%x00%an%x00%ae%x00%aI%x00%B", head, "--", path)
+        fields = out.split("\x00")
         commits = []
-        for record in out.split("\x1e"):
-            if record.strip():
-                sha, name, email, date, body = record.strip("\n").split("\x00", 4)
-                commits.append(Commit(sha=sha, title=body.split("\n", 1)[0], author=f"{name} <{email}>",
-                                      date=datetime.fromisoformat(date), trailers=Trailers.parse(body)))
+        for at in range(0, len(fields) - 4, 5):
+            sha, name, email, date, body = fields[at:at + 5]
+            commits.append(Commit(sha=sha.strip("\n"), title=body.split("\n", 1)[0], author=f"{name} <{email}>",
+                                  date=datetime.fromisoformat(date), trailers=Trailers.parse(body)))
         return commits
 
 
