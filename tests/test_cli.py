@@ -156,6 +156,19 @@ async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover:
 FIXTURE = Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml"
 
 
+async def test_a_report_goes_through_the_redactor_as_log_lines_do(cutover: Run, tmp_path: Path) -> None:
+    """A report prints what it read (here a diff of a Service file whose selector line carries a pasted token):
+    its lines meet the redactor too, CUTOVER_ARGOCD_TOKEN among its secrets."""
+    secret = "argocd-token-pasted-in-a-comment-42"
+    copy = tmp_path / "svc.yaml"
+    copy.write_text(FIXTURE.read_text().replace("# the vLLM deployment", f"# {secret} ghp_{'x' * 36}", 1))
+    result = await cutover("diff", "--file", str(copy), "--to", "candle", env={"CUTOVER_ARGOCD_TOKEN": secret})
+    assert result.code == 0, result.stderr
+    assert "llm-reasoning-candle" in result.stdout  # the diff itself is there
+    assert secret not in result.stdout + result.stderr and "ghp_" not in result.stdout
+    assert result.stdout.count("[REDACTED]") >= 2
+
+
 async def test_diff_prints_a_patch_that_git_applies(cutover: Run, world: World, tmp_path: Path) -> None:
     copy = tmp_path / "svc.yaml"
     copy.write_bytes(FIXTURE.read_bytes())

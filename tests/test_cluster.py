@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import socket
 import ssl
@@ -15,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import trustme
 
-from cutover import cluster
+from cutover import cluster, logs
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from cutover.errors import ClusterError, ClusterUnavailable
 from cutover.views import ServiceView
@@ -42,6 +44,21 @@ async def test_pods_by_selector_service_slices_and_policies(world: World, kube: 
     (listing,) = requests(world, watch=False)
     assert listing.params["labelSelector"] == ("app.kubernetes.io/name=llm-reasoning,component=predictor,"
                                                "serving.kserve.io/inferenceservice=reasoning")
+
+
+async def test_an_event_is_redacted_like_a_log_line(world: World, kube: cluster.Cluster) -> None:
+    """Events leave the process beside structlog, not through it: they meet the same redactor."""
+    secret = "an-event-secret-value-that-is-long"
+    logs.configure(fmt="json", stream=io.StringIO(), secrets=[secret])
+    try:
+        service = ServiceView(NAMESPACE, SERVICE, "uid-1", "10.0.0.1", {}, ())
+        await kube.record_event(service, reason="CutoverFailed", at=datetime.now(UTC),
+                                message=f"git said: token {secret} refused; and ghp_{'x' * 36}")
+    finally:
+        structlog.reset_defaults()
+    (event,) = world.kube.objects("/v1/events", NAMESPACE)
+    assert secret not in event["message"] and "ghp_" not in event["message"]
+    assert event["message"].count("[REDACTED]") == 2
 
 
 async def test_in_cluster_over_https_with_the_service_account_token(tmp_path: Path) -> None:

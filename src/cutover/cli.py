@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
             "demo")
-SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN")
+SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
                 "/var/run/secrets/cutover/argocd/token")  # the shipped Jobs' Secret mounts: redacted wherever read
 
@@ -363,17 +363,18 @@ def _secret_values(files: Sequence[str]) -> list[str]:
 
 
 def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -> None:
+    scrub = session.redactor.scrub_text  # a report names what it read: never a secret it happened to hold
     if args.output == "json":
-        body: Any = [report.data for report in reports]
+        body: Any = [session.redactor.scrub(report.data) for report in reports]
         print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
     else:
         for report in reports:
             if report.headline:
-                print(report.summary)
+                print(scrub(report.summary))
             for line in report.lines:
-                print(line)
+                print(scrub(line))
             if report.raw is not None:  # a patch, byte for byte: CRLF and the no-newline marker survive
-                sys.stdout.write(report.raw)
+                sys.stdout.write(scrub(report.raw))
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
     _outcome(f"cutover {args.command}: OK — {summary}", session.redactor)
 

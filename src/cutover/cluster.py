@@ -32,6 +32,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
+from cutover import logs
 from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable, InvalidInput
 from cutover.payloads import application_view, endpoint_views, lease_view, pod_view, policy_view, service_view
 from cutover.views import ApplicationView, EndpointView, LeaseView, PodView, PolicyView, ServiceView
@@ -285,7 +286,7 @@ class Cluster:
             "metadata": {"generateName": f"{service.name}.cutover-", "namespace": service.namespace},
             "involvedObject": {"apiVersion": "v1", "kind": "Service", "name": service.name,
                                "namespace": service.namespace, "uid": service.uid},
-            "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
+            "reason": reason, "message": logs.redact(message)[:1024], "type": "Warning" if warning else "Normal",
             "source": {"component": "cutover"}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
             "reportingComponent": "cutover", "reportingInstance": self.own_namespace,
         }

@@ -106,6 +106,8 @@ def configure(
     stream = stream or sys.stderr
     fmt = fmt or ("console" if stream.isatty() else "json")
     redactor = Redactor(secrets)
+    global _ACTIVE  # noqa: PLW0603 (one configuration per process, as structlog's own)
+    _ACTIVE = redactor
     renderer: Any
     if fmt == "console":
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty(), exception_formatter=_redacted_tb(redactor))
@@ -128,6 +130,15 @@ def configure(
         cache_logger_on_first_use=False,
     )
     return redactor
+
+
+_ACTIVE: Redactor | None = None  # the redactor `configure` set up last
+
+
+def redact(text: str) -> str:
+    """`text` with the configured secrets and token-shaped strings redacted: for what leaves the process other
+    than through structlog (Kubernetes Events, report lines)."""
+    return (_ACTIVE or Redactor(())).scrub_text(text)
 
 
 def _redacted_tb(redactor: Redactor) -> Any:
