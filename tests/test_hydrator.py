@@ -16,6 +16,7 @@ from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, World
+from cutover.errors import InvalidInput
 from cutover.githost.github import GitHub
 from cutover.results import Completed
 from cutover.views import ApplicationView, HydratorView, SourceView
@@ -46,6 +47,22 @@ def test_applied_means_hydrated_then_synced(fields: dict[str, Any], expected: st
     assert argocd.applied_revision(hydrated_app(**fields), DRY) == expected
     plain = dataclasses.replace(hydrated_app(**fields), hydrator=None)
     assert argocd.applied_revision(plain, DRY) == DRY
+
+
+@pytest.mark.parametrize(("path", "ok"), [
+    ("k8s/apps/llm-serving", True), ("llm-serving/manifest.yaml", True), (".", True),
+    ("/etc", False), ("../../secrets/manifest.yaml", False), ("a/../../b", False), ("a\\..\\b", False),
+])
+def test_a_path_the_application_names_stays_inside_the_repository(path: str, ok: bool) -> None:
+    """What an Application (or its hydrator's syncSource.path) names is read and built by cutover: it must be a
+    path inside the repository, as git.path must be (SPEC §9)."""
+    if ok:
+        assert argocd.repository_path(path, what="the source path") == path
+        return
+    with pytest.raises(InvalidInput) as caught:
+        argocd.repository_path(path, what="the Source Hydrator's syncSource.path")
+    assert caught.value.cause == "argocd_path" and caught.value.exit_code == 2
+    assert "the Source Hydrator's syncSource.path" in caught.value.message and "relative" in caught.value.hint
 
 
 def live_selector(world: World) -> dict[str, str]:

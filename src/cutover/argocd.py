@@ -17,11 +17,23 @@ import dataclasses
 import enum
 import re
 from datetime import datetime
+from pathlib import PurePosixPath
 
+from cutover.errors import InvalidInput
 from cutover.views import ApplicationView
 
 _HOOK_JOB = re.compile(r"(?P<revision>[0-9a-f]{7})-(?P<phase>presync|sync|postsync|syncfail|postdelete)-"
                        r"(?P<started>\d{9,11})$")
+
+
+def repository_path(path: str, *, what: str) -> str:
+    """A path the Application names (its source's, the hydrator's manifest), checked to be one inside the
+    repository before cutover reads or builds it: an absolute or `..` path would reach outside the work tree."""
+    parts = PurePosixPath(path).parts
+    if path.startswith("/") or ".." in parts or "\\" in path:
+        raise InvalidInput(f"{what}: {path[:200]!r} is not a path inside the repository", cause="argocd_path",
+                           hint="point the Application at a path relative to the repository root, without '..'")
+    return path
 
 
 @dataclasses.dataclass(frozen=True)

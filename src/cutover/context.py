@@ -13,7 +13,7 @@ import dataclasses
 
 import structlog
 
-from cutover import sources
+from cutover import argocd, sources
 from cutover.argocdapi import ArgoCDApi
 from cutover.clock import Clock
 from cutover.cluster import Cluster
@@ -55,7 +55,9 @@ class Run:
 
         async def locate() -> str | None:  # the directory the Application renders
             app = await application()
-            return app.source_path(plan.git.url, plan.git.branch) if app else None
+            found = app.source_path(plan.git.url, plan.git.branch) if app else None
+            return argocd.repository_path(found, what="the Application's source path") \
+                if found is not None else None
 
         async def position() -> int | None:  # the plan's source among a multi-source Application's
             app = await application()

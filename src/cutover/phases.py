@@ -81,7 +81,7 @@ async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | Non
     Source Hydrator, straight from the hydrated manifest the sync applies (SPEC §9)."""
     plan = run.plan
     if app is not None and app.hydrator is not None and ref is not None:
-        path = app.hydrator.manifest
+        path = argocd.repository_path(app.hydrator.manifest, what="the Source Hydrator's syncSource.path")
         version = await run.host.read(path, ref=ref)
         log.info("presync.hydrated", manifest=path, revision=ref[:12], branch=app.hydrator.sync_branch)
         return await ManifestSource(plan.git.document, "spec.selector").selector(version, ref=ref,
