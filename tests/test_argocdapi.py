@@ -3,8 +3,10 @@ refusal becomes; never the token in an error."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -82,3 +84,21 @@ def test_the_token_from_a_file_is_stripped_and_a_missing_file_is_named(tmp_path:
         token(ArgoCD(application="a", token_file=str(tmp_path / "absent")))
     assert caught.value.cause == "argocd_token_missing"
     assert ArgoCDApi.connect(None) is None and ArgoCDApi.connect(ArgoCD(application="a")) is None
+
+
+async def test_a_body_dripped_slowly_meets_the_whole_answer_deadline() -> None:
+    """httpx bounds each read (30 s), not the whole answer: a body sent a byte every 20 s is cut at 60 s, an
+    outage, retried, then given up on within a bounded time."""
+    async def drip() -> Any:
+        for _ in range(100):
+            await asyncio.sleep(20)
+            yield b" "
+
+    api = client(httpx.MockTransport(lambda request: httpx.Response(200, content=drip())))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(ClusterUnavailable) as caught:
+        await api.refresh()
+    await api.aclose()
+    assert "no whole answer within 60s" in caught.value.message
+    assert loop.time() - began <= 6 * 60 + 60  # six attempts of 60 s and their backoff, not 100 × 20 s each

@@ -49,7 +49,8 @@ NO_AUTO = dataclasses.replace(PLAN, rollback_auto=False)
     (observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN, {}, decide.AwaitApply("candle")),
     (observed(CANDLE, CANDLE, cutover("vllm", "candle")), PLAN, {}, decide.Verify("candle")),
     # a rollback's hold stops PostSync while the plan names the target rolled back from
-    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN, {}, decide.Hold("vllm", "c0ffee" + "0" * 34)),
+    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN, {},
+     decide.Hold("vllm", "c0ffee" + "0" * 34, "cutover")),  # its commit and author, named in the report
     # ...and is forgotten once the plan's target changes (the hold came from another target)
     (observed(VLLM, VLLM, cutover("other", "vllm", hold="vllm")), PLAN, {}, decide.Advance("vllm", "candle")),
     # another plan's commit holds nothing here

@@ -51,7 +51,8 @@ SHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
      {"changed": True, "backend": None}),
     (Gated("0a1b2c3d4e5f", True, "candle", PROVEN), "0a1b2c3d4e5f switches the Service to candle: proven on 1 "
                                                     "pod(s)", {"changed": True, "backend": "candle"}),
-    (Held("vllm", SHA), "held on vllm by rollback 0a1b2c3d4e5f: change the plan's target to resume",
+    (Held("vllm", SHA, "Mallory <m@example.invalid>"), "held on vllm by rollback 0a1b2c3d4e5f (Mallory "
+     "<m@example.invalid>): change the plan's target to resume, or revert that commit if nobody here made it",
      {"held": "vllm"}),
     (Advanced("vllm", "candle", True, SHA, "https://github.com/x", "c0ffee"), "vllm -> candle: committed "
                                                                             "0a1b2c3d4e5f",

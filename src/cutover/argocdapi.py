@@ -11,6 +11,7 @@ connections, six attempts. Called by `sync` (refresh) and the render check.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -25,6 +26,7 @@ from cutover.plan import ArgoCD
 log = structlog.get_logger("cutover.argocd")
 
 TIMEOUT = 30.0  # seconds per request; a render of a large chart takes a few
+DEADLINE = 60.0  # seconds for one whole answer
 TOKEN_ENV = "CUTOVER_ARGOCD_TOKEN"  # noqa: S105 -- the name of a variable, not a token
 
 __all__ = ["ArgoCDApi", "token"]
@@ -88,7 +90,11 @@ class ArgoCDApi:
         async for attempt in _retrying():
             with attempt:
                 try:
-                    response = await self.client.get(url, params=params)
+                    async with asyncio.timeout(DEADLINE):  # httpx's timeout bounds each read, not a dripped body
+                        response = await self.client.get(url, params=params)
+                except TimeoutError as exc:
+                    raise ClusterUnavailable(f"ArgoCD API: {what}: no whole answer within {DEADLINE:g}s",
+                                             hint="argocd-server answers too slowly; retried") from exc
                 except httpx.TransportError as exc:
                     if (reason := trust.untrusted(exc)) is not None:
                         raise ClusterError(f"ArgoCD API: {what}: the server's TLS certificate is not trusted "

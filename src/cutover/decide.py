@@ -52,6 +52,7 @@ class Hold:
 
     on: str
     commit: str
+    author: str = ""  # who made the hold's commit: named, since anyone who can push can write the trailer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +121,7 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
         return RollBack(previous_backend(plan, to, observed.last))
     held = None if explicit else held_by(observed.last, plan)
     if held is not None and observed.last is not None:
-        return Hold(held, observed.last.sha)
+        return Hold(held, observed.last.sha, observed.last.author)
     wanted = dict(plan.backends[to].selector)
     if dict(observed.in_git) != wanted or hold is not None:
         return Advance(backend_of(plan, observed.in_git), to, hold)

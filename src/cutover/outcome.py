@@ -85,8 +85,10 @@ def _would_advance(would: WouldAdvance, plan: Plan) -> Report:
 
 
 def _held(held: Held, plan: Plan) -> Report:
-    return Report(f"held on {held.on} by rollback {held.commit[:12]}: change the plan's target to resume",
-                  data={"held": held.on})
+    # the commit and its author, named: a Cutover-Hold trailer is only text, and anyone who can push writes it
+    by = f" ({held.author})" if held.author else ""
+    return Report(f"held on {held.on} by rollback {held.commit[:12]}{by}: change the plan's target to resume, "
+                  f"or revert that commit if nobody here made it", data={"held": held.on})
 
 
 def _awaiting(awaiting: Awaiting, plan: Plan) -> Report:

@@ -98,8 +98,8 @@ async def postsync(run: Run) -> Result:
     observed, seen = await observe(run)
     step = decide.next_step(observed, run.plan)
     if isinstance(step, decide.Hold):
-        log.info(milestones.HELD, on=step.on, commit=step.commit[:12], target=run.plan.target)
-        return Held(step.on, step.commit)
+        log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
+        return Held(step.on, step.commit, step.author)
     if isinstance(step, decide.Advance):
         return await (advance.would_advance(run, seen, step) if run.dry_run else
                       advance.advance(run, observed, seen, step))

@@ -50,6 +50,7 @@ class Gated:
 class Held:
     on: str
     commit: str
+    author: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

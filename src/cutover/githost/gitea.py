@@ -34,7 +34,8 @@ class Gitea(ContentsApi):
     async def _branch_from_base(self, branch: str) -> None:
         """Create `branch` from the base head; a leftover one (no open request uses it) is made anew."""
         branches = f"{self.root}/branches"
-        existing = await self.client.get(f"{branches}/{escaped(branch)}")
+        existing = await self._answer("GET", f"{branches}/{escaped(branch)}",
+                                      what=f"look for branch {branch}")  # under the whole-answer deadline
         if existing.status_code == 200:
             await self.call("DELETE", f"{branches}/{escaped(branch)}", what=f"delete leftover branch {branch}")
         await self.call("POST", branches, json={"new_branch_name": branch, "old_branch_name": self.branch},

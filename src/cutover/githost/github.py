@@ -35,7 +35,8 @@ class GitHub(ContentsApi):
         base = await self.call("GET", f"{self.root}/git/ref/heads/{escaped(self.branch)}",
                                what=f"read the head of {self.branch}")
         sha = base.json()["object"]["sha"]
-        existing = await self.client.get(f"{self.root}/git/ref/heads/{escaped(branch)}")
+        existing = await self._answer("GET", f"{self.root}/git/ref/heads/{escaped(branch)}",
+                                      what=f"look for branch {branch}")  # under the whole-answer deadline
         if existing.status_code == 200:
             await self.call("PATCH", f"{refs}/heads/{escaped(branch)}", json={"sha": sha, "force": True},
                             what=f"reset branch {branch}")
