@@ -116,12 +116,24 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     await world.settled()
     result = await cutover("status", "--output", "json")
     assert result.code == 0
-    body: dict[str, Any] = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
+    body: dict[str, Any] = json.loads(result.stdout)  # the document alone: `| jq` reads it
     assert body["liveBackend"] == "vllm" and body["target"] == "candle"
     assert body["service"] == {"uid": body["service"]["uid"], "clusterIP": world.cluster_ip, "ports": [80, 8080]}
     assert body["backends"]["vllm"]["ready"] == 1 and body["backends"]["candle"]["ready"] == 0
     assert body["backends"]["candle"]["engineProof"] == "generate"
-    assert result.outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
+    outcome = result.stderr.strip().splitlines()[-1]  # the outcome line beside it, on stderr
+    assert outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
+
+
+async def test_a_failure_with_json_output_is_one_json_document_too(cutover: Run, world: World) -> None:
+    world.add_pod("candle")  # still pulling its image
+    await world.settled()
+    result = await cutover("verify", "--backend", "candle", "--output", "json")
+    assert result.code == 3
+    body = json.loads(result.stdout)
+    assert body["ok"] is False and body["exitCode"] == 3 and body["cause"] == "target_not_ready_now"
+    assert body["command"] == "verify" and "--wait" in body["hint"] and body["message"]
+    assert "FAILED (exit 3, cause target_not_ready_now)" in result.stderr.strip().splitlines()[-1]
 
 
 async def test_no_kubeconfig_is_a_clear_failure(cutover: Run, tmp_path: Path) -> None:

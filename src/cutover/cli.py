@@ -147,14 +147,20 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
     """How a command that did not succeed ends: its exit code, after the outcome line."""
     from cutover.errors import CutoverError, ExitCode  # noqa: PLC0415
 
+    as_json = getattr(args, "output", None) == "json"
     if isinstance(exc, CutoverError):
-        _fail(args.command, exc, session)
+        _fail(args.command, exc, session, json_output=as_json)
         return int(exc.exit_code)
     if isinstance(exc, KeyboardInterrupt):
-        _outcome(f"cutover {args.command}: interrupted (exit 130)", session.redactor)
+        _failed_json(session, json_output=as_json, command=args.command, exitCode=130, cause="interrupted",
+                     message="interrupted", hint="")
+        _outcome(f"cutover {args.command}: interrupted (exit 130)", session.redactor, json_output=as_json)
         return 130
     if isinstance(exc, asyncio.CancelledError):  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
-        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)", session.redactor)
+        _failed_json(session, json_output=as_json, command=args.command, exitCode=143, cause="terminated",
+                     message="terminated, nothing half-done", hint="")
+        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)", session.redactor,
+                 json_output=as_json)
         return 143
     if not isinstance(exc, Exception):
         raise exc
@@ -162,8 +168,11 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
 
     structlog.get_logger("cutover").error("cutover.internal_error", cause="internal", exc_info=exc,
                                           hint="this is a bug; please report it with this log")
+    _failed_json(session, json_output=as_json, command=args.command, exitCode=int(ExitCode.INTERNAL),
+                 cause="internal", message=f"internal error {type(exc).__name__}",
+                 hint="this is a bug; please report it with the log")
     _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)",
-             session.redactor)
+             session.redactor, json_output=as_json)
     return int(ExitCode.INTERNAL)
 
 
@@ -376,29 +385,39 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
             if report.raw is not None:  # a patch, byte for byte: CRLF and the no-newline marker survive
                 sys.stdout.write(scrub(report.raw))
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
-    _outcome(f"cutover {args.command}: OK — {summary}", session.redactor)
+    _outcome(f"cutover {args.command}: OK — {summary}", session.redactor, json_output=args.output == "json")
 
 
-def _fail(command: str, exc: CutoverError, session: _Session) -> None:
+def _fail(command: str, exc: CutoverError, session: _Session, *, json_output: bool = False) -> None:
     import structlog  # noqa: PLC0415
 
     from cutover import milestones  # noqa: PLC0415
 
     structlog.get_logger("cutover").error(milestones.FAILED, command=command, cause=exc.cause,
                                           message=exc.message, hint=exc.hint)
+    _failed_json(session, json_output=json_output, command=command, exitCode=int(exc.exit_code), cause=exc.cause,
+                 message=exc.message, hint=exc.hint)
     hint = f" — hint: {exc.hint}" if exc.hint else ""
     _outcome(f"cutover {command}: FAILED (exit {int(exc.exit_code)}, cause {exc.cause}) — {exc.message}{hint}",
-             session.redactor)
+             session.redactor, json_output=json_output)
 
 
-def _outcome(line: str, redactor: Redactor | None = None) -> None:
-    """The last line of output; also the pod's termination message when running in one."""
+def _failed_json(session: _Session, *, json_output: bool, **fields: Any) -> None:
+    """With --output json, a failure is one JSON document on stdout too (ok false, the command, exitCode, cause,
+    message, hint): `| jq` reads an answer either way."""
+    if json_output:
+        print(json.dumps(session.redactor.scrub({"ok": False, **fields}), indent=2, sort_keys=True), flush=True)
+
+
+def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool = False) -> None:
+    """The last line of output (on stderr beside --output json, whose stdout is the JSON document alone); also
+    the pod's termination message when running in one."""
     from cutover.logs import Redactor  # noqa: PLC0415
 
     line = (redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
     sys.stdout.flush()
     sys.stderr.flush()
-    print(line, flush=True)
+    print(line, flush=True, file=sys.stderr if json_output else sys.stdout)
     path = os.environ.get("CUTOVER_TERMINATION_LOG", TERMINATION_LOG)
     if os.path.exists(os.path.dirname(path) or ".") and (os.path.exists(path) or path != TERMINATION_LOG):
         with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as handle:  # best effort (SPEC §6.7)
