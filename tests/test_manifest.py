@@ -165,7 +165,7 @@ def test_bad_files_are_refused_with_a_precise_message(why: str, text: str, words
 
 
 def test_invalid_label_syntax_is_refused() -> None:
-    with pytest.raises(InvalidInput, match="label value 'not ok' must be"):
+    with pytest.raises(InvalidInput, match="label value 'not ok' holds ' ': only alphanumerics"):
         edit(FIXTURE, {"app": "not ok"})
 
 

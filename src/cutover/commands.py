@@ -16,7 +16,7 @@ from cutover import decide, manifest, profiles, readiness, sources
 from cutover.cluster import Cluster
 from cutover.errors import CutoverError, InvalidInput
 from cutover.githost.base import GitHost
-from cutover.plan import GitDocument, Plan
+from cutover.plan import GitDocument, Plan, label_problem
 from cutover.results import Diffed, Proven, Shown, Status
 from cutover.sources.manifest import ManifestSource
 from cutover.wait import prove_backend
@@ -123,8 +123,31 @@ def _wanted_selector(plan: Plan | None, *, to: str | None, selector: str | None)
     if to is not None:
         assert plan is not None  # --to reads the plan
         return dict(plan.backend(to, field="--to").selector)
-    pairs = [part.partition("=") for part in (selector or "").split(",") if part.strip()]
-    if not pairs or any(not key.strip() or sep != "=" for key, sep, _ in pairs):
-        raise InvalidInput(f"--selector: expected K=V pairs separated by commas, found {selector!r}",
-                           hint="e.g. --selector app.kubernetes.io/name=llm-reasoning-candle,component=predictor")
-    return {key.strip(): value.strip() for key, _, value in pairs}
+    return parse_selector(selector or "")
+
+
+SELECTOR_HINT = "e.g. --selector app.kubernetes.io/name=llm-reasoning-candle,component=predictor"
+
+
+def parse_selector(text: str) -> dict[str, str]:
+    """`K=V,K=V` as a selector, each pair checked and named when wrong: an empty pair, a pair without '=' or
+    without a value, a key given twice (one of them would be dropped), a key or value Kubernetes refuses."""
+    found: dict[str, str] = {}
+    for index, part in enumerate(text.split(","), start=1):
+        key, sep, value = (piece.strip() for piece in part.partition("="))
+        where = f"--selector: pair {index} of {text!r}"
+        if not part.strip():
+            raise InvalidInput(f"{where}: expected K=V, found an empty pair", hint=SELECTOR_HINT)
+        if sep != "=" or not key:
+            raise InvalidInput(f"{where}: expected K=V pairs separated by commas, found {part.strip()!r}",
+                               hint=SELECTOR_HINT)
+        if not value:
+            raise InvalidInput(f"{where}: expected a value after '=', found none in {part.strip()!r}",
+                               hint="a selector with an empty value selects only pods whose label is empty")
+        if key in found:
+            raise InvalidInput(f"{where}: {key!r} is given twice ({key}={found[key]}, {key}={value})",
+                               hint="a selector holds each key once: keep the one you mean")
+        if problem := label_problem(key, value):
+            raise InvalidInput(f"{where}: {problem}", hint=SELECTOR_HINT)
+        found[key] = value
+    return found

@@ -159,14 +159,25 @@ def parse_duration(text: str) -> float:
 
 
 def label_problem(key: str, value: str) -> str | None:
-    """Why a label key or value breaks Kubernetes label syntax, or None when it is fine."""
+    """Why a label key or value breaks Kubernetes label syntax (saying which rule), or None when it is fine."""
     prefix, _, name = key.rpartition("/")
     if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return f"label key prefix {prefix!r} is not a DNS subdomain"
-    if len(name) > 63 or not _LABEL_NAME.match(name):
-        return f"label key {key!r}: name part must be 1-63 alphanumerics, '-', '_' or '.'"
-    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
-        return f"label value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'"
+        return f"label key prefix {prefix!r} is not a DNS subdomain (lowercase alphanumerics, '-' and '.')"
+    if problem := _name_problem(name):
+        return f"label key {key!r}: its name {problem}"
+    if value and (problem := _name_problem(value)):
+        return f"label value {value!r} {problem}"
+    return None
+
+
+def _name_problem(text: str) -> str | None:
+    """What is wrong with a label name or value: its length, a character, or its ends; None when it is fine."""
+    if not text or len(text) > 63:
+        return f"is {len(text)} characters long: 1 to 63 allowed"
+    if bad := sorted({c for c in text if not (c.isascii() and (c.isalnum() or c in "-_."))}):
+        return f"holds {', '.join(repr(c) for c in bad)}: only alphanumerics, '-', '_' and '.' are allowed"
+    if not _LABEL_NAME.match(text):
+        return "must begin and end with an alphanumeric"
     return None
 
 
