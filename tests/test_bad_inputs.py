@@ -79,6 +79,12 @@ CLI_CASES = [
      "is 64 characters long: 1 to 63 allowed"),
     ("diff with a value ending badly", ("diff", "--file", "svc.yaml", "--selector", "app=foo-"),
      "label value 'foo-' must begin and end with an alphanumeric"),
+    # each command takes only its own options: these were accepted and ignored
+    ("the demo takes no --to", ("demo", "--to", "bogus"), "unrecognized arguments: --to bogus"),
+    ("verify takes --backend, not --to", ("verify", "--backend", "candle", "--to", "candle"),
+     "unrecognized arguments: --to candle"),
+    ("status writes nothing to keep from writing", ("status", "--dry-run"), "unrecognized arguments: --dry-run"),
+    ("the demo prints a story, not JSON", ("demo", "--output", "json"), "unrecognized arguments: --output json"),
     ("--name not in the plan", ("--name", "other", "status"), "--name: expected a metadata.name"),
     ("plan file missing", ("--plan", "/nowhere/plan.yaml", "status"), "file not found"),
 ]

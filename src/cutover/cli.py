@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
             "demo")
+WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit")  # what --dry-run keeps from writing
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
                 "/var/run/secrets/cutover/argocd/token")  # the shipped Jobs' Secret mounts: redacted wherever read
@@ -80,9 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     }
     for name in COMMANDS:
         command = sub.add_parser(name, help=helps[name], description=helps[name])
-        command.add_argument("--output", choices=("text", "json"), default="text")
-        command.add_argument("--dry-run", action="store_true", help="no commit, no refresh, no Slack")
-        command.add_argument("--to", metavar="BACKEND", help="target backend (default: the plan's target)")
+        command.set_defaults(output="text", dry_run=False, to=None)  # each command takes only its own options
+        if name != "demo":
+            command.add_argument("--output", choices=("text", "json"), default="text")
+        if name in WRITERS:
+            command.add_argument("--dry-run", action="store_true", help="no commit, no refresh, no Slack")
+        if name in ("diff", "run"):
+            command.add_argument("--to", metavar="BACKEND", help="target backend (default: the plan's target)")
         if name == "diff":
             command.add_argument("--file", required=True, help="the YAML file holding the Service (a local copy)")
             command.add_argument("--selector", metavar="K=V,K=V", help="the selector to write, instead of --to "

@@ -236,8 +236,10 @@ class _Wait:
         return self.keep_waiting and self._left(found) > PROOF_RETRY
 
     def _left(self, found: readiness.Assessment) -> float:
-        """Seconds of the budget left now: the assessment's, less this round so far."""
-        return found.budget_left - (self.clock.monotonic() - self.round_started)
+        """Seconds of verify.maxWait left now, for Ready pods warming up: the assessment's elapsed time plus this
+        round so far. Not `budget_left`, which follows the pods' startup budgets: for pods that have long been
+        Ready it is 0, and a first round bounded by it was cut before it began (found on the real tier)."""
+        return self.settings.max_wait - found.elapsed - (self.clock.monotonic() - self.round_started)
 
     def _not_warm(self, found: readiness.Assessment, judged: fitness.Judged,
                  tried: Sequence[fitness.PodTrial]) -> None:
