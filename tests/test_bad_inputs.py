@@ -85,6 +85,8 @@ CLI_CASES = [
      "unrecognized arguments: --to candle"),
     ("status writes nothing to keep from writing", ("status", "--dry-run"), "unrecognized arguments: --dry-run"),
     ("the demo prints a story, not JSON", ("demo", "--output", "json"), "unrecognized arguments: --output json"),
+    ("a kubeconfig that is not there", ("--kubeconfig", "/nonexistent", "status"),
+     "--kubeconfig: expected a kubeconfig file, found nothing at /nonexistent"),
     ("--name not in the plan", ("--name", "other", "status"), "--name: expected a metadata.name"),
     ("plan file missing", ("--plan", "/nowhere/plan.yaml", "status"), "file not found"),
 ]

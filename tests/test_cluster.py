@@ -21,7 +21,7 @@ import trustme
 
 from cutover import cluster, logs
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
-from cutover.errors import ClusterError, ClusterUnavailable
+from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
 from cutover.views import ServiceView
 from helpers import PODS, fail_first, requests
 
@@ -94,8 +94,15 @@ async def test_in_cluster_over_https_with_the_service_account_token(tmp_path: Pa
 
 async def test_no_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ClusterError) as caught:
-        cluster.connect(kubeconfig=str(tmp_path / "missing"), environ={})
+        cluster.connect(environ={"KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)})
     assert caught.value.cause == "cluster_config" and "KUBECONFIG" in caught.value.hint
+
+
+async def test_a_kubeconfig_flag_naming_no_file_names_the_flag_and_the_path(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        cluster.connect(kubeconfig=str(tmp_path / "missing"), environ={})
+    assert caught.value.exit_code == 2 and caught.value.message.startswith("--kubeconfig: expected a kubeconfig")
+    assert str(tmp_path / "missing") in caught.value.message
 
 
 @pytest.mark.looptime

@@ -285,13 +285,15 @@ def test_bad_plans_name_the_field_and_what_was_found(why: str, text: str, field:
 
 
 def test_not_yaml_at_all() -> None:
-    with pytest.raises(InvalidInput, match=r"^plan.yaml: not valid YAML: "):
+    with pytest.raises(InvalidInput, match=r"^plan.yaml: not valid YAML: ") as caught:
         plan.parse("service: [unclosed\n", source="plan.yaml")
+    assert caught.value.cause == "invalid_plan"  # as the README's table says, not invalid_input
 
 
 def test_duplicate_keys_are_refused() -> None:
-    with pytest.raises(InvalidInput, match=r"not valid YAML: .*duplicate key"):
+    with pytest.raises(InvalidInput, match=r"not valid YAML: .*duplicate key") as caught:
         plan.parse(GOOD + "target: vllm\n", source="plan.yaml")
+    assert caught.value.cause == "invalid_plan" and "yaml.dev" not in caught.value.message
 
 
 def test_a_missing_file_says_where_it_looked(tmp_path: object) -> None:

@@ -318,6 +318,10 @@ def connect(
     environ: Mapping[str, str] = os.environ,
 ) -> Cluster:
     """In a pod, the in-cluster ServiceAccount; elsewhere the kubeconfig (KUBECONFIG, ~/.kube/config)."""
+    if kubeconfig is not None and not Path(kubeconfig).is_file():  # the flag's: name it, and the path
+        raise InvalidInput(f"--kubeconfig: expected a kubeconfig file, found nothing at {kubeconfig}",
+                           cause="invalid_arguments", hint="point --kubeconfig at a file, or leave it out to use "
+                                                           "$KUBECONFIG or ~/.kube/config")
     config = kubernetes.client.Configuration()
     try:
         if environ.get("KUBERNETES_SERVICE_HOST") and kubeconfig is None:

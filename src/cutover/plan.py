@@ -215,7 +215,8 @@ def parse(text: str, *, source: str = "plan") -> list[Plan]:
     try:
         data = yaml.load(io.StringIO(text))
     except YAMLError as exc:
-        raise InvalidInput(f"{source}: not valid YAML: {_first_line(exc)}", hint="fix the YAML syntax") from exc
+        raise InvalidInput(f"{source}: not valid YAML: {_first_line(exc)}", cause="invalid_plan",
+                           hint="fix the YAML syntax; nothing was touched") from exc
     except RecursionError as exc:
         raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_plan",
                            hint="a plan is a few levels deep; fix the file") from exc
@@ -224,7 +225,9 @@ def parse(text: str, *, source: str = "plan") -> list[Plan]:
 
 
 def _first_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:300]
+    """The parser's message in one line, without ruamel's pointer to its own docs (not the user's concern)."""
+    text = " ".join(str(exc).split())
+    return re.sub(r"\s*To suppress this check see: \S+", "", text)[:300]
 
 
 class _Field:
