@@ -238,3 +238,21 @@ def test_an_event_that_hangs_never_holds_the_exit(tmp_path: Path) -> None:
         assert stuck and all(thread.daemon and thread.is_alive() for thread in stuck)  # left behind, not joined
     finally:
         listener.close()
+
+
+@pytest.mark.looptime
+async def test_an_unreachable_api_server_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:9"}}],  # the discard port: refused
+        "users": [{"name": "gone", "user": {"token": "t"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone", "namespace": "cutover"}}]}))
+    kube = cluster.connect(kubeconfig=str(config))
+    try:
+        with pytest.raises(ClusterUnavailable) as caught:
+            await kube.service("llm-serving", "svc")
+    finally:
+        await kube.aclose()
+    assert "Kubernetes API at https://127.0.0.1:9 unreachable" in caught.value.message
+    assert "--kubeconfig" in caught.value.hint

@@ -106,8 +106,8 @@ def _log_retry(state: tenacity.RetryCallState) -> None:
                 next_in=round(state.upcoming_sleep, 2), then="retry")
 
 
-def translate(exc: Exception, *, what: str) -> ClusterError:
-    """The most specific own error for a failure of the Kubernetes client."""
+def translate(exc: Exception, *, what: str, server: str = "") -> ClusterError:
+    """The most specific own error for a failure of the Kubernetes client; `server` names the API it spoke to."""
     if isinstance(exc, ApiException):
         status = exc.status or 0
         if status >= 500 or status == 429:
@@ -122,8 +122,10 @@ def translate(exc: Exception, *, what: str) -> ClusterError:
         if status == 409:
             return ClusterConflict(f"{what}: the object changed meanwhile (409)", hint="read again and retry")
         return ClusterError(f"Kubernetes API answered {status} to {what}: {exc.reason}")
-    return ClusterUnavailable(f"Kubernetes API unreachable during {what}: {type(exc).__name__}",
-                              hint="check the API server address and the Job's NetworkPolicy egress")
+    at = f" at {server}" if server else ""
+    return ClusterUnavailable(f"Kubernetes API{at} unreachable during {what}: {type(exc).__name__}",
+                              hint="check the API server address (--kubeconfig, --context) and the Job's "
+                                   "NetworkPolicy egress")
 
 
 class Cluster:
@@ -197,7 +199,7 @@ class Cluster:
                 raise ApiException(http_resp=response)
             return json.loads(payload)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise translate(exc, what=what) from exc
+            raise translate(exc, what=what, server=self.api.configuration.host) from exc
         except ValueError as exc:
             raise ClusterUnavailable(f"Kubernetes API sent a body that is not JSON for {what}",
                                      hint="a proxy in front of the API server may be interfering") from exc
