@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -311,3 +312,13 @@ def test_one_service_twice_under_cutovers() -> None:
 
 def test_the_bad_plan_corpus_is_large_enough() -> None:
     assert len(BAD) >= 15
+
+
+def test_the_plan_configmap_itself_is_a_plan_file() -> None:
+    """--plan takes the ConfigMap a Job mounts (its data."plan.yaml"), as the example ships it (SPEC §4)."""
+    example = Path(__file__).parents[1] / "manifests" / "examples" / "llm-serving" / "workload" / "plan-configmap.yaml"
+    (one,) = plan.parse(example.read_text(), source="plan-configmap.yaml")
+    assert one.name == "reasoning-long" and one.target in one.backends
+    broken = example.read_text().replace("    target: candle", "    targett: candle", 1)
+    with pytest.raises(InvalidInput, match=r"^plan-configmap.yaml \(data.plan.yaml\): targett: expected"):
+        plan.parse(broken, source="plan-configmap.yaml")

@@ -220,8 +220,15 @@ def parse(text: str, *, source: str = "plan") -> list[Plan]:
     except RecursionError as exc:
         raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_plan",
                            hint="a plan is a few levels deep; fix the file") from exc
+    if _is_plan_configmap(data):  # the ConfigMap a Job mounts the plan from, checked offline as it is (SPEC §4)
+        return parse(data["data"]["plan.yaml"], source=f"{source} (data.plan.yaml)")
     root = _Field(source, "", data)
     return _read_root(root)
+
+
+def _is_plan_configmap(data: Any) -> bool:
+    return isinstance(data, Mapping) and data.get("kind") == "ConfigMap" and isinstance(data.get("data"), Mapping) \
+        and isinstance(data["data"].get("plan.yaml"), str)
 
 
 def _first_line(exc: Exception) -> str:
