@@ -76,6 +76,24 @@ def test_levels_below_the_threshold_are_dropped() -> None:
     assert [json.loads(line)["event"] for line in out.getvalue().splitlines()] == ["loud"]
 
 
+def test_on_a_terminal_a_failure_is_said_once_and_the_sinks_still_hear_it() -> None:
+    """The outcome line ends every command with the cause, message and hint; on a terminal the failure's log
+    line said the same again just above it. JSON logs (a pod's) and the sinks (Slack) keep it."""
+    heard: list[str] = []
+
+    def sink(logger: object, method: str, event: dict[str, object]) -> dict[str, object]:
+        heard.append(str(event["event"]))
+        return event
+
+    for fmt, shown in (("console", False), ("json", True)):
+        out = io.StringIO()
+        logs.configure(fmt=fmt, stream=out, sinks=[sink])
+        structlog.get_logger().error("cutover.failed", cause="crash_loop", message="the pod crash-loops")
+        structlog.get_logger().warning("target.warming", message="still cold")
+        assert ("the pod crash-loops" in out.getvalue()) is shown and "still cold" in out.getvalue()
+    assert heard.count("cutover.failed") == 2
+
+
 def test_the_public_surface_is_small_and_pinned() -> None:
     assert cutover.__all__ == ["CutoverError", "ExitCode", "__version__"]
     assert [code.value for code in cutover.ExitCode] == list(range(9))

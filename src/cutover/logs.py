@@ -123,6 +123,7 @@ def configure(
             *exc_step,
             redactor,
             *sinks,  # after the redactor: a sink only ever sees redacted events
+            *([_said_by_the_outcome] if fmt == "console" else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
@@ -133,6 +134,15 @@ def configure(
 
 
 _ACTIVE: Redactor | None = None  # the redactor `configure` set up last
+OUTCOME_SAYS = ("cutover.failed",)  # what the outcome line says in full at the end of every command
+
+
+def _said_by_the_outcome(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """On a terminal, a failure printed once: the outcome line says it all (cause, message, hint), so its log
+    line is not rendered there too. JSON logs keep it (a pod's log is read by machines), and so do the sinks."""
+    if event.get("event") in OUTCOME_SAYS:
+        raise structlog.DropEvent
+    return event
 
 
 def redact(text: str) -> str:
