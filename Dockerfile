@@ -4,10 +4,11 @@
 #   docker build -t cutover .                          the default image: GitHub, GitLab, Gitea/Forgejo
 #   docker build -t cutover:git --target with-git .    adds git and ssh, for `git.provider: git` (HTTPS or SSH)
 #
-# Size: python:3.11-slim, plus about 25 MB of packages once packaging/prune.py has dropped what cutover never
-# loads (the kubernetes package's generated models and APIs and its asyncio client: 84 MB of the 109 MB
-# `pip install .` puts on disk; measured by `make bench`), plus their byte code. git with its Debian
-# dependencies (perl among them) adds about 75 MB, hence the separate target.
+# Size (the README's "The image", measured by `make bench`): python:3.11-slim (about 130 MB), plus 21 MB of
+# packages once packaging/prune.py has dropped what cutover never loads (the kubernetes package's generated
+# models and APIs and its asyncio client: 84 MB of the 105 MB `pip install .` puts on disk), plus their byte
+# code (about 10 MB): about 160 MB. git with its Debian dependencies (perl among them) adds up to 98 MB, hence
+# the separate target (about 260 MB).
 # kustomize, for `git.source: kustomize` (the render check builds what ArgoCD builds): the static binary of the
 # official image (kustomize.Dockerfile in kubernetes-sigs/kustomize copies it to /app/kustomize). Pin the digest
 # where the image is built: --build-arg KUSTOMIZE_DIGEST=sha256:... (docker buildx imagetools inspect
