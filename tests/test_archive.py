@@ -65,15 +65,25 @@ async def elsewhere(repo: BareRepo) -> AsyncIterator[Elsewhere]:
     await runner.cleanup()
 
 
-async def test_a_redirected_archive_is_fetched_without_the_token(repo: BareRepo, elsewhere: Elsewhere,
-                                                                 tmp_path: Path) -> None:
-    async with FakeGitLab(repo, token=TOKEN) as lab:
-        lab.archive_moved_to = f"{elsewhere.url}/cdn/archive.tar.gz"
-        host = GitLab(url="https://gitlab.example/acme/gitops.git", branch="main", token=TOKEN, api_url=lab.url)
+async def snapshot(repo: BareRepo, into: Path, *, moved_to: str, ssl_context: ssl.SSLContext | None = None,
+                   ca_file: Path | None = None) -> Path:
+    """cutover's GitLab provider taking the archive of main from a GitLab double whose archive answers 302
+    to `moved_to` (over TLS with `ssl_context`, trusted through `ca_file`)."""
+    lab = FakeGitLab(repo, token=TOKEN)
+    lab.ssl_context = ssl_context
+    async with lab:
+        lab.archive_moved_to = moved_to
+        host = GitLab(url="https://gitlab.example/acme/gitops.git", branch="main", token=TOKEN, api_url=lab.url,
+                      ca_file=str(ca_file) if ca_file else None)
         try:
-            tree = await host.snapshot("main", tmp_path / "tree")
+            return await host.snapshot("main", into)
         finally:
             await host.aclose()
+
+
+async def test_a_redirected_archive_is_fetched_without_the_token(repo: BareRepo, elsewhere: Elsewhere,
+                                                                 tmp_path: Path) -> None:
+    tree = await snapshot(repo, tmp_path / "tree", moved_to=f"{elsewhere.url}/cdn/archive.tar.gz")
     assert (tree / PATH).read_text() == "kind: Service\n"
     assert len(elsewhere.seen) == 1
     assert TOKEN not in str(elsewhere.seen) and "PRIVATE-TOKEN" not in {k.upper() for k in elsewhere.seen[0]}
@@ -81,14 +91,8 @@ async def test_a_redirected_archive_is_fetched_without_the_token(repo: BareRepo,
 
 async def test_an_archive_redirect_is_followed_a_few_times_at_most(repo: BareRepo, elsewhere: Elsewhere,
                                                                   tmp_path: Path) -> None:
-    async with FakeGitLab(repo, token=TOKEN) as lab:
-        lab.archive_moved_to = f"{elsewhere.url}/loop"
-        host = GitLab(url="https://gitlab.example/acme/gitops.git", branch="main", token=TOKEN, api_url=lab.url)
-        try:
-            with pytest.raises(GitError) as caught:
-                await host.snapshot("main", tmp_path / "tree")
-        finally:
-            await host.aclose()
+    with pytest.raises(GitError) as caught:
+        await snapshot(repo, tmp_path / "tree", moved_to=f"{elsewhere.url}/loop")
     assert caught.value.cause == "git_redirect" and "more than 3 redirects" in caught.value.message
     assert len(elsewhere.seen) == 3
 
@@ -100,17 +104,9 @@ async def test_an_https_archive_is_never_followed_to_plain_http(repo: BareRepo, 
     ca.issue_cert("127.0.0.1").configure_cert(context)
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
-    lab = FakeGitLab(repo, token=TOKEN)
-    lab.ssl_context = context
-    async with lab:
-        lab.archive_moved_to = f"{elsewhere.url}/archive.tar.gz"  # http://127.0.0.1:…, a downgrade
-        host = GitLab(url="https://gitlab.example/acme/gitops.git", branch="main", token=TOKEN, api_url=lab.url,
-                      ca_file=str(ca_file))
-        try:
-            with pytest.raises(GitError) as caught:
-                await host.snapshot("main", tmp_path / "tree")
-        finally:
-            await host.aclose()
+    with pytest.raises(GitError) as caught:  # to http://127.0.0.1:…, a downgrade
+        await snapshot(repo, tmp_path / "tree", moved_to=f"{elsewhere.url}/archive.tar.gz", ssl_context=context,
+                       ca_file=ca_file)
     assert caught.value.cause == "git_redirect" and "http://127.0.0.1" in caught.value.message
     assert "https to https" in caught.value.hint
     assert elsewhere.seen == []  # not a byte went there
@@ -189,13 +185,7 @@ def test_an_entry_that_climbs_out_refuses_the_archive(tmp_path: Path) -> None:
 async def test_a_download_larger_than_the_cap_stops_there(repo: BareRepo, elsewhere: Elsewhere,
                                                           tmp_path: Path) -> None:
     """The archive goes to a temporary file, never whole into memory, and stops at ARCHIVE_CAP."""
-    async with FakeGitLab(repo, token=TOKEN) as lab:
-        lab.archive_moved_to = f"{elsewhere.url}/big"
-        elsewhere.body = os.urandom(ARCHIVE_CAP + 1)
-        host = GitLab(url="https://gitlab.example/acme/gitops.git", branch="main", token=TOKEN, api_url=lab.url)
-        try:
-            with pytest.raises(GitError) as caught:
-                await host.snapshot("main", tmp_path / "tree")
-        finally:
-            await host.aclose()
+    elsewhere.body = os.urandom(ARCHIVE_CAP + 1)
+    with pytest.raises(GitError) as caught:
+        await snapshot(repo, tmp_path / "tree", moved_to=f"{elsewhere.url}/big")
     assert caught.value.cause == "git_archive_too_large" and "larger than 32 MiB" in caught.value.message

@@ -300,23 +300,6 @@ async def test_a_target_warm_by_its_second_round_is_proven_while_budget_is_left(
 
 
 @pytest.mark.looptime
-async def test_a_target_ready_for_an_hour_is_judged_on_maxwait_not_its_spent_startup_budget(
-        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
-    """Pods Ready long before the wait (the usual PostSync: the engines were synced earlier) have no startup
-    budget left, and a round bounded by it was cut before it began (too_slow with 0 s left): found by the real
-    tier's scenario f, whose kwok pods carry their real startedAt. Here the outcome is guarded; the cause is
-    the tier's to catch."""
-    world.add_pod("vllm", ready=True)
-    target = world.add_pod("candle", Script(pull=30, load=240))  # a container that started, with a startupProbe
-    await world.settled()
-    await asyncio.sleep(270 + 3600)  # Ready, then an hour: beyond its startup budget (30 minutes)
-    assert target.ready_at is not None
-    plan = make_plan(fitness=FIT, max_wait="60s")
-    proven = await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
-    assert proven.fitness is not None
-
-
-@pytest.mark.looptime
 async def test_a_round_is_bounded_by_what_is_left_of_the_budget(
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
     world.add_pod("vllm", ready=True)

@@ -188,7 +188,7 @@ class GitPush(GitHost):
     async def snapshot(self, ref: str, into: Path) -> Path:
         head = await self._fetch()
         sha = head if ref == self.branch else (await self.git("rev-parse", "--verify", f"{ref}^{{commit}}")).strip()
-        archive = await self._bytes("archive", "--format=tar.gz", "--prefix=tree/", sha)
+        archive = await self._run(("archive", "--format=tar.gz", "--prefix=tree/", sha))
         return unpack(archive, into, what=f"git archive {sha[:12]}")
 
     async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
@@ -204,9 +204,6 @@ class GitPush(GitHost):
             await self.git("push", "--quiet", "--porcelain", "origin", f":refs/heads/{branch}")
         except GitError:  # best effort: the next render forces it anew
             return
-
-    async def _bytes(self, *args: str) -> bytes:
-        return await self._run(args)
 
     async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
                     author: Author) -> Written:
