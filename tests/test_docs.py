@@ -49,7 +49,7 @@ def test_the_prerequisites_the_readme_names_are_the_ones_make_test_checks() -> N
 
     readme = (ROOT / "README.md").read_text()
     packages = {source for _, _, source in prerequisites.NEEDS if " " not in source}
-    assert packages == {"git", "openssh-server", "openssh-client", "patch"}
+    assert packages == {"git", "openssh-client"}
     for package in packages:
         assert f"`{package}`" in readme, package
     ci = (ROOT / ".ci" / "run").read_text()
@@ -61,4 +61,4 @@ def test_a_missing_tool_is_named_with_its_package() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "prerequisites.py")], capture_output=True,
                           text=True, env={"PATH": "/nonexistent"}, check=False)
     assert done.returncode == 1
-    assert "patch (GNU patch): patch" in done.stderr and "apt-get install" in done.stderr
+    assert "ssh (OpenSSH's client): openssh-client" in done.stderr and "apt-get install" in done.stderr

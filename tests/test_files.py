@@ -37,21 +37,19 @@ async def piped(tool: tuple[str, ...], patch: bytes, cwd: Path) -> int:
 
 
 @pytest.mark.parametrize("name", EDITABLE)
-async def test_the_printed_diff_applies_with_git_and_patch(name: str, tmp_path: Path) -> None:
+async def test_the_printed_diff_applies_with_git_apply(name: str, tmp_path: Path) -> None:
     original = (FILES / name).read_bytes()
     expected = manifest.edit_selector(original.decode(), document=plan.GitDocument("Service", "chat"),
                                       selector_path="spec.selector", selector=WANTED).after.encode()
-    for tool in (("git", "apply", "-"), ("patch", "-p1", "--quiet")):
-        work = tmp_path / tool[0]
-        (work / "k8s").mkdir(parents=True)
-        (work / "k8s" / name).write_bytes(original)
-        code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", f"k8s/{name}", "--selector",
-                              SELECTOR, cwd=work)
-        assert code == 0, out.decode()
-        assert out.startswith(f"--- a/k8s/{name}\n".encode())
-        assert out.rstrip().endswith(b"all inside spec.selector")  # the outcome line comes last
-        await piped(tool, out, work)
-        assert (work / "k8s" / name).read_bytes() == expected  # byte for byte: CR, final newline and all
+    (tmp_path / "k8s").mkdir(parents=True)
+    (tmp_path / "k8s" / name).write_bytes(original)
+    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", f"k8s/{name}", "--selector", SELECTOR,
+                          cwd=tmp_path)
+    assert code == 0, out.decode()
+    assert out.startswith(f"--- a/k8s/{name}\n".encode())
+    assert out.rstrip().endswith(b"all inside spec.selector")  # the outcome line comes last
+    await piped(("git", "apply", "-"), out, tmp_path)  # strict about context, whitespace and the final newline
+    assert (tmp_path / "k8s" / name).read_bytes() == expected  # byte for byte: CR, final newline and all
 
 
 def test_what_changes_is_the_selector_of_the_one_service() -> None:

@@ -207,6 +207,7 @@ async def test_over_ssh_with_a_deploy_key_and_known_hosts(ssh_server: SshGitServ
         await client.aclose()
     assert result.committed and repo.head() == result.sha
     assert "llm-reasoning-candle" in repo.read(PATH)[0]  # type: ignore[index]
+    assert "git-receive-pack" in {command.split()[0] for command in ssh_server.commands}  # pushed over SSH
 
 
 async def test_over_ssh_an_unknown_host_key_is_refused(ssh_server: SshGitServer, tmp_path: Path,
