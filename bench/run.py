@@ -21,7 +21,7 @@ Ratios are taken inside one run because these machines are noisy. Measured:
      200-resource overlay
  13. Ready → the live Service switched, a whole `cutover run` through the simulated ArgoCD (refresh, no poll),
      the Service in a kustomize overlay: real time, fake time skipping only the startup
- 14. the cost of fitness (SPEC §10) on a warm target of 2 pods, `verify.fitness: {requests: 3, maxLatency: 1s}`:
+ 14. the cost of fitness (docs/fitness.md) on a warm target of 2 pods, `verify.fitness: {requests: 3, maxLatency: 1s}`:
      requests per target pod per proof beyond the name proof's, and the time a proof takes with fitness less
      the time without, real time, with the engine doubles answering at once and in 50 ms
 """

@@ -1,5 +1,5 @@
-"""The optional ArgoCD API (`argocd.server`, SPEC §9), against a double whose every request and answer is checked
-against ArgoCD 3.6's own swagger.json: the refresh goes through it (no write to the Application), the edit is
+"""The optional ArgoCD API (`argocd.server`, docs/sources.md), against a double whose every request and answer is
+checked against ArgoCD 3.6's own swagger.json: the refresh goes through it (no write to the Application), the edit is
 render-checked by ArgoCD (the candidate on a scratch branch that is deleted again), and the PreSync gate asks it
 for the revision being synced."""
 

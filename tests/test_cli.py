@@ -1,5 +1,5 @@
 """The `cutover` command as a user runs it: a subprocess against the simulated world over HTTP, with the
-exit codes of SPEC §5, the one-line outcome last, JSON logs off a TTY, and no secret in any output."""
+exit codes of docs/commands.md, the one-line outcome last, JSON logs off a TTY, and no secret in any output."""
 
 from __future__ import annotations
 

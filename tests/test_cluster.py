@@ -215,8 +215,8 @@ async def test_a_dropped_watch_reconnects(world: World, kube: cluster.Cluster) -
 
 
 def test_an_event_that_hangs_never_holds_the_exit(tmp_path: Path) -> None:
-    """SPEC §6.7: `asyncio.run` joins the default executor's threads as it ends, so an Event stuck there held
-    the exit for a whole read timeout. An Event runs in a daemon thread that nobody joins instead."""
+    """docs/guarantees.md #7: `asyncio.run` joins the default executor's threads as it ends, so an Event stuck there
+    held the exit for a whole read timeout. An Event runs in a daemon thread that nobody joins instead."""
     listener = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog) and never answers
     config = tmp_path / "kubeconfig"
     config.write_text(json.dumps({

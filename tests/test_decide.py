@@ -1,5 +1,5 @@
-"""The decision core as tables: every choice of `decide.next_step` and its siblings, and SPEC §6.1–§6.5 a row each,
-on plain data (no cluster, no Git host, no clock)."""
+"""The decision core as tables: every choice of `decide.next_step` and its siblings, and docs/guarantees.md #1–#5 a row
+each, on plain data (no cluster, no Git host, no clock)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_presync_step(wanted: dict[str, str], live_selector: dict[str, str], exp
 
 def test_rollback_to() -> None:
     assert decide.rollback_to(observed(CANDLE, CANDLE, cutover("vllm", "candle")), PLAN) == "vllm"
-    # its Job was killed after the commit: Git already holds the rollback, so finish that one (§6.5)
+    # its Job was killed after the commit: Git already holds the rollback, so finish that one (docs/guarantees.md #5)
     assert decide.rollback_to(observed(CANDLE, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN) == "vllm"
     three = dataclasses.replace(PLAN, backends={**PLAN.backends, "other": dataclasses.replace(
         PLAN.backends["vllm"], name="other", selector={"app": "other"})})
@@ -136,7 +136,7 @@ def test_proofs_through_the_service_retry_only_what_may_pass() -> None:
     assert not decide.retry_through_service(proof(), attempt=0, tries=3)
 
 
-# --- SPEC §6, a row each --------------------------------------------------------------------------------------
+# --- docs/guarantees.md, a row each -----------------------------------------------------------------------------------
 
 
 def _pod(name: str, labels: dict[str, str], *, ready: bool = True) -> PodView:
@@ -161,26 +161,26 @@ def _no_cluster_write_but_the_three() -> bool:
 
 
 @pytest.mark.parametrize(("rule", "holds"), [
-    ("§6.1 a stale proof does not open the gate", lambda: not gate.judge(
+    ("#1 a stale proof does not open the gate", lambda: not gate.judge(
         [_pod("c", CANDLE)], target="candle", backends={"candle": CANDLE, "vllm": VLLM},
         proven={"c": NOW - timedelta(seconds=61)}, now=NOW, min_ready=1).open),
-    ("§6.1 a fresh proof on a Ready pod opens it", lambda: gate.judge(
+    ("#1 a fresh proof on a Ready pod opens it", lambda: gate.judge(
         [_pod("c", CANDLE)], target="candle", backends={"candle": CANDLE, "vllm": VLLM},
         proven={"c": NOW - timedelta(seconds=10)}, now=NOW, min_ready=1).open),
-    ("§6.1 a selector that picks another backend's pods is final", lambda: gate.judge(
+    ("#1 a selector that picks another backend's pods is final", lambda: gate.judge(
         [_pod("v", VLLM)], target="candle", backends={"candle": {"component": "predictor"}, "vllm": VLLM},
         proven={"v": NOW}, now=NOW, min_ready=1).foreign == (("v", "vllm"),)),
-    ("§6.2 an edit beyond the selector is refused", _guard_refuses_more_than_the_selector),
-    ("§6.3 the cluster is written only through the Lease, Events and the refresh", _no_cluster_write_but_the_three),
-    ("§6.4 a Lease its holder renews while we watch is held", lambda: lock.judge(
+    ("#2 an edit beyond the selector is refused", _guard_refuses_more_than_the_selector),
+    ("#3 the cluster is written only through the Lease, Events and the refresh", _no_cluster_write_but_the_three),
+    ("#4 a Lease its holder renews while we watch is held", lambda: lock.judge(
         LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "1"), me="job-b", now=20.0, watch=lock.observe(
             lock.observe(None, LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=20), 60.0, 1, "1"), now=0.0),
             LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "2"), now=20.0)) is lock.Verdict.HELD),
-    ("§6.5 Git at the target: nothing to write", lambda: decide.git_step(
+    ("#5 Git at the target: nothing to write", lambda: decide.git_step(
         CANDLE, target=CANDLE, known=[VLLM]) is decide.GitStep.ALREADY),
-    ("§6.5 PostSync after the commit does not advance again", lambda: not isinstance(
+    ("#5 PostSync after the commit does not advance again", lambda: not isinstance(
         decide.next_step(observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN), decide.Advance)),
-    ("§6.5 someone else's selector is never overwritten", lambda: decide.git_step(
+    ("#5 someone else's selector is never overwritten", lambda: decide.git_step(
         CANARY, target=CANDLE, known=[VLLM]) is decide.GitStep.FOREIGN),
 ])
 def test_the_guarantees(rule: str, holds: Any) -> None:

@@ -57,7 +57,7 @@ class Client:
 
 @dataclasses.dataclass
 class ArgoCD:
-    """Automated sync with selfHeal, reduced to what the hooks see (reference/argocd-hooks.md §1, §2.4)."""
+    """Automated sync with selfHeal, reduced to what the hooks see (docs/sources.md, docs/guarantees.md's flow)."""
 
     world: World
     kube: cluster.Cluster

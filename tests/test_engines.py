@@ -1,5 +1,5 @@
 """The served-name proof over real HTTP against engine doubles with the exact payloads of
-reference/engines.md, and the classification of every way a check can fail."""
+docs/engines.md, and the classification of every way a check can fail."""
 
 from __future__ import annotations
 

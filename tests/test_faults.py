@@ -5,8 +5,9 @@ cluster, the engine doubles, a Git host double (GitHub and Forgejo doubles check
 descriptions), a Slack double and an ArgoCD stand-in that polls Git as ArgoCD does.
 
 A kill is a cancellation of the command's task right after it logged a step, which is what SIGTERM does to a
-hook Job (SPEC §5: the Lease is given back, exit 143); a hard kill also leaves the Lease held, as SIGKILL would.
-The run after it must finish the job without a second commit (SPEC §6.5). The session prints every case as a
+hook Job (docs/commands.md: the Lease is given back, exit 143); a hard kill also leaves the Lease held, as SIGKILL
+would.
+The run after it must finish the job without a second commit (docs/guarantees.md #5). The session prints every case as a
 table (conftest's terminal summary)."""
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Stage:
     held: dict[str, Any] | None = None  # the Lease as a hard kill left it
     met: int | None = None  # requests a kmock reaction of the case answered (None: the case has none)
     ended: float = 0.0  # loop time of the command's last word (its Slack sender's aside)
-    tail: float = 0.0  # seconds from there to its exit: what Slack and Events may add (SPEC §6.7: at most 5 s)
+    tail: float = 0.0  # seconds from there to its exit: what Slack and Events may add (at most 5 s: guarantee 7)
 
     def when(self, event: str, action: Callable[[], None]) -> None:
         self.triggers.setdefault(event, []).append(action)
@@ -342,7 +343,7 @@ def argocd(**options: Any) -> Callable[[Stage], None]:
 
 
 def fit(value: str = "{requests: 3, maxLatency: 5s}") -> Callable[[str], str]:
-    """The plan with `verify.fitness` set (SPEC §10)."""
+    """The plan with `verify.fitness` set (docs/fitness.md)."""
     return lambda text: text.replace("  requestTimeout: 10s\n", f"  requestTimeout: 10s\n  fitness: {value}\n", 1)
 
 
@@ -530,7 +531,7 @@ CASES = [
          steps=(Step(("run",), 3),), cause="unschedulable"),
     Case("engine", "target slower than maxWait", commits=(), script=Script(pull=30, load=3000),
          steps=(Step(("run",), 3),), cause="startup_budget_exhausted"),
-    # fitness (SPEC §10): warm, fast enough, streaming, no smaller than the live backend
+    # fitness (docs/fitness.md): warm, fast enough, streaming, no smaller than the live backend
     Case("fitness", "target Ready but cold for 4 minutes", at("target.ready", cold(240)), plan=fit(),
          saw=("target.warming",)),
     Case("fitness", "target always slower than maxLatency", at("target.ready", engine_set(latency=6.0)), plan=fit(),
@@ -744,7 +745,7 @@ async def test_fault(case: Case, world: World, tmp_path: Path, monkeypatch: pyte
             for cleanup in stage.cleanups:
                 cleanup()
         left = (host.faults if isinstance(host, FakeHost) else host.fail_next, slack.faults)
-        assert TOKEN not in repr([posted.body for posted in slack.posted])  # SPEC §6.6, in Slack too
+        assert TOKEN not in repr([posted.body for posted in slack.posted])  # docs/guarantees.md #6, in Slack too
     history = repo.log(PATH)
     assert not any(TOKEN in entry.message for entry in history)  # and in commits
     commits = [entry.message.split("\n")[0] for entry in reversed(history)][1:]

@@ -1,4 +1,4 @@
-"""Fitness (SPEC §10): warm, fast enough, streaming, no smaller than the live backend. The rules on plain data,
+"""Fitness (docs/fitness.md): warm, fast enough, streaming, no smaller than the live backend. The rules on plain data,
 the SSE reader on the engines' own byte shapes, then the whole wait over the emulated cluster and the engine
 doubles in fake time, table-driven: each row sets up the target (and the live backend) and states the outcome."""
 

@@ -1,4 +1,4 @@
-"""ArgoCD 3.x's Source Hydrator (SPEC §9), end to end in the simulated world: cutover commits to the dry source,
+"""ArgoCD 3.x's Source Hydrator (docs/sources.md), end to end in the simulated world: cutover commits to the dry source,
 the stand-in hydrates the dry branch into `environments/prod` and syncs the hydrated revision; "applied" means
 the hydrator's drySHA is our commit, then the sync revision its hydratedSHA; the PreSync gate reads the hydrated
 manifest at the revision being synced."""
@@ -55,7 +55,7 @@ def test_applied_means_hydrated_then_synced(fields: dict[str, Any], expected: st
 ])
 def test_a_path_the_application_names_stays_inside_the_repository(path: str, ok: bool) -> None:
     """What an Application (or its hydrator's syncSource.path) names is read and built by cutover: it must be a
-    path inside the repository, as git.path must be (SPEC §9)."""
+    path inside the repository, as git.path must be (docs/sources.md)."""
     if ok:
         assert argocd.repository_path(path, what="the source path") == path
         return

@@ -1,4 +1,4 @@
-"""SPEC §6.1, §6.2 and §6.5 under random histories: a hypothesis state machine drives the decision core the way
+"""docs/guarantees.md #1, #2 and #5 under random histories: a hypothesis state machine drives the decision core the way
 the phases compose it (`decide.next_step` on what a PostSync observes, `decide.git_step` on the writer's read,
 `gate.judge` on the pods the selector picks right before the write, the edit with its guard) while pods turn
 Ready and unready, engines lose and regain names, people commit, Jobs are killed and re-run and ArgoCD syncs.
@@ -49,7 +49,7 @@ class Commit:
     by: str  # "cutover" or a person
     before: str
     after: str
-    good: int = 0  # the oracle's count, at the moment of the commit, of pods SPEC §6.1 counts
+    good: int = 0  # the oracle's count, at the moment of the commit, of pods docs/guarantees.md #1 counts
     foreign: int = 0  # the oracle's count of other backends' pods the committed selector picks
 
     def __post_init__(self) -> None:  # read once: the invariants look at every commit after every step
@@ -212,19 +212,19 @@ class Cutover(RuleBasedStateMachine):
     # --- the guarantees ---------------------------------------------------------------------------------------
 
     @invariant()
-    def every_commit_of_ours_was_earned(self) -> None:  # SPEC §6.1
+    def every_commit_of_ours_was_earned(self) -> None:  # docs/guarantees.md #1
         for commit in self.history:
             if commit.by == "cutover":
                 assert commit.good >= self.min_ready and commit.foreign == 0, commit
 
     @invariant()
-    def a_commit_changes_only_the_selector(self) -> None:  # SPEC §6.2
+    def a_commit_changes_only_the_selector(self) -> None:  # docs/guarantees.md #2
         for commit in self.history:
             if commit.by == "cutover":
                 assert commit.rest_kept and commit.selectors[1] == self.backends["candle"]
 
     @invariant()
-    def never_a_second_or_a_wrong_commit(self) -> None:  # SPEC §6.5
+    def never_a_second_or_a_wrong_commit(self) -> None:  # docs/guarantees.md #5
         for commit in self.history:
             if commit.by == "cutover":
                 before, after = commit.selectors

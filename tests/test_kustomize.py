@@ -61,8 +61,8 @@ async def test_a_build_kustomize_refuses_is_render_failed(tmp_path: Path) -> Non
     "git@github.com:acme/bases.git//llm?ref=v1",  # over ssh
 ])
 async def test_a_remote_resource_is_not_fetched(tmp_path: Path, remote: str) -> None:
-    """What a render reads is the tree a reviewer saw (SPEC §9): a remote base goes nowhere (every request meets a
-    proxy on the discard port that refuses it; ssh is `false`) and the build says why."""
+    """What a render reads is the tree a reviewer saw (docs/security.md): a remote base goes nowhere (every request
+    meets a proxy on the discard port that refuses it; ssh is `false`) and the build says why."""
     (tmp_path / "kustomization.yaml").write_text(f"resources:\n  - '{remote}'\n")
     with pytest.raises(kustomize.RenderFailed) as caught:
         await kustomize.build(tmp_path, where="overlays/prod@main")

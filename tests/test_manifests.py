@@ -113,7 +113,7 @@ def test_hook_jobs_are_shaped_for_argocd(job: dict[str, Any]) -> None:
 def test_manual_cronjobs_never_fire_by_themselves_and_the_audit_every_5_minutes(cronjob: dict[str, Any]) -> None:
     name, spec = cronjob["metadata"]["name"], cronjob["spec"]
     assert name in ("cutover-rollback", "cutover-run", "cutover-audit")
-    if name == "cutover-audit":  # SPEC §9: every 5 minutes, not suspended, one at a time
+    if name == "cutover-audit":  # docs/sources.md: every 5 minutes, not suspended, one at a time
         assert (spec["suspend"], spec["schedule"], spec["concurrencyPolicy"]) == (False, "*/5 * * * *", "Forbid")
     else:
         assert spec["suspend"] is True

@@ -1,5 +1,5 @@
 """The plan file: a good plan reads into the model; every bad plan names the field, the expectation and
-what was found (SPEC §4)."""
+what was found (docs/plan.md)."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ BAD = [
     ("unknown nested key", _edit("  minReadyPods: 1\n", "  minReadyPods: 1\n  maxWiat: 5m\n"),
      "verify.maxWiat", "no such key (known here: servedNames, proof, minReadyPods, maxWait, requestTimeout, "
                        "fitness)"),
-    # verify.fitness (SPEC §10)
+    # verify.fitness (docs/fitness.md)
     ("fitness requests below 1", _edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: {requests: 0}\n"),
      "verify.fitness.requests", "an integer from 1 to 20, found 0"),
     ("fitness requests above 20", _edit("  requestTimeout: 10s\n",
@@ -237,8 +237,8 @@ BAD = [
      "git.branch", "a branch name"),
     ("a branch with a space", _edit("  branch: main\n", "  branch: my branch\n"), "git.branch",
      "no spaces"),
-    # credentials are read from the Secrets' mount only, and sent to git.url's host only (SPEC §4, §9): this plan
-    # once sent the pod's own ServiceAccount token to a collector as a Bearer header
+    # credentials are read from the Secrets' mount only, and sent to git.url's host only (docs/plan.md,
+    # docs/security.md): this plan once sent the pod's own ServiceAccount token to a collector as a Bearer header
     ("the pod's ServiceAccount token as the Git token",
      _edit("cutover/git/token\n", "kubernetes.io/serviceaccount/token\n"),
      "git.tokenFile", "a file under /var/run/secrets/cutover/"),
@@ -288,7 +288,7 @@ def test_bad_plans_name_the_field_and_what_was_found(why: str, text: str, field:
 def test_not_yaml_at_all() -> None:
     with pytest.raises(InvalidInput, match=r"^plan.yaml: not valid YAML: ") as caught:
         plan.parse("service: [unclosed\n", source="plan.yaml")
-    assert caught.value.cause == "invalid_plan"  # as the README's table says, not invalid_input
+    assert caught.value.cause == "invalid_plan"  # as docs/causes.md says, not invalid_input
 
 
 def test_duplicate_keys_are_refused() -> None:
@@ -315,7 +315,7 @@ def test_the_bad_plan_corpus_is_large_enough() -> None:
 
 
 def test_the_plan_configmap_itself_is_a_plan_file() -> None:
-    """--plan takes the ConfigMap a Job mounts (its data."plan.yaml"), as the example ships it (SPEC §4)."""
+    """--plan takes the ConfigMap a Job mounts (its data."plan.yaml"), as the example ships it (docs/plan.md)."""
     example = Path(__file__).parents[1] / "manifests" / "examples" / "llm-serving" / "workload" / "plan-configmap.yaml"
     (one,) = plan.parse(example.read_text(), source="plan-configmap.yaml")
     assert one.name == "reasoning-long" and one.target in one.backends

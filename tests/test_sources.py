@@ -1,4 +1,4 @@
-"""Selectors that live in kustomize trees and Helm values (SPEC §9), end to end in the simulated world: the tree
+"""Selectors that live in kustomize trees and Helm values (docs/sources.md), end to end in the simulated world: the tree
 comes from the GitHub double (its archive), real kustomize renders it for cutover's render check and for the
 simulated ArgoCD alike, and a client calls the Service throughout. Every failure leaves Git and the cluster as
 they were."""

@@ -2,7 +2,7 @@
 
 What cutover's commands ask of the API is allowed (no 403 for its ServiceAccount anywhere in the audit log of
 the tier's runs), and what it must never do is refused: writing Services or workloads (the selector changes
-through Git: the README), reading Secrets, creating pods, exec.
+through Git: docs/guarantees.md #3), reading Secrets, creating pods, exec.
 """
 
 from __future__ import annotations

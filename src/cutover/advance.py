@@ -1,6 +1,6 @@
 """Advancing a cutover: under the Service's Lease, wait for the backend on its startup timeline, prove it, and
-commit its selector with compare-and-swap, asking the commit gate (SPEC §6.1) right before the write; then ask
-ArgoCD to refresh and record an Event. A dry run proves and shows the diff, and writes nothing. Called by the
+commit its selector with compare-and-swap, asking the commit gate (docs/guarantees.md #1) right before the write; then
+ask ArgoCD to refresh and record an Event. A dry run proves and shows the diff, and writes nothing. Called by the
 phases, for a cutover and for a rollback alike.
 """
 
@@ -64,8 +64,8 @@ async def advance(run: Run, observed: decide.Observed, seen: writeback.Seen | No
 
 
 async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven]) -> None:
-    """Right before the write: the Lease is still ours, and SPEC §6.1 holds on the pods the selector picks now
-    (prove again once if the proof went stale or pods left Ready since; a pod of another backend is final)."""
+    """Right before the write: the Lease is still ours, and docs/guarantees.md #1 holds on the pods the selector picks
+    now (prove again once if the proof went stale or pods left Ready since; a pod of another backend is final)."""
     await lease.confirm(run.cluster, held)
     plan = run.plan
     for attempt in range(2):

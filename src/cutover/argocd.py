@@ -3,11 +3,11 @@
 ArgoCD injects nothing into hook pods. It records the operation's full revision in
 `status.operationState.syncResult.revision` (`revisions[]`, one per source, for a multi-source Application)
 and names a generateName hook Job `<prefix><revision[:7]>-<phase>-<startedAt unix seconds>`
-(reference/argocd-hooks.md §1.7, §4). The shipped hooks are named Jobs (kustomize refuses generateName,
-kubernetes-sigs/kustomize#641; reference/gitops-realities.md §0), so the Application's operation is the
+(gitops-engine's `pkg/sync/sync_context.go`; docs/sources.md). The shipped hooks are named Jobs (kustomize refuses
+generateName, kubernetes-sigs/kustomize#641), so the Application's operation is the
 source; a generated name is used where there is one. A commit made during
-a sync is applied by the next sync, never by the one running (§2.4); and a refresh requested while an
-operation that started before our commit is running can be lost (argo-cd#21902), so it is asked again
+a sync is applied by the next sync, never by the one running (docs/guarantees.md, the flow); and a refresh requested
+while an operation that started before our commit is running can be lost (argo-cd#21902), so it is asked again
 when that operation ends without our revision. Called by the phases with views from `cluster`.
 """
 
@@ -86,8 +86,8 @@ def judge_sync(app: ApplicationView, *, revision: str, committed_at: datetime) -
 
 def applied_revision(app: ApplicationView, commit: str) -> str | None:
     """The revision ArgoCD syncs for our commit: the commit itself, or, with the Source Hydrator, the hydratedSHA
-    once `currentOperation.drySHA` is our commit and its phase is Hydrated (None until then; SPEC §9,
-    reference/gitops-realities.md §1.1)."""
+    once `currentOperation.drySHA` is our commit and its phase is Hydrated (None until then; docs/sources.md,
+    ArgoCD's Source Hydrator user guide)."""
     hydrator = app.hydrator
     if hydrator is None:
         return commit

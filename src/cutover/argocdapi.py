@@ -1,7 +1,7 @@
 """The ArgoCD server's REST API (its gRPC gateway, `argocd.server`): a refresh, and the manifests ArgoCD renders.
 
 `GET /api/v1/applications/{name}?refresh=normal` asks for a refresh, so that cutover needs no write permission on
-the Application (an ArgoCD account with `applications, get` will do; SPEC §9). `GET
+the Application (an ArgoCD account with `applications, get` will do; docs/security.md). `GET
 /api/v1/applications/{name}/manifests?revision=` answers `repositoryManifestResponse`: the manifests the
 repo-server renders for that revision, one JSON document a string; for a multi-source Application `revisions` and
 `sourcePositions` (1-based) name the source. Operation ids and shapes: ArgoCD 3.6's swagger.json

@@ -4,7 +4,7 @@ Heavy imports (kubernetes, httpx) happen only after parsing, so `cutover --help`
 stay fast. Logging is configured once per command (`_Session`); the Slack sink joins its fan-out once
 the plan says where Slack is. Commands return typed results; `outcome` renders them here, the one place
 that builds a `Report`. The last line of output is a one-line outcome; in a pod it also goes to the
-termination log so `kubectl describe` and the ArgoCD UI show it (SPEC §5).
+termination log so `kubectl describe` and the ArgoCD UI show it (docs/commands.md).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def _first_sync(args: argparse.Namespace) -> Report | None:
 
 
 def _diff(args: argparse.Namespace, session: _Session) -> Report:
-    """Offline. With --selector and no plan named (--plan, CUTOVER_PLAN), no plan is read at all (SPEC §5)."""
+    """Offline. With --selector and no plan named (--plan, CUTOVER_PLAN), no plan is read at all (docs/commands.md)."""
     from cutover import commands, outcome  # noqa: PLC0415
 
     planless = args.selector is not None and args.to is None and not (args.plan or os.environ.get("CUTOVER_PLAN"))
@@ -262,7 +262,7 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
         return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
     finally:
         if sender is not None:
-            await sender.flush()  # at most 5 s: Slack never holds the outcome (SPEC §6.7)
+            await sender.flush()  # at most 5 s: Slack never holds the outcome (docs/guarantees.md #7)
         await kube.aclose()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
@@ -425,5 +425,6 @@ def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool =
     print(line, flush=True, file=sys.stderr if json_output else sys.stdout)
     path = os.environ.get("CUTOVER_TERMINATION_LOG", TERMINATION_LOG)
     if os.path.exists(os.path.dirname(path) or ".") and (os.path.exists(path) or path != TERMINATION_LOG):
-        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as handle:  # best effort (SPEC §6.7)
+        # best effort (docs/guarantees.md #7)
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as handle:
             handle.write(line[:4096])  # the kubelet keeps at most 4096 bytes

@@ -1,4 +1,4 @@
-"""Kubernetes reads, pod watches, the three writes SPEC §6.3 allows, and API payloads turned into `views`.
+"""Kubernetes reads, pod watches, the three writes docs/guarantees.md #3 allows, and API payloads turned into `views`.
 
 The only module that imports `kubernetes`. The official client is synchronous: one-shot reads run
 with `asyncio.to_thread`. Watch streams are read on the event loop with the official client's
@@ -44,7 +44,7 @@ FORBIDDEN_AFTER_OUTAGE = 60.0  # seconds after an outage during which a 403 is t
 WATCH_SECONDS = 290  # server-side watch timeout; a fresh watch resumes from the last resourceVersion
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
-SIDE_EFFECT_TIMEOUT = 4.0  # seconds per connect and read of an Event: within the 5 s exit bound (SPEC §6.7)
+SIDE_EFFECT_TIMEOUT = 4.0  # seconds per connect and read of an Event: within the 5 s exit bound (docs/guarantees.md #7)
 
 # The retry policy for the Kubernetes API, in one place: 5xx, 429 and dropped connections are retried
 # six times with jittered exponential backoff (0.5, 1, 2, 4, 8 s: about 16 s in all); everything else is
@@ -130,7 +130,7 @@ def translate(exc: Exception, *, what: str, server: str = "") -> ClusterError:
 
 class Cluster:
     """One Kubernetes API through the official client: reads and watches, and the only writes cutover makes
-    (SPEC §6.3: the Lease, Events on the Service, the refresh annotation on the Application)."""
+    (docs/guarantees.md #3: the Lease, Events on the Service, the refresh annotation on the Application)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, own_namespace: str) -> None:
         # The generic request path of the official client (auth, TLS, proxies, token refresh) rather than
@@ -175,7 +175,7 @@ class Cluster:
                       body: Mapping[str, Any] | None = None, content_type: str = "application/json",
                       what: str, side_effect: float | None = None) -> Any:
         """One API request off the loop, retried per `retrying`; its JSON body. A `side_effect` (an Event: best
-        effort, SPEC §6.7) runs in a daemon thread with that many seconds per connect and read: the default
+        effort, docs/guarantees.md #7) runs in a daemon thread with that many seconds per connect and read: the default
         executor's threads are joined when `asyncio.run` ends, so one stuck there would hold the exit."""
         call = functools.partial(self._call, method, path, query=dict(query or {}), body=body,
                                  content_type=content_type, what=what,
@@ -270,7 +270,7 @@ class Cluster:
 
     async def request_refresh(self, namespace: str, name: str, *, hydrate: bool = False) -> None:
         """Ask ArgoCD to compare with Git now (the annotation it removes once it has refreshed); with the Source
-        Hydrator, to hydrate the dry source now too (argocd.argoproj.io/hydrate, reference/gitops-realities §1)."""
+        Hydrator, to hydrate the dry source now too (argocd.argoproj.io/hydrate; docs/sources.md)."""
         notes = {"argocd.argoproj.io/refresh": "normal"}
         if hydrate:
             notes["argocd.argoproj.io/hydrate"] = "normal"

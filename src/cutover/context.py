@@ -1,8 +1,8 @@
 """A `Run`: everything one plan's command works with, passed as one value instead of a hidden contextvar and
 half a dozen parameters: the cluster, the plan, the Git host and the selector source, who holds the Lease, who
-authors commits, the clock, and whether this is a dry run (SPEC §5: no commit, no Lease, no refresh, no Event).
+authors commits, the clock, and whether this is a dry run (docs/commands.md: no commit, no Lease, no refresh, no Event).
 
-Its one behaviour is the best-effort Event (SPEC §6.7: it never changes an outcome, never waits over 5 s).
+Its one behaviour is the best-effort Event (docs/guarantees.md #7: it never changes an outcome, never waits over 5 s).
 Built by the CLI (and the demo and tests); used by the phases, `verification` and `sync`.
 """
 
@@ -22,7 +22,7 @@ from cutover.githost.base import Author, GitHost
 from cutover.plan import Plan
 from cutover.views import ApplicationView, ServiceView
 
-SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (SPEC §6.7)
+SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (docs/guarantees.md #7)
 
 log = structlog.get_logger("cutover")
 

@@ -3,13 +3,13 @@
 The phases read the world once per step into an `Observed` (the live Service, the selector in Git, the last
 cutover commit's trailers, the Application) and ask `next_step`; everything they do is the answer's story.
 
-SPEC §6, one place each:
-  §6.1  commit only on fresh proof ...... `gate.judge`, asked by the writer right before each write, and
+docs/guarantees.md, one place each:
+  #1  commit only on fresh proof ...... `gate.judge`, asked by the writer right before each write, and
                                            `gate.foreign`: a selector that picks another backend's pods is final
-  §6.2  only the selector changes ....... `manifest.guard`, run by every source's edit before anything is written
-  §6.3  no cluster write but Events, the Lease and the refresh: `CLUSTER_WRITES`; no `Step` writes the Service
-  §6.4  one cutover per Service ......... `lock.judge` on the Service's Lease
-  §6.5  a re-run never commits twice .... `git_step` (ALREADY: Git holds it), `held_by` (a rollback's hold),
+  #2  only the selector changes ....... `manifest.guard`, run by every source's edit before anything is written
+  #3  no cluster write but Events, the Lease and the refresh: `CLUSTER_WRITES`; no `Step` writes the Service
+  #4  one cutover per Service ......... `lock.judge` on the Service's Lease
+  #5  a re-run never commits twice .... `git_step` (ALREADY: Git holds it), `held_by` (a rollback's hold),
                                            `rollback_to` (a rollback already in Git is finished, not redone)
 Called by the phases and by tests/test_decide.py (a row per rule) and tests/test_invariants.py.
 """
@@ -27,7 +27,7 @@ from cutover.profiles import PodProof
 from cutover.trailers import Trailers
 from cutover.views import ApplicationView, Commit, LeaseView, ServiceView
 
-# SPEC §6.3: what cutover ever writes in a cluster (cluster.Cluster has no other write).
+# docs/guarantees.md #3: what cutover ever writes in a cluster (cluster.Cluster has no other write).
 CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation")
 
 
@@ -131,7 +131,7 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
 
 
 def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verify | Check | Nothing:
-    """`cutover audit` (SPEC §9), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
+    """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
     that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
     backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish; a selector of no
     backend of the plan is not ours."""
@@ -165,7 +165,7 @@ def syncfail_step(observed: Observed, plan: Plan) -> RollBack | Nothing:
 
 def rollback_to(observed: Observed, plan: Plan) -> str:
     """Where a manual rollback goes: finish a rollback already in Git (its Job was killed, or it ran twice),
-    else back to where the last cutover came from (SPEC §6.5)."""
+    else back to where the last cutover came from (docs/guarantees.md #5)."""
     now, last = backend_of(plan, observed.in_git), observed.last
     if last is not None and last.trailers.hold and last.trailers.hold == now:
         return now
@@ -220,7 +220,7 @@ def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service
 
 
 class GitStep(enum.Enum):
-    ALREADY = "already"  # Git holds the target selector: nothing to write (SPEC §6.5)
+    ALREADY = "already"  # Git holds the target selector: nothing to write (docs/guarantees.md #5)
     WRITE = "write"  # Git holds another backend's selector: write ours
     FOREIGN = "foreign"  # Git holds a selector that is no backend of the plan: someone else's change
 

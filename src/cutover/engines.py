@@ -21,7 +21,7 @@ import httpx
 from cutover.profiles import ENGINES, PodProof, Problem, Profile
 
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
-DEFAULT_DEADLINE = 10.0  # seconds for a whole answer when the client sets no timeout (SPEC's requestTimeout)
+DEFAULT_DEADLINE = 10.0  # seconds for a whole answer when the client sets no timeout (the plan's verify.requestTimeout)
 Client = httpx.AsyncClient  # what `prove` talks through; callers get one from `new_client`
 
 
@@ -159,8 +159,8 @@ def json_of(body: bytes, what: str) -> Any:
 
 
 async def call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
-    """One request with the body read up to BODY_CAP, whole within `requestTimeout` (SPEC: each request runs to
-    its answer or requestTimeout): httpx's timeout bounds each read, so an answer dripped a byte a second would
+    """One request with the body read up to BODY_CAP, whole within `requestTimeout` (docs/fitness.md: each request runs
+    to its answer or requestTimeout): httpx's timeout bounds each read, so an answer dripped a byte a second would
     otherwise never end. Transport failures become classified refusals."""
     path = httpx.URL(url).path
     async with classified(method, path, deadline(client)), client.stream(method, url, **kwargs) as response:

@@ -1,8 +1,8 @@
 """The error tree of cutover, and the exit codes it maps to.
 
-Every error that reaches a user carries a stable ``cause`` code (for logs, Slack and the README's
-troubleshooting table) and a ``hint`` (what to do next). Adapters translate foreign exceptions into
-these at their boundary, chained with ``from exc``; the CLI maps them to exit codes (SPEC §5).
+Every error that reaches a user carries a stable ``cause`` code (for logs, Slack and the table in
+docs/causes.md) and a ``hint`` (what to do next). Adapters translate foreign exceptions into
+these at their boundary, chained with ``from exc``; the CLI maps them to exit codes (docs/commands.md).
 
     CutoverError                    exit 1 unless a subclass says otherwise
     ├── InvalidInput                exit 2: plan, arguments or input file; nothing was touched
@@ -23,7 +23,7 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
-    """Stable exit codes, documented in the README (SPEC §5)."""
+    """Stable exit codes, documented in docs/commands.md."""
 
     OK = 0
     INTERNAL = 1

@@ -1,7 +1,7 @@
-"""Is the target fit to take the live backend's traffic (SPEC §10)? The rules, on measurements. Pure: no I/O.
+"""Is the target fit to take the live backend's traffic (docs/fitness.md)? The rules, on measurements. Pure: no I/O.
 
 A name that answers one token proves the name, not the engine: vLLM's /health is liveness only and engines
-answer their first requests slowly while they compile and warm up (reference/gitops-realities.md §4), and a
+answer their first requests slowly while they compile and warm up (docs/engines.md), and a
 replacement can serve a shorter context or run fewer replicas. `trials` measures; this module says what the
 measurements mean: warm, still warming (wait within the budget), or broken (fail now); whether the target is
 smaller than the live backend; and the side-by-side table people read in the commit, Slack and the CLI.
@@ -130,7 +130,7 @@ class Shortfall:
 
 def compare(new: Side, old: Side | None) -> Shortfall | None:
     """Where both report it: a shorter context, or fewer Ready pods, than the live backend. A live side that
-    could not be measured is no reason to refuse (SPEC §10)."""
+    could not be measured is no reason to refuse (docs/fitness.md)."""
     if old is None or old.note:
         return None
     if new.context is not None and old.context is not None and new.context < old.context:
@@ -147,7 +147,7 @@ def compare(new: Side, old: Side | None) -> Shortfall | None:
 
 def live(backend: str, trials: Sequence[PodTrial], *, ready: int) -> Side:
     """The live backend's column, or a note saying why it is not measured (no Ready pod, an answer that failed):
-    then it is never a reason to refuse (SPEC §10)."""
+    then it is never a reason to refuse (docs/fitness.md)."""
     if not ready:
         return Side(backend, ready=0, note="not measured: no Ready pod")
     if any(sample.problem is not None for trial in trials for sample in trial.samples):

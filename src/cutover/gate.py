@@ -1,4 +1,4 @@
-"""The commit gate: SPEC §6.1 as one pure rule, asked right before every write of a selector.
+"""The commit gate: docs/guarantees.md #1 as one pure rule, asked right before every write of a selector.
 
 A selector may be committed only if it picks at least `minReadyPods` Ready pods that proved every served name
 within the last 60 s, and none of another backend's pods. The phases list the pods the selector picks just
@@ -17,7 +17,7 @@ from cutover.views import PodView
 
 __all__ = ["FRESH", "Verdict", "foreign", "judge"]
 
-FRESH = 60.0  # seconds a proof stays good enough to commit on (SPEC §6.1)
+FRESH = 60.0  # seconds a proof stays good enough to commit on (docs/guarantees.md #1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Where a repository keeps the selector (`git.source`, SPEC §9), one row each: the module and class under
+"""Where a repository keeps the selector (`git.source`, docs/sources.md), one row each: the module and class under
 `cutover.sources` that reads and edits it. Pure data. The plan validates `git.source` against this table; a new
 layout (a Helm chart with an engine key of its own, say) is one module under `sources/` and one row here.
 """

@@ -1,7 +1,7 @@
 """Running real kustomize, as ArgoCD's repo-server does for a source path that holds a kustomization.
 
 kustomize is found as `kustomize` (the image carries a pinned binary) or as `kubectl kustomize` (kubectl bundles
-it; v5.5 here, ArgoCD 3.x bundles a kustomize 5.x: reference/gitops-realities.md §0). A build runs in a child
+it; v5.5 here, ArgoCD 3.x bundles a kustomize 5.x: its `hack/tool-versions.sh`). A build runs in a child
 process with a deadline of its own; its output is parsed into documents (a `kind: List` is opened into its
 items). Never imitated in Python: a build that real kustomize refuses is refused here. Called by the selector
 sources and the render check, and by the demo's ArgoCD stand-in.
@@ -105,7 +105,7 @@ NOWHERE = "http://127.0.0.1:9"  # the discard port: a proxy that refuses every c
 
 
 def _environment() -> dict[str, str]:
-    """A build reads only the tree (SPEC §9): no credentials, and every remote resource (`resources: -
+    """A build reads only the tree (docs/security.md): no credentials, and every remote resource (`resources: -
     https://…`, a git URL) sent to a proxy that refuses, so kustomize cannot fetch what no review saw; HOME for
     its cache in a read-only image."""
     proxies = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"),

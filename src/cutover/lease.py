@@ -153,7 +153,7 @@ async def _renew(cluster: Cluster, held: Held, *, me: str, now: Now) -> None:
             log.warning("lock.renew_failed", lease=held.lease.name, error=exc.message)
 
 
-RELEASE_BUDGET = 5.0  # seconds for giving the Lease back at the end: within the exit bound (SPEC §6.7)
+RELEASE_BUDGET = 5.0  # seconds for giving the Lease back at the end: within the exit bound (docs/guarantees.md #7)
 
 
 async def _release(cluster: Cluster, held: Held, *, now: Now) -> None:

@@ -1,4 +1,4 @@
-"""The milestone events of a cutover (SPEC §7): one name each, shared by the code that logs them and the
+"""The milestone events of a cutover (docs/reporting.md): one name each, shared by the code that logs them and the
 Slack sink that announces them. Pure data.
 
 Each constant is an event name as logs carry it; `STAGES` says what Slack shows for it. A failure of any
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 STARTED = "cutover.started"
 WAITING = "target.waiting"  # progress, coalesced by the Slack sink
 READY = "target.ready"
-WARMING = "target.warming"  # Ready, but answering slower than verify.fitness.maxLatency (SPEC §10)
+WARMING = "target.warming"  # Ready, but answering slower than verify.fitness.maxLatency (docs/fitness.md)
 PROVEN = "names.proven"
 COMMITTED = "git.committed"
 CHANGE_OPENED = "git.change_opened"

@@ -1,8 +1,8 @@
 """Does any NetworkPolicy let this Job reach the target pods? Pure evaluation, no I/O.
 
 When a direct pod check times out on connect, the usual cause is not a hung engine but an ingress
-policy that admits the clients' namespace and not the cutover Jobs' (SPEC §2). `diagnose()` applies
-the NetworkPolicy semantics (a pod selected by any Ingress policy accepts only what one of their
+policy that admits the clients' namespace and not the cutover Jobs' (manifests/examples/llm-serving/). `diagnose()`
+applies the NetworkPolicy semantics (a pod selected by any Ingress policy accepts only what one of their
 rules admits) and names the policies that lack a rule. Called by `wait` after a connect timeout.
 """
 

@@ -35,7 +35,7 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 QUEUE_SIZE = 50
 PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
 SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
-FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (SPEC §6.7)
+FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (docs/guarantees.md #7)
 FLUSH_LOOK = 0.25  # seconds between looks at a flush waiting out a rate limit: is a request in flight again?
 BREAK_AFTER = 3  # failed requests in a row before Slack is left alone for the rest of the process
 QUIET = "_notify_internal"  # marks this module's own log lines so they are never sent to Slack
@@ -98,7 +98,7 @@ def blocks(message: Message) -> list[dict[str, Any]]:
         {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
                                        for label, value in fields[:10]]},
     ]
-    if event.get("table"):  # the fitness table, old beside new (SPEC §10); a code block keeps its columns
+    if event.get("table"):  # the fitness table, old beside new (docs/fitness.md); a code block keeps its columns
         lines = "\n".join(escaped(line) for line in event["table"])
         result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"```\n{lines}\n```", 3000)}})
     if event.get("cause"):
@@ -316,7 +316,7 @@ class Sender:
     async def flush(self, budget: float = FLUSH_BUDGET, *, idle: float = FLUSH_BUDGET) -> None:
         """Give queued messages up to `budget` seconds while Slack keeps taking them, and at most `idle` seconds
         without one taken: a Slack that accepts and never answers holds the exit `idle` seconds whatever the
-        budget (the demo's is 30 s, to post its story one message a second), never longer (SPEC §6.7)."""
+        budget (the demo's is 30 s, to post its story one message a second), never longer (docs/guarantees.md #7)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + budget
         while not self.outbox.drained.is_set():

@@ -57,7 +57,7 @@ def _proven(proven: Proven, plan: Plan) -> Report:
 
 
 def _table(proven: Proven) -> list[str]:
-    """The fitness table, old beside new (SPEC §10), under a proof."""
+    """The fitness table, old beside new (docs/fitness.md), under a proof."""
     return ["  fitness:", *(f"    {line}" for line in proven.fitness.table())] if proven.fitness else []
 
 

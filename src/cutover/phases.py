@@ -4,8 +4,8 @@ Each phase reads the world once (`observe`), asks `decide` what to do, and does 
 cutover (hold the Lease, wait and prove, commit with compare-and-swap, ask ArgoCD to refresh) or, once ArgoCD
 has applied the commit, checks the switch (`verification`); a rollback's hold stops it. `presync` is the gate:
 a revision that switches the Service to a backend of the plan must prove that backend now, or ArgoCD aborts
-the sync and the Service keeps its selector (reference/argocd-hooks.md §1.4); it writes nothing. `run` and
-`rollback` do the whole cutover outside a sync, waiting for ArgoCD themselves (`sync`); `syncfail` reports.
+the sync and the Service keeps its selector (docs/sources.md: a failed PreSync hook stops the sync); it writes nothing.
+`run` and `rollback` do the whole cutover outside a sync, waiting for ArgoCD themselves (`sync`); `syncfail` reports.
 Called by the CLI with a `context.Run`; each returns a typed result (`results`).
 """
 
@@ -78,7 +78,7 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
 
 async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:
     """The selector in the revision being synced, as ArgoCD renders it: through the plan's source, or, with the
-    Source Hydrator, straight from the hydrated manifest the sync applies (SPEC §9)."""
+    Source Hydrator, straight from the hydrated manifest the sync applies (docs/sources.md)."""
     plan = run.plan
     if app is not None and app.hydrator is not None and ref is not None:
         path = argocd.repository_path(app.hydrator.manifest, what="the Source Hydrator's syncSource.path")
@@ -199,7 +199,7 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
 
 
 async def audit(run: Run) -> Audited:
-    """What the CronJob cutover-audit runs (SPEC §9): finish a verification no hook did (rolling back on
+    """What the CronJob cutover-audit runs (docs/sources.md): finish a verification no hook did (rolling back on
     failure as PostSync would), or check that the live backend still proves its names (an alert otherwise:
     Event, Slack, exit 6). It commits nothing but such a rollback."""
     run.bind("audit")

@@ -1,4 +1,4 @@
-"""The plan file (SPEC §4): its model and its validation.
+"""The plan file (docs/plan.md): its model and its validation.
 
 `load()` reads a YAML file and returns one or more `Plan`s; any problem raises `InvalidInput` whose
 message names the field path, what was expected and what was found, so exit 2 says exactly what to fix.
@@ -45,7 +45,7 @@ _CREDENTIALS = re.compile(r"^\s*[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s@]+@")  # scheme:
 @dataclasses.dataclass(frozen=True)
 class Backend:
     name: str
-    selector: Mapping[str, str]  # the effective selector, as the live Service carries it (SPEC §9)
+    selector: Mapping[str, str]  # the effective selector, as the live Service carries it (docs/sources.md)
     engine: str
     port: int
     git_value: str | None = None  # helm-values with a scalar selectorPath: what Git holds for this backend
@@ -65,12 +65,13 @@ class Verify:
     min_ready_pods: int = 1
     max_wait: float = 1800.0  # seconds; a ceiling, the wait follows the pods' startupProbe
     request_timeout: float = 10.0  # seconds, per engine request
-    fitness: Fitness | None = None  # SPEC §10; None: the names alone decide
+    fitness: Fitness | None = None  # docs/fitness.md; None: the names alone decide
 
 
 @dataclasses.dataclass(frozen=True)
 class Fitness:
-    """SPEC §10: beyond the names, is the target warm, fast enough, streaming, and no smaller than the live one?"""
+    """docs/fitness.md: beyond the names, is the target warm, fast enough, streaming, and no smaller than the live
+    one?"""
 
     requests: int = 3  # short generations per served name and Ready pod
     max_latency: float = 5.0  # seconds: each answer, or a stream's first data event, within this
@@ -103,7 +104,7 @@ class GitSettings:
     mode: str = "direct"
     author: GitAuthor = GitAuthor()
     token_file: str | None = None
-    source: str = "manifest"  # manifest | kustomize | helm-values (SPEC §9)
+    source: str = "manifest"  # manifest | kustomize | helm-values (docs/sources.md)
     render_path: str | None = None  # the directory ArgoCD builds (default: the Application's source path)
     ca_file: str | None = None  # PEM bundle of a private CA for the Git host (cutover.trust)
 
@@ -113,7 +114,7 @@ class ArgoCD:
     application: str
     namespace: str = "argocd"
     refresh: bool = True
-    server: str | None = None  # the ArgoCD API, for refreshes and rendered manifests (SPEC §9)
+    server: str | None = None  # the ArgoCD API, for refreshes and rendered manifests (docs/sources.md)
     token_file: str | None = None
 
     def __repr__(self) -> str:  # the token file's path is no secret, but keep reprs short and plain
@@ -220,7 +221,7 @@ def parse(text: str, *, source: str = "plan") -> list[Plan]:
     except RecursionError as exc:
         raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_plan",
                            hint="a plan is a few levels deep; fix the file") from exc
-    if _is_plan_configmap(data):  # the ConfigMap a Job mounts the plan from, checked offline as it is (SPEC §4)
+    if _is_plan_configmap(data):  # the ConfigMap a Job mounts the plan from, checked offline as it is (docs/plan.md)
         return parse(data["data"]["plan.yaml"], source=f"{source} (data.plan.yaml)")
     root = _Field(source, "", data)
     return _read_root(root)

@@ -1,7 +1,7 @@
 """Engine kinds, one row each, and what their answers mean. Pure data: no I/O.
 
-The facts behind each row are in reference/engines.md: vLLM and candle-vllm refuse connections until fully
-loaded (refused = still starting); vLLM lists every --served-model-name and 404s unknown names; candle-vllm
+The facts behind each row, with their sources, are in docs/engines.md: vLLM and candle-vllm refuse connections until
+fully loaded (refused = still starting); vLLM lists every --served-model-name and 404s unknown names; candle-vllm
 has no /health (404 = no such endpoint, not unhealthy), lists exactly one id and accepts any model name, so
 only a one-token generation proves an alias. The plan validates `backends.<name>.engine` against `ENGINES`;
 adding an engine kind is one row here. `engines` speaks HTTP by these rows; `readiness` judges its problems.

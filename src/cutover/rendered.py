@@ -1,4 +1,4 @@
-"""The render check (SPEC §9): what ArgoCD will apply after our edit, against what it applies now. Pure.
+"""The render check (docs/sources.md): what ArgoCD will apply after our edit, against what it applies now. Pure.
 
 Exactly one Service `namespace/name` must come out, with the target's selector, and nothing else in the
 rendered output may differ from the current revision's: not another object, not another field of the Service.

@@ -23,7 +23,7 @@ class Proven:
     proofs: tuple[PodProof, ...]
     waited: float  # seconds from the start of the wait to the last proof
     proven_at: datetime
-    fitness: Fitted | None = None  # SPEC §10, when verify.fitness is set
+    fitness: Fitted | None = None  # docs/fitness.md, when verify.fitness is set
 
     def as_data(self) -> dict[str, object]:
         return {**({"fitness": self.fitness.as_data()} if self.fitness else {}),

@@ -30,7 +30,7 @@ async def refresh(run: Run) -> None:
     if plan.argocd is None or not plan.argocd.refresh or run.dry_run:
         return
     try:
-        if run.api is not None:  # no write permission on the Application needed (SPEC §9)
+        if run.api is not None:  # no write permission on the Application needed (docs/security.md)
             await run.api.refresh()
             log.info("argocd.refresh_requested", application=plan.argocd.application, via="api")
             return

@@ -1,7 +1,7 @@
 """A cutover's Slack thread and announced milestones, kept in annotations on the Service's Lease so that
 the next hook Job (a later phase, or a re-run) finds the thread and does not announce a milestone twice.
 
-The Lease is the one object cutover may write in the Service's namespace (SPEC §6.3); its annotations
+The Lease is the one object cutover may write in the Service's namespace (docs/guarantees.md #3); its annotations
 outlive each holder. Writes are compare-and-swap, retried on conflict with the holder's renewals.
 Called by the CLI, which hands it to the Slack sender (`notify.ThreadStore`).
 """

@@ -1,4 +1,4 @@
-"""The `Cutover-*` trailers of a cutover commit (SPEC §7): rendered once, parsed once, here. Pure.
+"""The `Cutover-*` trailers of a cutover commit (docs/reporting.md): rendered once, parsed once, here. Pure.
 
 Git history is the state the commands read back, so the trailers are a format: `Cutover-Id`, `Cutover-From`,
 `Cutover-To`, `Cutover-Plan`, the Service's `Cutover-Service-Uid` and `Cutover-Cluster-Ip` recorded before

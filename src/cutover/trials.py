@@ -1,4 +1,4 @@
-"""Fitness trials over HTTP (SPEC §10): short generations timed one after another on one pod, one of them
+"""Fitness trials over HTTP (docs/fitness.md): short generations timed one after another on one pod, one of them
 streamed, and the context the engine reports; `live_side` measures the backend the Service selects now the same
 way. `fitness` judges what comes back; `wait` runs the trials.
 
@@ -24,7 +24,7 @@ from cutover.fitness import PodTrial, Sample, Side, StreamCheck, context_of, liv
 from cutover.plan import Fitness, Plan
 from cutover.profiles import ENGINES, Problem, Profile
 
-MAX_TOKENS = 8  # fitness generations are short (SPEC §10: at most 16)
+MAX_TOKENS = 8  # fitness generations are short (docs/fitness.md: at most 16)
 
 
 async def trial(client: engines.Client, *, pod: str, ip: str, port: int, engine: str, names: Sequence[str],

@@ -3,7 +3,7 @@
 Every outside HTTPS client (the Git hosting API, the ArgoCD API, Slack) verifies with one SSL context per CA set:
 the bundle of `SSL_CERT_FILE` (or the directory `SSL_CERT_DIR`) when set, as OpenSSL and httpx read them, else
 certifi's; plus `git.caFile` for the Git host, for GitHub Enterprise or a self-hosted GitLab behind a private CA
-(SPEC §4). Plain git gets the same through `GIT_SSL_CAINFO`. The clients run with `trust_env=False` (no proxy or
+(docs/plan.md). Plain git gets the same through `GIT_SSL_CAINFO`. The clients run with `trust_env=False` (no proxy or
 netrc from the environment), so this module is where the environment's CA settings are honoured.
 """
 

@@ -1,5 +1,5 @@
-"""The switch as ArgoCD applied it (SPEC §3.4): the same Service object, EndpointSlices that are exactly the
-target's Ready pods, and every served name answered through every Service port as clients reach it.
+"""The switch as ArgoCD applied it (docs/guarantees.md, the flow's step 4): the same Service object, EndpointSlices
+that are exactly the target's Ready pods, and every served name answered through every Service port as clients reach it.
 
 EndpointSlices may trail a selector change by seconds; `decide.look_again` says when to look again and
 when a problem is final. Proofs through the Service are tried again while `decide.retry_through_service`
@@ -100,7 +100,7 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
 
 
 async def _latency(client: engines.Client, plan: Plan, engine: str, address: str, port: int) -> list[str]:
-    """SPEC §10: through the Service, as clients reach it, a p50 over maxLatency fails like a missing name."""
+    """docs/fitness.md: through the Service, as clients reach it, a p50 over maxLatency fails like a missing name."""
     settings = plan.verify.fitness
     assert settings is not None
     tried = await trials.trial(client, pod=f"Service port {port}", ip=address, port=port, engine=engine,

@@ -190,7 +190,7 @@ class _Wait:
         return Proven(self.backend.name, found.ready, tuple(proofs), found.elapsed, self.clock.now(), fitted)
 
     async def _fit(self, found: readiness.Assessment) -> fitness.Fitted | None:
-        """SPEC §10 on every Ready pod: the Fitted table, None to try again (still warming, or fewer Ready pods
+        """docs/fitness.md on every Ready pod: the Fitted table, None to try again (still warming, or fewer Ready pods
         than live while more are starting), or NamesNotProven (exit 4) when waiting cannot help."""
         settings = self.plan.verify.fitness
         assert settings is not None
@@ -230,7 +230,7 @@ class _Wait:
         raise self._unfit(short.cause, short.message, short.hint, new=new, old=old)
 
     def _may_wait(self, found: readiness.Assessment) -> bool:
-        """Budget is left for another round after the pause (SPEC §10: keep proving while it lasts; the round
+        """Budget is left for another round after the pause (docs/fitness.md: keep proving while it lasts; the round
         itself is bounded by what is left, `_left`): not whether its worst case fits, which refused a target
         warm by its second round with two thirds of the budget left."""
         return self.keep_waiting and self._left(found) > PROOF_RETRY
@@ -255,7 +255,7 @@ class _Wait:
                  budget_left=round(found.budget_left), latencies=latencies, message=judged.message)
 
     async def _live_side(self, *, measure: bool) -> fitness.Side | None:
-        """The live backend's column, measured once per wait; never a reason to fail (SPEC §10). Without
+        """The live backend's column, measured once per wait; never a reason to fail (docs/fitness.md). Without
         `measure` (compare: false) it is not contacted at all."""
         if not measure:
             return None

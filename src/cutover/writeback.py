@@ -42,7 +42,7 @@ class Proof:
     method: str
     waited: float
     proven_at: str
-    table: tuple[str, ...] = ()  # SPEC §10: the fitness table, old beside new
+    table: tuple[str, ...] = ()  # docs/fitness.md: the fitness table, old beside new
 
 
 
@@ -72,7 +72,7 @@ async def history(host: GitHost, plan: Plan) -> list[Commit]:
 
 
 def message(plan: Plan, *, trailers: Trailers, proof: Proof | None, note: str | None = None) -> str:
-    """The commit message: title, proof summary, how the edit was checked, trailers (SPEC §7). Never holds a
+    """The commit message: title, proof summary, how the edit was checked, trailers (docs/reporting.md). Never holds a
     secret."""
     title = f"cutover({plan.service.name}): {trailers.source or 'unknown'} -> {trailers.to}"
     body = []
@@ -158,7 +158,7 @@ class _Writer:
         return Result(True, written.sha, written.url, number, edit.diff(git.path))
 
     async def confirm(self, sha: str, edit: SelectorEdit) -> None:
-        """Read the file back: a host's word is not a commit until Git holds the edit (SPEC §6.5)."""
+        """Read the file back: a host's word is not a commit until Git holds the edit (docs/guarantees.md #5)."""
         held = await self.host.read(self.plan.git.path)
         if held.content != edit.after:
             raise GitError(f"{self.plan.git.path}: the host answered the write with {sha[:12] or 'no commit'}, but "

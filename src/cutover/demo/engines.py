@@ -1,4 +1,4 @@
-"""Engine doubles: HTTP servers that answer exactly like vLLM and candle-vllm (reference/engines.md).
+"""Engine doubles: HTTP servers that answer exactly like vLLM and candle-vllm (docs/engines.md).
 
 Until `bind()` nothing listens, so a client gets connection refused, as with the real engines while
 they load. Then vLLM serves /health, lists every served name and 404s unknown names; candle-vllm has

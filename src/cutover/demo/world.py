@@ -1,5 +1,5 @@
-"""The reference scenario (SPEC §2) as a simulated world: an emulated API server, pods with engine
-doubles that start on a startup-probe timeline, an EndpointSlice controller, and the files a user
+"""The reference scenario (manifests/examples/llm-serving/) as a simulated world: an emulated API server, pods with
+engine doubles that start on a startup-probe timeline, an EndpointSlice controller, and the files a user
 would have (kubeconfig, plan). Shared by `cutover demo` and the tests.
 
 The engines listen on a free port rather than 8080 (a test machine may have 8080 taken); the Service
@@ -251,7 +251,7 @@ class World:
                                   "ports": [{"protocol": "TCP", "port": self.port}]}]}})
 
     def admit_jobs(self) -> None:
-        """The ingress rule the reference scenario needs for the cutover Jobs (SPEC §2)."""
+        """The ingress rule the reference scenario needs for the cutover Jobs (manifests/examples/llm-serving/)."""
         self.kube.apply("networking.k8s.io/v1/networkpolicies", {
             "metadata": {"name": "llm-serving-ingress-cutover", "namespace": NAMESPACE},
             "spec": {"podSelector": {"matchLabels": {"component": "predictor"}}, "policyTypes": ["Ingress"],

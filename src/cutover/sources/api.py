@@ -1,4 +1,4 @@
-"""The render check through ArgoCD's API (`argocd.server`, SPEC §9), around any source cutover cannot render
+"""The render check through ArgoCD's API (`argocd.server`, docs/sources.md), around any source cutover cannot render
 itself (a Helm chart above all; a plain manifest too).
 
 ArgoCD renders only what Git holds, so the candidate goes to a scratch branch first (`GitHost.scratch`, made

@@ -1,9 +1,9 @@
-"""Where the selector lives in Git (SPEC §9): one small protocol, one module per kind.
+"""Where the selector lives in Git (docs/sources.md): one small protocol, one module per kind.
 
 A source says which selector ArgoCD applies from a file version (the effective one: for a kustomize tree, what
 the build renders; for a plain manifest, what the file holds) and makes the edit that gets another one applied,
-with the guard that nothing else in the file changed (SPEC §6.2) and, where it can render, the render check
-(SPEC §9). The phases, the writer, the gate and `cutover plan` see only this protocol, so a new kind of layout
+with the guard that nothing else in the file changed (docs/guarantees.md #2) and, where it can render, the render check
+(docs/sources.md). The phases, the writer, the gate and `cutover plan` see only this protocol, so a new kind of layout
 is a new module, not a new branch in any of them.
 """
 

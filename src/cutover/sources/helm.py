@@ -4,7 +4,7 @@
 into the selector (`engine: vllm`); for a scalar each backend's `gitValue` is what is written for it, and a
 backend's effective selector (what the live Service carries) is the plan's. Without a chart renderer here,
 such an edit is not render-checked (said in the log and, through `note`, in the commit body); with
-`argocd.server` the ArgoCD API renders it (SPEC §9). Called through the `Source` protocol.
+`argocd.server` the ArgoCD API renders it (docs/sources.md). Called through the `Source` protocol.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`git.source: kustomize`: the file (a base Service, or an overlay's patch of it) is part of a kustomize tree.
 
-The plan's backend selectors are the *effective* selectors, as ArgoCD applies them (SPEC §9): the build may
+The plan's backend selectors are the *effective* selectors, as ArgoCD applies them (docs/sources.md): the build may
 add labels to a selector (`commonLabels`, `labels[].includeSelectors`, a base that the file patches). So the
 selector the source reports is the rendered one: the tree at the revision, checked out from the Git host
 (`GitHost.snapshot`), with the file as it was read, built by real kustomize (never imitated). An edit writes
