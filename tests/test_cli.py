@@ -188,7 +188,8 @@ async def test_diff_prints_a_patch_that_git_applies(cutover: Run, world: World, 
     assert result.code == 0, result.stderr
     patch = result.stdout[: result.stdout.rindex(result.outcome)]
     assert patch.startswith("--- a/k8s/apps/llm-serving/reasoning-long-service.yaml\n")
-    assert result.outcome == ("cutover diff: OK — 3 line(s) change in " + str(copy) + ", all inside spec.selector")
+    assert result.outcome == ("cutover diff: OK — 3 line(s) change in k8s/apps/llm-serving/reasoning-long-service.yaml"
+                              ", all inside spec.selector")  # git.path, where it would be committed
     assert list(world.kube) == []  # offline: the cluster is never asked
     repo = tmp_path / "repo"
     target = repo / "k8s/apps/llm-serving/reasoning-long-service.yaml"

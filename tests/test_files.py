@@ -1,18 +1,23 @@
 """Files as people write them: CRLF, no final newline, a Service inside a `kind: List`, JSON over one line or many,
-several documents, quoted labels. `cutover diff --selector` (no plan) prints a patch that `git apply` and `patch`
-both take as a user pipes it (the outcome line included), and applying it gives exactly the edit cutover commits;
-only an aliased selector is refused, with the reason."""
+several documents, quoted labels. `cutover diff --selector` (no plan) prints a patch that `git apply` takes as a
+user pipes it (the outcome line included), and applying it gives exactly the edit cutover commits; only an aliased
+selector is refused, with the reason. With a plan, `diff` prints what would be committed for every `git.source`:
+the examples' kustomize overlay and Helm values, applied and rendered with the real tools."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from cutover import manifest, plan
+from cutover import kustomize, manifest, plan
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "manifests" / "examples"
 
 FILES = Path(__file__).parent / "fixtures" / "files"
 EDITABLE = sorted(path.name for path in FILES.iterdir() if path.name != "aliased.yaml")
@@ -78,3 +83,73 @@ async def test_a_file_with_two_services_needs_a_document(tmp_path: Path) -> None
     code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "two.yaml", "--selector", SELECTOR,
                           "--document", "Service/chat", cwd=tmp_path)
     assert code == 0 and b"engine: candle" in out
+
+
+# --- with a plan: what would be committed, for every git.source ---------------------------------------------
+
+def checkout_of(tmp_path: Path, *examples: str) -> Path:
+    """A checkout holding the named examples where their plans' git.path says (not a Git work tree)."""
+    for name in examples:
+        shutil.copytree(EXAMPLES / name, tmp_path / "manifests" / "examples" / name)
+    return tmp_path
+
+
+async def test_the_kustomize_diff_writes_the_target_less_what_the_build_adds(tmp_path: Path) -> None:
+    """The overlay adds env: prod to the base's selector: the diff (run in this repository, a Git work tree) writes
+    the base without it, and the overlay built after `git apply` selects exactly the plan's candle selector."""
+    example = "manifests/examples/kustomize-overlay"
+    code, out = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
+                          f"{example}/base/service.yaml", "--to", "candle", cwd=ROOT)
+    assert code == 0, out.decode()
+    patch = out.decode()
+    assert patch.startswith(f"--- a/{example}/base/service.yaml\n")
+    assert "+    app.kubernetes.io/name: chat-candle\n" in patch and "env: prod" not in patch
+    checkout = checkout_of(tmp_path, "kustomize-overlay")
+    await piped(("git", "apply", "-"), out, checkout)
+    built = await kustomize.build(checkout / example / "overlays" / "prod", where="prod")
+    service = next(doc for doc in built if doc["kind"] == "Service")
+    wanted = plan.load(EXAMPLES / "kustomize-overlay" / "plan.yaml")[0].backend("candle").selector
+    assert service["spec"]["selector"] == dict(wanted)
+
+
+async def test_the_helm_values_diff_writes_the_backends_git_value(tmp_path: Path) -> None:
+    checkout = checkout_of(tmp_path, "helm-values")
+    example = "manifests/examples/helm-values"
+    code, out = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
+                          f"{example}/values.yaml", "--to", "candle", cwd=checkout)
+    assert code == 0, out.decode()
+    assert "-engine: vllm" in out.decode() and "+engine: candle" in out.decode()
+    await piped(("git", "apply", "-"), out, checkout)
+    assert manifest.read_value((checkout / example / "values.yaml").read_text(), value_path="engine") == "candle"
+
+
+async def test_with_a_plan_the_patch_and_the_outcome_name_git_path(tmp_path: Path) -> None:
+    """A copy of the file anywhere: the patch is for git.path, where `git apply` in the checkout applies it."""
+    copy = tmp_path / "elsewhere.yaml"
+    shutil.copyfile(EXAMPLES / "helm-values" / "values.yaml", copy)
+    code, out = await run(sys.executable, "-m", "cutover", "--plan", str(EXAMPLES / "helm-values" / "plan.yaml"),
+                          "diff", "--file", str(copy), "--to", "candle", cwd=tmp_path)
+    assert code == 0, out.decode()
+    lines = out.decode().splitlines()
+    assert lines[0] == "--- a/manifests/examples/helm-values/values.yaml"
+    assert "change in manifests/examples/helm-values/values.yaml" in lines[-1] and "elsewhere" not in out.decode()
+
+
+async def test_a_kustomize_diff_outside_its_checkout_says_where_to_run_it(tmp_path: Path) -> None:
+    copy = tmp_path / "service.yaml"
+    shutil.copyfile(EXAMPLES / "kustomize-overlay" / "base" / "service.yaml", copy)
+    code, out = await run(sys.executable, "-m", "cutover", "--plan", str(EXAMPLES / "kustomize-overlay" / "plan.yaml"),
+                          "diff", "--file", str(copy), "--to", "candle", cwd=tmp_path)
+    assert code == 2
+    assert b"must be git.path (manifests/examples/kustomize-overlay/base/service.yaml) inside one" in out
+
+
+async def test_a_values_file_is_addressed_by_its_selector_path_alone(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text("# chart values\nservice:\n  port: 80\n  selector:\n    app: chat-vllm  # the engine\n")
+    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "values.yaml", "--selector-path",
+                          "service.selector", "--selector", "app=chat-candle", cwd=tmp_path)
+    assert code == 0, out.decode()
+    await piped(("git", "apply", "-"), out, tmp_path)
+    assert values.read_text() == (
+        "# chart values\nservice:\n  port: 80\n  selector:\n    app: chat-candle  # the engine\n")

@@ -221,8 +221,8 @@ def _diff(args: argparse.Namespace, session: _Session) -> Report:
 
     planless = args.selector is not None and args.to is None and not (args.plan or os.environ.get("CUTOVER_PLAN"))
     plan = None if planless else _plans(args, session)[0]
-    diffed = commands.diff(plan, file=args.file, to=args.to, selector=args.selector, document=args.document,
-                           selector_path=args.selector_path)
+    diffed = asyncio.run(commands.diff(plan, file=args.file, to=args.to, selector=args.selector,
+                                       document=args.document, selector_path=args.selector_path))
     return outcome.render(diffed, plan)
 
 

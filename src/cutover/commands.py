@@ -15,9 +15,10 @@ import structlog
 from cutover import decide, manifest, profiles, readiness, sources
 from cutover.cluster import Cluster
 from cutover.errors import CutoverError, InvalidInput
-from cutover.githost.base import GitHost
+from cutover.githost.base import FileVersion, GitHost
 from cutover.plan import GitDocument, Plan, label_problem
 from cutover.results import Diffed, Proven, Shown, Status
+from cutover.sources.checkout import LocalCheckout
 from cutover.sources.manifest import ManifestSource
 from cutover.wait import prove_backend
 
@@ -76,22 +77,34 @@ def selector_text(selector: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in selector.items()) or "(empty)"
 
 
-def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | None, document: str | None = None,
-         selector_path: str | None = None) -> Diffed:
-    """Offline: the unified diff of the selector edit on a local copy of the file. Without a plan (`--selector`),
-    the file's only Service and spec.selector, unless `document` (KIND/NAME) and `selector_path` say otherwise."""
+async def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | None, document: str | None = None,
+               selector_path: str | None = None) -> Diffed:
+    """Offline: the unified diff of what would be committed, made on a local copy of the file. With a plan, its
+    source makes the edit as before a commit (for `kustomize`, the target less what the build adds, render-checked
+    on the local checkout; for `helm-values`, the mapping or the backend's `gitValue`) and the patch names
+    `git.path`. Without one (`--selector`), the file's only Service and spec.selector, unless `document`
+    (KIND/NAME) and `selector_path` say otherwise; a values file (no `kind`) by `selector_path` alone."""
     wanted = _wanted_selector(plan, to=to, selector=selector)
+    text = _read_local(file)
+    if plan is not None and document is None and selector_path is None:
+        source = sources.offline(plan, checkout=LocalCheckout(Path(file), plan.git.path))
+        edit = await source.edit(FileVersion(text, "local"), wanted, where=file)
+        return Diffed(plan.git.path, edit.diff(plan.git.path) if edit.changed else "", selector_text(edit.new),
+                      plan.git.selector_path)
+    where = _document(plan, text, file=file, document=document, selector_path=selector_path)
+    dotted = selector_path or (plan.git.selector_path if plan else "spec.selector")
+    edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
+    path = plan.git.path if plan else _patch_path(file)
+    return Diffed(path, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
+
+
+def _read_local(file: str) -> str:
     try:
-        text = Path(file).read_bytes().decode("utf-8")  # bytes, so CRLF line ends survive
+        return Path(file).read_bytes().decode("utf-8")  # bytes, so CRLF line ends survive
     except OSError as exc:
         raise InvalidInput(f"--file {file}: cannot read: {exc.strerror}", hint="pass a local copy of the file") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"--file {file}: not UTF-8 text", hint="pass the YAML file itself") from exc
-    path = plan.git.path if plan else _patch_path(file)
-    where = _document(plan, text, file=file, document=document)
-    dotted = selector_path or (plan.git.selector_path if plan else "spec.selector")
-    edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
-    return Diffed(file, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
 
 
 def _patch_path(file: str) -> str:
@@ -100,7 +113,8 @@ def _patch_path(file: str) -> str:
     return Path(file).name if relative.startswith("..") else Path(relative).as_posix()
 
 
-def _document(plan: Plan | None, text: str, *, file: str, document: str | None) -> GitDocument:
+def _document(plan: Plan | None, text: str, *, file: str, document: str | None,
+              selector_path: str | None) -> GitDocument:
     if document is not None:
         kind, slash, name = document.partition("/")
         if not slash or not kind or not name:
@@ -108,6 +122,8 @@ def _document(plan: Plan | None, text: str, *, file: str, document: str | None) 
         return GitDocument(kind, name)
     if plan is not None:
         return plan.git.document
+    if selector_path is not None and manifest.holds_values(text, source=file):
+        return GitDocument("", "")  # a values file: its only document, addressed by the path alone
     found = manifest.services(text, source=file)
     if len(found) != 1:
         raise InvalidInput(f"--file {file}: expected exactly one Service, found {len(found)}"

@@ -188,6 +188,13 @@ def _target(docs: list[Any], where: tuple[int, int | None]) -> Any:
     return doc if where[1] is None else doc["items"][where[1]]
 
 
+def holds_values(text: str, *, source: str = "file") -> bool:
+    """One YAML mapping without a `kind`: a Helm values file, which `cutover diff` without a plan addresses by
+    `--selector-path` alone."""
+    docs = [doc for doc in _load_all(text, source=source, typ="safe") if doc is not None]
+    return len(docs) == 1 and isinstance(docs[0], Mapping) and "kind" not in docs[0]
+
+
 def services(text: str, *, source: str = "file") -> list[str]:
     """The names of the Services a file holds (documents and List items): how `cutover diff` without a plan finds
     the file's only Service."""

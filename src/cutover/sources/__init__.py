@@ -10,10 +10,10 @@ from cutover.githost.base import GitHost
 from cutover.kinds import SOURCES
 from cutover.plan import GitSettings, Plan
 from cutover.sources.api import ApiChecked, Position
-from cutover.sources.base import SelectorEdit, Source
+from cutover.sources.base import SelectorEdit, Source, Trees
 from cutover.sources.kustomize import Locate
 
-__all__ = ["SelectorEdit", "Source", "for_plan"]
+__all__ = ["SelectorEdit", "Source", "for_plan", "offline"]
 
 
 def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None, api: ArgoCDApi | None = None,
@@ -27,7 +27,13 @@ def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None =
     return source
 
 
-def _for(settings: GitSettings, *, plan: Plan, host: GitHost | None, locate: Locate | None) -> Source:
+def offline(plan: Plan, *, checkout: Trees) -> Source:
+    """The plan's source on a local checkout (`cutover diff`): the same edit and, for a kind that renders itself,
+    the same render check as before a commit; nothing that needs the Git host or the ArgoCD API."""
+    return _for(plan.git, plan=plan, host=checkout, locate=None)
+
+
+def _for(settings: GitSettings, *, plan: Plan, host: Trees | None, locate: Locate | None) -> Source:
     module, name = SOURCES[settings.source]  # the plan accepts only names of this table
     kind = getattr(importlib.import_module(module), name)
     source: Source = kind.from_settings(settings, host=host, service=plan.service, plan=plan, locate=locate)

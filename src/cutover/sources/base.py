@@ -10,12 +10,21 @@ is a new module, not a new branch in any of them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 from cutover.githost.base import FileVersion
 from cutover.manifest import SelectorEdit
 
-__all__ = ["SelectorEdit", "Source"]
+__all__ = ["SelectorEdit", "Source", "Trees"]
+
+
+class Trees(Protocol):
+    """Where a source that renders gets the repository's tree: the Git host (`GitHost.snapshot`), or a local
+    checkout for the offline `cutover diff` (`sources.checkout`)."""
+
+    async def snapshot(self, ref: str, into: Path) -> Path:
+        ...
 
 
 class Source(Protocol):

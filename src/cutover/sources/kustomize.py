@@ -24,9 +24,9 @@ from typing import Any
 import structlog
 
 from cutover import kustomize, manifest, rendered
-from cutover.githost.base import FileVersion, GitHost
+from cutover.githost.base import FileVersion
 from cutover.plan import GitSettings, ServiceRef
-from cutover.sources.base import SelectorEdit
+from cutover.sources.base import SelectorEdit, Trees
 
 log = structlog.get_logger("cutover")
 
@@ -37,7 +37,7 @@ Locate = Callable[[], Awaitable[str | None]]  # the Application's source path, w
 class KustomizeSource:
     git: GitSettings
     service: ServiceRef
-    host: GitHost
+    host: Trees
     locate: Locate | None = None
     kind: str = "kustomize"
     note: str | None = ("Render-checked: kustomize build of the candidate and current revision; one Service with "
@@ -50,7 +50,7 @@ class KustomizeSource:
         weakref.finalize(self, shutil.rmtree, self._scratch, True)
 
     @classmethod
-    def from_settings(cls, settings: GitSettings, *, host: GitHost | None, service: ServiceRef | None,
+    def from_settings(cls, settings: GitSettings, *, host: Trees | None, service: ServiceRef | None,
                       locate: Locate | None = None, **_: object) -> KustomizeSource:
         kustomize.require()  # at start: a kustomize source without kustomize is a clear error, not a late one
         assert host is not None, "a kustomize source renders from the Git host's tree"
