@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -349,6 +350,10 @@ def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
     assert "--- a/k8s/apps/llm-serving/base/reasoning-long-service.yaml" in lines
     assert "-    serving.kserve.io/inferenceservice: reasoning" in lines  # the overlay adds component: predictor
     assert any(line.startswith("Render-checked: kustomize build") for line in lines)
+    # the rollback's commit is shown like the first: its message, then its diff
+    assert sum(line.startswith("==> The commit ") and line.endswith("as a reviewer sees it:") for line in lines) == 2
+    assert "+    serving.kserve.io/inferenceservice: reasoning" in lines  # the way back, as its diff
+    assert not any(re.search(r"slowly for \d+ min", line) for line in lines)  # the table alone says how long
 
 
 async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(cutover: Run, world: World,

@@ -29,7 +29,7 @@ from cutover import cluster, kustomize, logs, manifest, milestones, notify, outc
 from cutover.context import Run
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
-from cutover.demo.gitrepo import BareRepo
+from cutover.demo.gitrepo import BareRepo, LogEntry
 from cutover.demo.world import NAMESPACE, SERVICE, Script, SimPod, World
 from cutover.errors import CutoverError
 from cutover.githost.base import Author
@@ -72,7 +72,7 @@ async def _engines(world: World) -> SimPod:
     candle.engine.cold_until = asyncio.get_running_loop().time() + 45 + 11 * 60 + WARM_UP
     say(f"The operator sets target: candle. candle-vllm pod {candle.name} starts: 45 s image pull, then "
         "11 min loading weights (startupProbe allows 120 × 15 s = 30 min); once Ready it still answers "
-        f"slowly for {WARM_UP // 60} min while it warms up (6 s a generation)")
+        "slowly while it warms up (6 s a generation; the fitness table's warm-up says for how long)")
     return candle
 
 
@@ -165,12 +165,7 @@ async def _cutover(cast: Cast) -> None:
     say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
     report = await phases.postsync(cast.run("cutover-postsync-demo"))
     print(cast.told(report))
-    (commit, *_) = cast.repo.log(cast.path)
-    say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
-    print(commit.message.rstrip())
-    before, _ = cast.repo.read(cast.path, cast.seed)  # type: ignore[misc]
-    after, _ = cast.repo.read(cast.path)  # type: ignore[misc]
-    print(manifest.SelectorEdit(before, after, {}, {}).diff(cast.path).rstrip())
+    commit = _show_commit(cast)
     say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
     gate = await phases.presync(cast.run("cutover-presync-demo"),
                                 job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
@@ -182,14 +177,24 @@ async def _cutover(cast: Cast) -> None:
     print(cast.told(verified))
 
 
+def _show_commit(cast: Cast) -> LogEntry:
+    """The file's newest commit as a reviewer sees it: its message, then its diff against the one before."""
+    (commit, parent, *_) = cast.repo.log(cast.path)
+    say(f"The commit {commit.sha[:12]}, as a reviewer sees it:")
+    print(commit.message.rstrip())
+    before, _ = cast.repo.read(cast.path, parent.sha)  # type: ignore[misc]
+    after, _ = cast.repo.read(cast.path, commit.sha)  # type: ignore[misc]
+    print(manifest.SelectorEdit(before, after, {}, {}).diff(cast.path).rstrip())
+    return commit
+
+
 async def _rollback(cast: Cast) -> None:
     say("Suppose candle misbehaves: an operator runs the rollback Job "
         "(kubectl -n cutover create job --from=cronjob/cutover-rollback ...): cutover rollback")
     async with sim_argocd.running(cast.world, cast.repo, cast.path):
         back = await phases.rollback(cast.run("cutover-rollback-demo"))
     print(cast.told(back))
-    (rollback_commit, *_) = cast.repo.log(cast.path)
-    print(rollback_commit.message.rstrip())
+    _show_commit(cast)
     say("The next sync's PostSync respects the hold until the plan's target changes: cutover postsync")
     held = await phases.postsync(cast.run("cutover-postsync-demo-3"))
     print(cast.told(held))
