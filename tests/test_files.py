@@ -153,3 +153,11 @@ async def test_a_values_file_is_addressed_by_its_selector_path_alone(tmp_path: P
     await piped(("git", "apply", "-"), out, tmp_path)
     assert values.read_text() == (
         "# chart values\nservice:\n  port: 80\n  selector:\n    app: chat-candle  # the engine\n")
+
+
+async def test_without_a_plan_the_hints_name_the_options_not_the_plan(tmp_path: Path) -> None:
+    (tmp_path / "values.yaml").write_text("service:\n  port: 80\n")
+    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "values.yaml", "--selector-path",
+                          "service.selector", "--selector", "app=chat-candle", cwd=tmp_path)
+    assert code == 2
+    assert b"hint: check --selector-path" in out and b"plan" not in out.split(b"hint:")[1]

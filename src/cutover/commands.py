@@ -93,9 +93,24 @@ async def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | 
                       plan.git.selector_path)
     where = _document(plan, text, file=file, document=document, selector_path=selector_path)
     dotted = selector_path or (plan.git.selector_path if plan else "spec.selector")
-    edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
+    try:
+        edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
+    except InvalidInput as exc:
+        raise exc if plan is not None else _without_plan(exc) from None
     path = plan.git.path if plan else _patch_path(file)
     return Diffed(path, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
+
+
+# Without a plan the file's hints speak of the options that stand in for the plan's keys.
+_PLANLESS = (("git.selectorPath", "--selector-path"), ("git.document", "--document"), ("git.path", "--file"),
+             (" in the plan", ""), (" in Git", ""))
+
+
+def _without_plan(exc: InvalidInput) -> InvalidInput:
+    hint = exc.hint
+    for key, option in _PLANLESS:
+        hint = hint.replace(key, option)
+    return InvalidInput(exc.message, cause=exc.cause, hint=hint)
 
 
 def _read_local(file: str) -> str:
