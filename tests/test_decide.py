@@ -106,6 +106,16 @@ def test_rollback_to() -> None:
     assert caught.value.cause == "rollback_unknown"
 
 
+@pytest.mark.parametrize("last", [None, "a person reverted the cutover by hand"])
+def test_a_rollback_never_moves_forward_to_the_target(last: str | None) -> None:
+    """Git at vllm and no cutover that brought it there: the plan's only other backend is its target, so a
+    rollback would be the cutover itself (with a hold): refused, saying how to stop a pending cutover."""
+    history = cutover("vllm", "candle") if last else None
+    with pytest.raises(InvalidInput) as caught:
+        decide.rollback_to(observed(VLLM, VLLM, history), PLAN)
+    assert caught.value.cause == "rollback_nothing" and "set the plan's target to vllm" in caught.value.hint
+
+
 def test_history_is_read_for_this_plan_only() -> None:
     theirs, ours, older = cutover("a", "b", plan_name="other"), cutover("vllm", "candle"), cutover("candle", "vllm")
     person = Commit("d" * 40, "docs", "someone", NOW)

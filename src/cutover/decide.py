@@ -169,7 +169,14 @@ def rollback_to(observed: Observed, plan: Plan) -> str:
     now, last = backend_of(plan, observed.in_git), observed.last
     if last is not None and last.trailers.hold and last.trailers.hold == now:
         return now
-    return previous_backend(plan, now, last)
+    to = previous_backend(plan, now, last)
+    if (last is None or last.trailers.to != now) and to == plan.target and now != plan.target:
+        # No cutover brought Git to `now`: "the other backend" would be the plan's target, the cutover itself.
+        raise InvalidInput(f"nothing to roll back: Git selects {now} and no cutover of this plan moved it there; "
+                           f"going to {to} would be the cutover, not its rollback", cause="rollback_nothing",
+                           hint=f"to stop a pending cutover, set the plan's target to {now}; to switch, use the "
+                                "cutover-run Job")
+    return to
 
 
 # --- the rules the steps are made of --------------------------------------------------------------------------
