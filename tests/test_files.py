@@ -25,8 +25,10 @@ WANTED = {"app": "chat-candle", "component": "predictor", "engine": "candle"}
 SELECTOR = ",".join(f"{key}={value}" for key, value in WANTED.items())
 
 
-async def run(*argv: str, cwd: Path) -> tuple[int, bytes]:
-    environ = {"PATH": os.environ["PATH"], "CUTOVER_TERMINATION_LOG": str(cwd / "termination-log")}  # no plan at all
+async def run(*argv: str, cwd: Path, scratch: Path | None = None) -> tuple[int, bytes]:
+    """The CLI as a user runs it in `cwd`, with no plan in the environment; its termination log in `scratch`."""
+    log = (scratch or cwd) / "termination-log"
+    environ = {"PATH": os.environ["PATH"], "CUTOVER_TERMINATION_LOG": str(log)}
     process = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=environ, stdin=asyncio.subprocess.PIPE,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(process.communicate(), 30)
@@ -99,7 +101,7 @@ async def test_the_kustomize_diff_writes_the_target_less_what_the_build_adds(tmp
     the base without it, and the overlay built after `git apply` selects exactly the plan's candle selector."""
     example = "manifests/examples/kustomize-overlay"
     code, out = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
-                          f"{example}/base/service.yaml", "--to", "candle", cwd=ROOT)
+                          f"{example}/base/service.yaml", "--to", "candle", cwd=ROOT, scratch=tmp_path)
     assert code == 0, out.decode()
     patch = out.decode()
     assert patch.startswith(f"--- a/{example}/base/service.yaml\n")
