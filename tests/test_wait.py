@@ -220,6 +220,23 @@ async def test_engine_refusing_then_binding_is_retried(world: World, kube: clust
     assert [e["problem"] for e in named(events, "names.retry")] == ["refused"] * 3
 
 
+async def test_a_steady_pod_that_keeps_refusing_fails_after_the_grace_not_after_max_wait(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
+    """Ready for a day (no startup budget left) and nothing listening: tried again for PROOF_GRACE, then
+    `refused`, not 30 minutes of silence and not at the first refusal either."""
+    pod = world.add_pod("candle", ready=True)
+    plan = make_plan()
+    await world.settled()
+    await pod.engine.unbind()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(NamesNotProven) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert caught.value.cause == "refused"
+    assert wait.PROOF_GRACE - wait.PROOF_RETRY <= loop.time() - began <= wait.PROOF_GRACE + wait.PROOF_RETRY
+    assert len(named(events, "names.retry")) == int(wait.PROOF_GRACE // wait.PROOF_RETRY)
+
+
 async def test_verify_without_wait_says_not_ready_now(world: World, kube: cluster.Cluster,
                                                       make_plan: Callable[..., Plan]) -> None:
     world.add_pod("candle", Script(pull=20, load=600))

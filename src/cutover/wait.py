@@ -32,6 +32,10 @@ def final_grace(plan: Plan) -> float:
 
 
 PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pass (refused, 503)
+# Seconds a passing problem of a Ready pod (refused, 503, reset) is tried again once its startup budget is spent,
+# as it is for a pod that has long been Ready: a listener restarting inside the container passes in that time, a
+# wrong port does not and fails then, not after the whole maxWait.
+PROOF_GRACE = 30.0
 # asyncio fires a timer up to its clock resolution early; comparing instants without this slack made the
 # loop wake "just before" a progress tick, find nothing due and spin without time passing.
 SLACK = 0.001
@@ -77,6 +81,7 @@ class _Wait:
         self.live: fitness.Side | None = None  # the live backend's column, measured once
         self.live_measured = False
         self.last_slow: str | None = None  # what the latest round that was too slow said, for a round cut short
+        self.failing_since: float | None = None  # when the proofs began to fail, for PROOF_GRACE
 
     def assess(self) -> readiness.Assessment:
         now = self.clock.now()
@@ -275,19 +280,29 @@ class _Wait:
         """Raise when waiting cannot help (`readiness.after_failed_proof` says); otherwise log and let the caller
         try again."""
         proof, problem = readiness.worst(problems)
-        step = readiness.after_failed_proof(problem, budget_left=found.budget_left, retry_in=PROOF_RETRY)
+        left = self._retry_window(found)
+        step = readiness.after_failed_proof(problem, budget_left=left, retry_in=PROOF_RETRY)
         if step is readiness.ProofStep.DIAGNOSE:
             verdict = await self._diagnose(found)
             if verdict.admitted is False:
                 raise self._names_failed(proof, problem, cause="network_policy_blocks",
                                          hint=f"{verdict.explanation}; add an ingress rule for namespace "
                                               f"{self.cluster.own_namespace} on TCP {self.backend.port}")
-            step = readiness.after_failed_proof(problem, budget_left=found.budget_left, retry_in=PROOF_RETRY,
-                                                diagnosed=True)
+            step = readiness.after_failed_proof(problem, budget_left=left, retry_in=PROOF_RETRY, diagnosed=True)
         if step is readiness.ProofStep.FAIL:
             raise self._names_failed(proof, problem, cause=problem.kind, hint=profiles.HINTS.get(problem.kind, ""))
         log.info("names.retry", backend=self.backend.name, pod=proof.pod, problem=problem.kind,
                  message=problem.message, next_in=PROOF_RETRY)
+
+    def _retry_window(self, found: readiness.Assessment) -> float:
+        """Seconds left to retry failing proofs: the startup budget's, or with --wait at least PROOF_GRACE from the
+        first failure (a pod Ready for days has no startup budget left), never past verify.maxWait."""
+        if not self.keep_waiting:
+            return found.budget_left
+        now = self.clock.monotonic()
+        self.failing_since = now if self.failing_since is None else self.failing_since
+        grace = PROOF_GRACE - (now - self.failing_since)
+        return min(max(found.budget_left, grace), self.settings.max_wait - found.elapsed)
 
     async def _diagnose(self, found: readiness.Assessment) -> netpolicy.Verdict:
         policies = await self.cluster.network_policies(self.plan.service.namespace)

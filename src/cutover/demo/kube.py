@@ -116,8 +116,8 @@ class KubeEmulator(kmock.KubernetesScaffold):
         self.epoch, self.loop0 = now, asyncio.get_running_loop().time()
         self.last_loop_time = self.loop0
 
-    def stamp(self) -> str:
-        return self.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    def stamp(self, *, ago: float = 0.0) -> str:
+        return (self.now() - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     # --- direct access for the simulated world (no HTTP) ------------------------------------------
 

@@ -74,6 +74,9 @@ PULL_ERRORS: dict[str, str | None] = {
 }
 
 
+STEADY_FOR = 86_400.0  # seconds a pod added as already serving has been running
+
+
 class SimPod:
     def __init__(self, world: World, backend: str, name: str, ip: str, script: Script) -> None:
         self.world, self.backend, self.name, self.ip, self.script = world, backend, name, ip, script
@@ -164,8 +167,8 @@ class SimPod:
             await asyncio.sleep(min(300, 10 * 2 ** attempt))
         return not for_good
 
-    async def _start(self) -> None:
-        self.started_at = self.world.kube.stamp()
+    async def _start(self, *, ago: float = 0.0) -> None:
+        self.started_at = self.world.kube.stamp(ago=ago)
         self.started_loop_time = asyncio.get_running_loop().time()
         self.world.kube.merge(PODS, NAMESPACE, self.name, {"status": {"phase": "Running", "podIP": self.ip,
                                                                       "podIPs": [{"ip": self.ip}]}})
@@ -283,7 +286,9 @@ class World:
         await asyncio.sleep(0)  # a yield, not a wait: lets scripts run up to their first timed step
 
     async def _ready_now(self, pod: SimPod) -> None:
-        await pod._start()
+        # Serving already means started long ago, as a steady pod's startedAt says: its startup budget is spent,
+        # so nothing that waits on Ready pods may lean on what is left of it.
+        await pod._start(ago=STEADY_FOR)
         await pod.engine.bind()
         pod.become_ready()
 
