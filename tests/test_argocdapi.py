@@ -61,7 +61,7 @@ async def test_an_outage_ends_after_six_attempts() -> None:
     with pytest.raises(ClusterUnavailable) as caught:
         await api.refresh()
     await api.aclose()
-    assert len(calls) == 6 and caught.value.cause == "cluster_api_unavailable"
+    assert len(calls) == 6 and caught.value.cause == "argocd_api_unavailable"  # named for ArgoCD, not the API server
 
 
 @pytest.mark.parametrize(("status", "cause"), [(401, "argocd_api_forbidden"), (403, "argocd_api_forbidden"),

@@ -20,7 +20,7 @@ import structlog
 import tenacity
 
 from cutover import secrets, trust
-from cutover.errors import ClusterError, ClusterUnavailable
+from cutover.errors import ArgoCDError, ArgoCDUnavailable
 from cutover.plan import ArgoCD
 
 log = structlog.get_logger("cutover.argocd")
@@ -41,7 +41,7 @@ def token(settings: ArgoCD) -> str | None:
 
 
 def _retrying() -> tenacity.AsyncRetrying:
-    return tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(ClusterUnavailable),
+    return tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(ArgoCDUnavailable),
                                   wait=tenacity.wait_exponential_jitter(initial=1.0, max=16.0),
                                   stop=tenacity.stop_after_attempt(6), reraise=True,
                                   before_sleep=lambda state: log.warning(
@@ -93,24 +93,24 @@ class ArgoCDApi:
                     async with asyncio.timeout(DEADLINE):  # httpx's timeout bounds each read, not a dripped body
                         response = await self.client.get(url, params=params)
                 except TimeoutError as exc:
-                    raise ClusterUnavailable(f"ArgoCD API: {what}: no whole answer within {DEADLINE:g}s",
+                    raise ArgoCDUnavailable(f"ArgoCD API: {what}: no whole answer within {DEADLINE:g}s",
                                              hint="argocd-server answers too slowly; retried") from exc
                 except httpx.TransportError as exc:
                     if (reason := trust.untrusted(exc)) is not None:
-                        raise ClusterError(f"ArgoCD API: {what}: the server's TLS certificate is not trusted "
+                        raise ArgoCDError(f"ArgoCD API: {what}: the server's TLS certificate is not trusted "
                                            f"({reason})", cause="argocd_tls",
                                            hint="set SSL_CERT_FILE to a bundle holding argocd-server's CA") from exc
-                    raise ClusterUnavailable(f"ArgoCD API: {what}: {type(exc).__name__}",
+                    raise ArgoCDUnavailable(f"ArgoCD API: {what}: {type(exc).__name__}",
                                              hint="check argocd.server and the Job's egress") from exc
                 if response.status_code >= 500 or response.status_code == 429:
-                    raise ClusterUnavailable(f"ArgoCD API answered {response.status_code} to {what}")
+                    raise ArgoCDUnavailable(f"ArgoCD API answered {response.status_code} to {what}")
                 if response.status_code in (401, 403):
-                    raise ClusterError(f"ArgoCD API refused {what} ({response.status_code})",
+                    raise ArgoCDError(f"ArgoCD API refused {what} ({response.status_code})",
                                        cause="argocd_api_forbidden",
                                        hint="the ArgoCD account needs `applications, get` on this Application's "
                                             "project; check argocd.tokenFile")
                 if response.status_code != 200:
-                    raise ClusterError(f"ArgoCD API answered {response.status_code} to {what}: "
+                    raise ArgoCDError(f"ArgoCD API answered {response.status_code} to {what}: "
                                        f"{response.text[:200]}", cause="argocd_api_error",
                                        hint="check argocd.application and argocd.namespace")
                 answer: dict[str, Any] = response.json()

@@ -97,6 +97,19 @@ class ClusterUnavailable(ClusterError):
     default_cause = "cluster_api_unavailable"
 
 
+class ArgoCDError(ClusterError):
+    """ArgoCD's API (`argocd.server`): part of the cluster's control plane, so exit 1 like the Kubernetes API, but
+    named for what it is."""
+
+    default_cause = "argocd_api_error"
+
+
+class ArgoCDUnavailable(ArgoCDError, ClusterUnavailable):
+    """ArgoCD's API answered 5xx or 429, too slowly, or not at all: retried, then reported as such."""
+
+    default_cause = "argocd_api_unavailable"
+
+
 class ClusterConflict(ClusterError):
     """A compare-and-swap write lost: the object changed since it was read (409)."""
 

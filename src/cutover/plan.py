@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from cutover import kinds, profiles, providers
+from cutover import profiles
 from cutover.errors import InvalidInput
 from cutover.yamlbounds import MAX_DEPTH, depth_bound
 
@@ -29,8 +29,12 @@ KIND = "CutoverPlan"
 DEFAULT_PATH = "/etc/cutover/plan.yaml"
 ENGINES = tuple(profiles.ENGINES)  # the engine kinds: one row each in `profiles`
 PROOFS = ("listed", "generate", "auto")
-PROVIDERS = tuple(providers.PROVIDERS)  # the Git providers: one row each in `providers`
-SOURCES = tuple(kinds.SOURCES)  # where the selector lives: one row each in `kinds`
+# The plan format's vocabulary. The wings map these names to real classes (`githost.PROVIDERS`,
+# `sources.SOURCES`) and tests/test_plan.py keeps the two in step; the plan cannot import those registries
+# (their classes import the plan).
+PROVIDERS = ("github", "gitlab", "gitea", "forgejo", "git")  # the Git providers; `git`: plain Git, HTTPS or SSH
+PUBLIC_HOSTS = {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "forgejo"}  # git.provider implied
+SOURCES = ("manifest", "kustomize", "helm-values")  # where the selector lives: what kind of file git.path is
 GIT_MODES = ("direct", "pull-request")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -589,7 +593,7 @@ def _read_provider(node: _Field, url: str) -> str:
     if node.value is not None:
         return node.string(choices=PROVIDERS)
     host = (urlsplit(url).hostname or "").lower()
-    implied = providers.by_host(host)
+    implied = PUBLIC_HOSTS.get(host)
     if implied is not None:
         return implied
     raise node.fail(f"one of {', '.join(PROVIDERS)} (cannot tell from the host {host!r})")

@@ -1,6 +1,6 @@
 """Fitness trials over HTTP (docs/fitness.md): short generations timed one after another on one pod, one of them
 streamed, and the context the engine reports; `live_side` measures the backend the Service selects now the same
-way. `fitness` judges what comes back; `wait` runs the trials.
+way, on the pods `wait` read for it (this module speaks HTTP to engines only). `fitness` judges what comes back.
 
 A trial never sends more than `requests` × names generations and one GET /v1/models to a pod; the
 stream is one of the generations. Requests run one at a time so that each latency is the engine's own,
@@ -17,12 +17,11 @@ from typing import Any
 
 import httpx
 
-from cutover import decide, engines, sse
-from cutover.cluster import Cluster
-from cutover.errors import CutoverError
+from cutover import engines, sse
 from cutover.fitness import PodTrial, Sample, Side, StreamCheck, context_of, live
-from cutover.plan import Fitness, Plan
+from cutover.plan import Backend, Fitness, Plan
 from cutover.profiles import ENGINES, Problem, Profile
+from cutover.views import PodView
 
 MAX_TOKENS = 8  # fitness generations are short (docs/fitness.md: at most 16)
 
@@ -145,20 +144,11 @@ async def _context(client: engines.Client, base: str, names: Sequence[str]) -> i
         return None
 
 
-async def live_side(cluster: Cluster, plan: Plan, target: str, client: engines.Client) -> Side | None:
-    """The backend the Service selects now, measured like the target (no stream); None when it is the target
-    or no backend of the plan; a Side with a note when it cannot be measured."""
+async def live_side(backend: Backend, pods: Sequence[PodView], plan: Plan, client: engines.Client) -> Side:
+    """The backend the Service selects now (its pods as the caller read them), measured like the target without
+    a stream."""
     settings = plan.verify.fitness
     assert settings is not None
-    try:
-        service = await cluster.service(plan.service.namespace, plan.service.name)
-        selected = decide.backend_of(plan, service.selector)
-        if selected is None or selected == target:
-            return None
-        backend = plan.backend(selected)
-        pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
-    except CutoverError as exc:
-        return Side("?", note=f"not measured: {exc.message}")
     ready = [pod for pod in pods if pod.ready and pod.ip and not pod.deleting]
     tried = await asyncio.gather(*(
         trial(client, pod=pod.name, ip=pod.ip or "", port=backend.port, engine=backend.engine,

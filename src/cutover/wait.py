@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from cutover import engines, fitness, milestones, netpolicy, profiles, pulls, readiness, trials
+from cutover import decide, engines, fitness, milestones, netpolicy, profiles, pulls, readiness, trials
 from cutover.clock import Clock
 from cutover.cluster import READ_TIMEOUT, Cluster, PodWatch, selector_text
-from cutover.errors import ClusterUnavailable, NamesNotProven, TargetNotReady
+from cutover.errors import ClusterUnavailable, CutoverError, NamesNotProven, TargetNotReady
 from cutover.plan import Backend, Plan
 from cutover.profiles import PodProof, Problem
 from cutover.results import Proven
@@ -265,9 +265,24 @@ class _Wait:
         if not measure:
             return None
         if not self.live_measured:
-            self.live = await trials.live_side(self.cluster, self.plan, self.backend.name, self.client)
+            self.live = await self._measure_live()
             self.live_measured = True
         return self.live
+
+    async def _measure_live(self) -> fitness.Side | None:
+        """None when the Service selects the target or no backend of the plan; a Side with a note when the live
+        backend cannot be read."""
+        plan = self.plan
+        try:
+            service = await self.cluster.service(plan.service.namespace, plan.service.name)
+            selected = decide.backend_of(plan, service.selector)
+            if selected is None or selected == self.backend.name:
+                return None
+            live = plan.backend(selected)
+            pods, _ = await self.cluster.pods(plan.service.namespace, live.selector)
+        except CutoverError as exc:
+            return fitness.Side("?", note=f"not measured: {exc.message}")
+        return await trials.live_side(live, pods, plan, self.client)
 
     def _unfit(self, cause: str, message: str, hint: str, **fields: object) -> NamesNotProven:
         message = f"backend {self.backend.name}: {message}"

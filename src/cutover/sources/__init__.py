@@ -1,19 +1,27 @@
-"""Selector sources, chosen by name (`kinds.SOURCES`): what kind of file `git.path` is. Each kind is a module
-here with a `from_settings` constructor; `base.Source` is the protocol they keep."""
+"""Selector sources, chosen by the plan's `git.source` from `SOURCES`: what kind of file `git.path` is. Each kind is
+a module here with a `from_settings` constructor and the row's traits (`renders_itself`); `base.Source` is the
+protocol they keep. A new layout is a module, a row below and its name in `plan.SOURCES`."""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 
 from cutover.argocdapi import ArgoCDApi
 from cutover.githost.base import GitHost
-from cutover.kinds import SOURCES
 from cutover.plan import GitSettings, Plan
 from cutover.sources.api import ApiChecked, Position
-from cutover.sources.base import SelectorEdit, Source, Trees
-from cutover.sources.kustomize import Locate
+from cutover.sources.base import Locate, SelectorEdit, Source, SourceKind, Trees
+from cutover.sources.helm import HelmValuesSource
+from cutover.sources.kustomize import KustomizeSource
+from cutover.sources.manifest import ManifestSource
 
-__all__ = ["SelectorEdit", "Source", "for_plan", "offline"]
+__all__ = ["SOURCES", "SelectorEdit", "Source", "for_plan", "offline"]
+
+SOURCES: Mapping[str, SourceKind] = {  # the classes: `from_settings` builds one, `renders_itself` says who renders
+    "manifest": ManifestSource,  # a plain YAML file ArgoCD applies as written
+    "kustomize": KustomizeSource,  # a base Service or an overlay's patch: rendered with real kustomize here
+    "helm-values": HelmValuesSource,  # a values file: a mapping, or a scalar the chart turns into the selector
+}
 
 
 def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None, api: ArgoCDApi | None = None,
@@ -22,7 +30,7 @@ def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None =
     source path (the default directory to render). With the ArgoCD API (`api`), a kind that cannot render
     itself is render-checked through it (`position`: the plan's source in a multi-source Application)."""
     source = _for(plan.git, plan=plan, host=host, locate=locate)
-    if api is not None and host is not None and source.kind != "kustomize":  # kustomize renders for itself
+    if api is not None and host is not None and not SOURCES[plan.git.source].renders_itself:
         return ApiChecked(source, api, host, plan, position)
     return source
 
@@ -34,7 +42,6 @@ def offline(plan: Plan, *, checkout: Trees) -> Source:
 
 
 def _for(settings: GitSettings, *, plan: Plan, host: Trees | None, locate: Locate | None) -> Source:
-    module, name = SOURCES[settings.source]  # the plan accepts only names of this table
-    kind = getattr(importlib.import_module(module), name)
-    source: Source = kind.from_settings(settings, host=host, service=plan.service, plan=plan, locate=locate)
+    source: Source = SOURCES[settings.source].from_settings(settings, host=host, service=plan.service, plan=plan,
+                                                            locate=locate)
     return source

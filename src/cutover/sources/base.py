@@ -9,14 +9,17 @@ is a new module, not a new branch in any of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
 from cutover.githost.base import FileVersion
 from cutover.manifest import SelectorEdit
+from cutover.plan import GitSettings, Plan, ServiceRef
 
-__all__ = ["SelectorEdit", "Source", "Trees"]
+__all__ = ["Locate", "SelectorEdit", "Source", "SourceKind", "Trees"]
+
+Locate = Callable[[], Awaitable[str | None]]  # the Application's source path, when it can be read
 
 
 class Trees(Protocol):
@@ -28,8 +31,15 @@ class Trees(Protocol):
 
 
 class Source(Protocol):
-    kind: str
-    note: str | None  # what the commit body says about the check behind the edit (None: the file guard only)
+    @property
+    def kind(self) -> str:
+        """The `git.source` name."""
+        ...
+
+    @property
+    def note(self) -> str | None:
+        """What the commit body says about the check behind the edit (None: the file guard only)."""
+        ...
 
     async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
         """The selector ArgoCD applies with this version of the file, at `ref` (default: the branch); `where`
@@ -43,4 +53,14 @@ class Source(Protocol):
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
         """The same edit made again on another copy of the file (a pull request's branch): `written` is the
         `SelectorEdit.new` of the checked edit."""
+        ...
+
+
+class SourceKind(Protocol):
+    """A row of `sources.SOURCES`: the class of a kind of source, with its traits."""
+
+    renders_itself: bool  # it renders what ArgoCD will apply (kustomize); else the ArgoCD API checks, if any
+
+    def from_settings(self, settings: GitSettings, *, host: Trees | None, service: ServiceRef, plan: Plan,
+                      locate: Locate | None) -> Source:
         ...

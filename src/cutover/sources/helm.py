@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import ClassVar
 
 import structlog
 
@@ -30,6 +31,7 @@ class HelmValuesSource:
     value_path: str
     backends: Mapping[str, Backend]
     kind: str = "helm-values"
+    renders_itself: ClassVar[bool] = False  # the ArgoCD API renders it, when there is one
     note: str | None = "Not render-checked: a Helm values edit, and no ArgoCD API (argocd.server) to render the chart."
 
     @classmethod

@@ -17,20 +17,18 @@ import dataclasses
 import shutil
 import tempfile
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 
 from cutover import kustomize, manifest, rendered
 from cutover.githost.base import FileVersion
 from cutover.plan import GitSettings, ServiceRef
-from cutover.sources.base import SelectorEdit, Trees
+from cutover.sources.base import Locate, SelectorEdit, Trees
 
 log = structlog.get_logger("cutover")
-
-Locate = Callable[[], Awaitable[str | None]]  # the Application's source path, when it can be read
 
 
 @dataclasses.dataclass
@@ -40,6 +38,7 @@ class KustomizeSource:
     host: Trees
     locate: Locate | None = None
     kind: str = "kustomize"
+    renders_itself: ClassVar[bool] = True  # builds the tree with real kustomize before every commit
     note: str | None = ("Render-checked: kustomize build of the candidate and current revision; one Service with "
                         "the target's selector, nothing else changed.")
     _trees: dict[tuple[str, str], Path] = dataclasses.field(default_factory=dict)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import ClassVar
 
 from cutover import manifest
 from cutover.githost.base import FileVersion
@@ -21,6 +22,7 @@ class ManifestSource:
     document: GitDocument
     selector_path: str
     kind: str = "manifest"
+    renders_itself: ClassVar[bool] = False  # the ArgoCD API renders it, when there is one
     note: str | None = None
 
     @classmethod
