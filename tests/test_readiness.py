@@ -186,3 +186,17 @@ def test_a_back_off_that_never_says_why_fails_after_the_kubelets_longest_back_of
     assert at(pulls.UNKNOWN_FOR - 1, backing_off, pulled=seen).failure is None
     found = at(pulls.UNKNOWN_FOR, backing_off, pulled=seen)
     assert found.failure is not None and "without a reason that passes" in found.failure.message
+
+
+@pytest.mark.parametrize(("budget_left", "failing_for", "wait_left", "window"), [
+    (600.0, None, 1800.0, 600.0),  # without a wait: the startup budget alone
+    (0.0, None, 1800.0, 0.0),  # ...so a pod Ready for days fails at its first refusal
+    (0.0, 0.0, 1800.0, 30.0),  # with a wait: the grace from the first failure
+    (0.0, 25.0, 1800.0, 5.0),
+    (0.0, 40.0, 1800.0, 0.0),  # the grace spent: nothing left, fail
+    (600.0, 40.0, 1800.0, 600.0),  # a budget longer than the grace keeps going
+    (600.0, 0.0, 12.0, 12.0),  # never past verify.maxWait
+])
+def test_retry_window(budget_left: float, failing_for: float | None, wait_left: float, window: float) -> None:
+    assert readiness.retry_window(budget_left=budget_left, failing_for=failing_for, grace=30.0,
+                                  wait_left=wait_left) == window

@@ -96,7 +96,9 @@ async def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | 
     try:
         edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
     except InvalidInput as exc:
-        raise exc if plan is not None else _without_plan(exc) from None
+        if plan is not None:
+            raise
+        raise _without_plan(exc) from None
     path = plan.git.path if plan else _patch_path(file)
     return Diffed(path, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
 

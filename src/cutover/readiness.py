@@ -255,6 +255,15 @@ def worst(problems: Sequence[tuple[PodProof, Problem]]) -> tuple[PodProof, Probl
     return next(((proof, problem) for proof, problem in problems if not problem.retryable), problems[0])
 
 
+def retry_window(*, budget_left: float, failing_for: float | None, grace: float, wait_left: float) -> float:
+    """Seconds left to retry failing proofs: what the startup budget leaves, or, while waiting (`failing_for`: how
+    long the proofs have failed), at least `grace` from the first failure, since a pod Ready for days has no startup
+    budget left; never past what is left of verify.maxWait. Without a wait (`failing_for` None), the budget alone."""
+    if failing_for is None:
+        return budget_left
+    return min(max(budget_left, grace - failing_for), wait_left)
+
+
 def after_failed_proof(problem: Problem, *, budget_left: float, retry_in: float, diagnosed: bool = False) -> ProofStep:
     """What a failed proof means: a permanent problem fails at once; a connect timeout is diagnosed before
     anything else; a passing problem is tried again while the budget allows another try."""

@@ -176,6 +176,7 @@ class _Wait:
             for pod in found.ready))
         problems = [(proof, problem) for proof in proofs for problem in proof.problems]
         if not problems:
+            self.failing_since = None  # a later failure gets a grace of its own
             if self.plan.verify.fitness is None:
                 return self._proven(found, method, proofs, None)
             fitted = await self._fit(found)
@@ -310,14 +311,12 @@ class _Wait:
                  message=problem.message, next_in=PROOF_RETRY)
 
     def _retry_window(self, found: readiness.Assessment) -> float:
-        """Seconds left to retry failing proofs: the startup budget's, or with --wait at least PROOF_GRACE from the
-        first failure (a pod Ready for days has no startup budget left), never past verify.maxWait."""
-        if not self.keep_waiting:
-            return found.budget_left
+        """`readiness.retry_window` for this wait, counting how long the proofs have failed (with --wait)."""
         now = self.clock.monotonic()
         self.failing_since = now if self.failing_since is None else self.failing_since
-        grace = PROOF_GRACE - (now - self.failing_since)
-        return min(max(found.budget_left, grace), self.settings.max_wait - found.elapsed)
+        return readiness.retry_window(budget_left=found.budget_left, grace=PROOF_GRACE,
+                                      failing_for=now - self.failing_since if self.keep_waiting else None,
+                                      wait_left=self.settings.max_wait - found.elapsed)
 
     async def _diagnose(self, found: readiness.Assessment) -> netpolicy.Verdict:
         policies = await self.cluster.network_policies(self.plan.service.namespace)
