@@ -45,16 +45,19 @@ from typing import Any
 import looptime
 import structlog
 
-from cutover import cluster, manifest, plan, wait, writeback
+from cutover import plan
+from cutover.core.trailers import Trailers
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, World
+from cutover.flows import wait, writeback
 from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
 from cutover.githost.gitpush import GitPush
-from cutover.trailers import Trailers
+from cutover.kube import cluster
+from cutover.sources import yaml_edit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the doubles only tests and benchmarks use
 from doubles import fleet
@@ -228,7 +231,7 @@ def bench_edit(runs: int) -> tuple[float, int]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        manifest.edit_selector(text, document=document, selector_path="spec.selector",
+        yaml_edit.edit_selector(text, document=document, selector_path="spec.selector",
                                selector={"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"})
         samples.append(time.perf_counter() - start)
     return statistics.median(samples), len(text.splitlines())
@@ -238,13 +241,14 @@ def bench_slack_overhead(events: int) -> float:
     """Microseconds per event added by the sink, Slack down and the queue full, in one loop."""
     import io
 
-    from cutover import logs, notify
+    from cutover import logs
+    from cutover.slack import sink
 
     async def measure(with_sink: bool) -> float:
-        outbox = notify.Outbox(size=10)
+        outbox = sink.Outbox(size=10)
         for index in range(10):
-            outbox.put(notify.Message(f"k{index}", "started", {"event": "cutover.started"}), now=0.0)
-        logs.configure(fmt="json", stream=io.StringIO(), sinks=[notify.SlackSink(outbox)] if with_sink else [])
+            outbox.put(sink.Message(f"k{index}", "started", {"event": "cutover.started"}), now=0.0)
+        logs.configure(fmt="json", stream=io.StringIO(), sinks=[sink.SlackSink(outbox)] if with_sink else [])
         log = structlog.get_logger("cutover")
         start = time.perf_counter()
         for index in range(events):
@@ -252,14 +256,15 @@ def bench_slack_overhead(events: int) -> float:
         return (time.perf_counter() - start) / events * 1e6
 
     base = asyncio.run(measure(False))
-    sink = asyncio.run(measure(True))
+    sunk = asyncio.run(measure(True))
     structlog.reset_defaults()
-    return sink - base
+    return sunk - base
 
 
 async def _slack_messages() -> tuple[int, int]:
-    from cutover import logs, notify
+    from cutover import logs
     from cutover.githost.github import GitHub
+    from cutover.slack import sink
     from doubles.slack import FakeSlack
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -270,16 +275,16 @@ async def _slack_messages() -> tuple[int, int]:
             world.add_pod("vllm", ready=True)
             world.add_pod("candle", Script(pull=60, load=27 * 60))
             (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url))
-            outbox = notify.Outbox()
+            outbox = sink.Outbox()
             import io
 
-            logs.configure(fmt="json", stream=io.StringIO(), sinks=[notify.SlackSink(outbox)])
-            sender = notify.Sender(notify.Bot(slack.token, "C1", api=slack.url + "/api"), outbox)
+            logs.configure(fmt="json", stream=io.StringIO(), sinks=[sink.SlackSink(outbox)])
+            sender = sink.Sender(sink.Bot(slack.token, "C1", api=slack.url + "/api"), outbox)
             sender.start()
             kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
             host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
-            from cutover import phases
-            from cutover.context import Run
+            from cutover.flows import phases
+            from cutover.flows.context import Run
 
             await phases.postsync(Run.create(kube, the_plan, host, identity="bench",
                                              author=Author("c", "c@example.invalid")))
@@ -416,9 +421,9 @@ def bench_render_checks(runs: int) -> dict[str, float]:
 
 
 async def _switch_once(tmp: Path, between: _Between) -> None:
-    from cutover import phases
-    from cutover.context import Run
     from cutover.demo import argocd as sim_argocd
+    from cutover.flows import phases
+    from cutover.flows.context import Run
 
     structlog.configure(processors=[between, lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
     repo = BareRepo(tmp / "gitops.git")

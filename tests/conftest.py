@@ -17,12 +17,13 @@ import structlog
 from structlog.testing import LogCapture
 
 import contracts
-from cutover import cluster, plan
+from cutover import plan
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.kube import KubeEmulator
 from cutover.demo.world import World
 from cutover.githost.github import GitHub
+from cutover.kube import cluster
 
 GIT_TOKEN = "ghp_" + "C" * 36
 SERVICE_PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"

@@ -7,10 +7,10 @@ from typing import Any
 
 import kmock
 
-from cutover import outcome
+from cutover.cli import outcome
+from cutover.core.results import Result
 from cutover.demo.world import World
 from cutover.plan import Plan
-from cutover.results import Result
 
 PODS = kmock.resource("", "v1", "pods")
 

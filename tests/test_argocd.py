@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cutover import argocd, cluster
-from cutover import views as argocd_views
-from cutover.argocd import SyncState
+from cutover.argocd import operation
+from cutover.argocd.operation import SyncState
+from cutover.core import views as argocd_views
+from cutover.core.views import ApplicationView
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.world import NAMESPACE, SERVICE, World
-from cutover.views import ApplicationView
+from cutover.kube import cluster
 
 SHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
 OTHER = "ffffeeee" + SHA[8:]
@@ -27,15 +28,15 @@ def app(**fields: object) -> ApplicationView:
 
 
 @pytest.mark.parametrize(("job", "application", "expected"), [
-    ("cutover-presync-0a1b2c3-presync-1764457200", app(), argocd.Revision(SHA, "job+operation")),
-    ("cutover-presync-0a1b2c3-presync-1764457200", app(operation_revision=None), argocd.Revision("0a1b2c3", "job")),
-    ("cutover-presync-0a1b2c3-presync-1764457200", app(operation_revision=OTHER), argocd.Revision("0a1b2c3", "job")),
-    (None, app(), argocd.Revision(SHA, "operation")),
+    ("cutover-presync-0a1b2c3-presync-1764457200", app(), operation.Revision(SHA, "job+operation")),
+    ("cutover-presync-0a1b2c3-presync-1764457200", app(operation_revision=None), operation.Revision("0a1b2c3", "job")),
+    ("cutover-presync-0a1b2c3-presync-1764457200", app(operation_revision=OTHER), operation.Revision("0a1b2c3", "job")),
+    (None, app(), operation.Revision(SHA, "operation")),
     ("cutover-rollback-1764457200", app(operation_revision=None), None),  # a manual Job: no revision in its name
 ])
 def test_the_revision_being_synced(job: str | None, application: ApplicationView,
-                                   expected: argocd.Revision | None) -> None:
-    assert argocd.syncing_revision(job, application) == expected
+                                   expected: operation.Revision | None) -> None:
+    assert operation.syncing_revision(job, application) == expected
 
 
 COMMITTED = T0 + timedelta(seconds=20)
@@ -54,7 +55,7 @@ COMMITTED = T0 + timedelta(seconds=20)
      SyncState.WAITING),  # asked already, and ArgoCD has not picked it up yet
 ])
 def test_judging_whether_our_commit_is_applied(application: ApplicationView, state: SyncState) -> None:
-    assert argocd.judge_sync(application, revision=SHA, committed_at=COMMITTED) is state
+    assert operation.judge_sync(application, revision=SHA, committed_at=COMMITTED) is state
 
 
 APPS = "argoproj.io/v1alpha1/applications"
@@ -100,7 +101,7 @@ async def test_a_multi_source_application_names_the_revision_of_the_plans_source
     ours = view.for_source("https://github.com/acme/gitops.git", "main")  # spelled differently, the same repository
     assert (ours.operation_revision, ours.sync_revision) == (SHA, OTHER)
     # a named hook Job (no revision in its name) learns the revision from the operation, at our source's position
-    assert argocd.syncing_revision("cutover-presync-llm-serving", ours) == argocd.Revision(SHA, "operation")
+    assert operation.syncing_revision("cutover-presync-llm-serving", ours) == operation.Revision(SHA, "operation")
     assert view.for_source("https://github.com/other/repo.git", "main") is view  # not ours: nothing to pick
 
 

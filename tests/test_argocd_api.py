@@ -12,16 +12,18 @@ import pytest
 
 from conftest import GIT_TOKEN
 from contracts import SwaggerRecorder
-from cutover import cluster, phases, plan
-from cutover.argocdapi import ArgoCDApi
-from cutover.context import Run
+from cutover import plan
+from cutover.argocd.api import ArgoCDApi
+from cutover.core.results import Advanced
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import World
 from cutover.errors import InvalidInput
+from cutover.flows import phases
+from cutover.flows.context import Run
 from cutover.githost.github import GitHub
-from cutover.results import Advanced
+from cutover.kube import cluster
 from doubles.argocd_api import FakeArgoCDApi
 from helpers import named
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cutover.argocdapi import ArgoCDApi, token
+from cutover.argocd.api import ArgoCDApi, token
 from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
 from cutover.plan import ArgoCD
 

@@ -9,14 +9,16 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, lease, phases, plan
-from cutover.context import Run
+from cutover import plan
+from cutover.core.results import Advanced, Audited
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, World
 from cutover.errors import VerificationFailed
+from cutover.flows import phases
+from cutover.flows.context import Run
 from cutover.githost.github import GitHub
-from cutover.results import Advanced, Audited
+from cutover.kube import cluster, lease
 from helpers import named
 
 pytestmark = pytest.mark.looptime
@@ -122,7 +124,7 @@ async def test_the_audit_cronjob_command_line_exits_0_then_6(world: World, repo:
     import structlog
 
     from conftest import GIT_TOKEN
-    from cutover import cli
+    from cutover.cli import main
     from cutover.demo.contents import FakeContentsHost
 
     vllm = world.add_pod("vllm", ready=True)
@@ -136,7 +138,7 @@ async def test_the_audit_cronjob_command_line_exits_0_then_6(world: World, repo:
         outcomes = []
         for _ in range(2):
             with contextlib.redirect_stdout(io.StringIO()) as out:
-                code = await cli.arun(["--log-format", "json", "audit"])
+                code = await main.arun(["--log-format", "json", "audit"])
             structlog.reset_defaults()
             outcomes.append((code, out.getvalue().strip().splitlines()[-1]))
             vllm.engine.served_names = ("reasoning",)  # then a served name goes missing

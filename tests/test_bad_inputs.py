@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from cutover import cli
+from cutover.cli import main
 from test_plan import BAD, GOOD
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
@@ -27,7 +27,7 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.
         (tmp_path / "svc.yaml").write_text(service)
     try:
         with pytest.raises(SystemExit) as caught:
-            cli.main(["--log-level", "error", *args])
+            main.main(["--log-level", "error", *args])
     finally:
         structlog.reset_defaults()  # the CLI configures logging for the process: not for the next test
     outcome = capsys.readouterr().out.strip().splitlines()[-1]

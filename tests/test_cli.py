@@ -259,10 +259,10 @@ async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Ru
 
 async def test_presync_passes_without_a_change_and_aborts_a_change_to_an_unschedulable_backend(
         cutover: Run, world: World, tmp_path: Path) -> None:
-    from cutover import manifest
     from cutover.demo.contents import FakeContentsHost
     from cutover.demo.gitrepo import BareRepo
     from cutover.demo.world import Script
+    from cutover.sources import yaml_edit
 
     path = "k8s/apps/llm-serving/reasoning-long-service.yaml"
     repo = BareRepo(tmp_path / "gitops.git")
@@ -274,7 +274,7 @@ async def test_presync_passes_without_a_change_and_aborts_a_change_to_an_unsched
         text = world.plan_text(git_api_url=host.url)
         quiet = await cutover("presync", plan=text, env={"CUTOVER_JOB_NAME": f"cutover-presync-{first[:7]}-presync-"
                                                                              "1764457200"})
-        edit = manifest.edit_selector(FIXTURE.read_text(), document=plan_document(), selector_path="spec.selector",
+        edit = yaml_edit.edit_selector(FIXTURE.read_text(), document=plan_document(), selector_path="spec.selector",
                                       selector={"app.kubernetes.io/name": "llm-reasoning-candle",
                                                 "component": "predictor"})
         second = repo.commit({path: edit.after}, "switch\n")

@@ -19,10 +19,11 @@ import pytest
 import structlog
 import trustme
 
-from cutover import cluster, logs
+from cutover import logs
+from cutover.core.views import ServiceView
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
-from cutover.views import ServiceView
+from cutover.kube import cluster
 from helpers import PODS, fail_first, requests
 
 

@@ -13,17 +13,19 @@ from typing import Any
 import pytest
 
 from contracts import Recorder, spec
-from cutover import fitness, plan, writeback
+from cutover import plan
+from cutover.core import proofs
+from cutover.core.trailers import Trailers
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
 from cutover.demo.world import World
 from cutover.errors import GitError, InvalidInput
+from cutover.flows import writeback
 from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
-from cutover.trailers import Trailers
 from doubles.gitlab import FakeGitLab
 from helpers import named
 
@@ -197,9 +199,9 @@ async def test_someone_else_sets_the_same_selector_first(host: GitHost, fake: Fa
                                                         the_plan: plan.Plan) -> None:
     def other_cutover() -> None:
         content, _ = repo.read(PATH)  # type: ignore[misc]
-        from cutover import manifest
+        from cutover.sources import yaml_edit
 
-        edit = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+        edit = yaml_edit.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
                                       selector=the_plan.backends["candle"].selector)
         repo.commit({PATH: edit.after}, text(the_plan), name="cutover", email="cutover@example.invalid")
 
@@ -419,8 +421,8 @@ def test_the_commit_message_carries_the_proof_and_every_trailer(the_plan: plan.P
 
 
 def test_the_commit_message_carries_the_fitness_table_before_the_trailers(the_plan: plan.Plan) -> None:
-    table = fitness.table(fitness.Side("candle", ready=1, context=40960, p50=0.3, max=0.4, warmup=240.0),
-                          fitness.Side("vllm", ready=1, context=32768, p50=0.4, max=0.5))
+    table = proofs.table(proofs.Side("candle", ready=1, context=40960, p50=0.3, max=0.4, warmup=240.0),
+                          proofs.Side("vllm", ready=1, context=32768, p50=0.4, max=0.5))
     proof = writeback.Proof(pods=("candle-0 (10.0.0.5:8080)",), names=("reasoning-long",), method="generate",
                             waited=700.0, proven_at="2026-11-29T23:00:00Z", table=table)
     message = writeback.message(the_plan, proof=proof, trailers=Trailers(id="c0ffee", source="vllm", to="candle",

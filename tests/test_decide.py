@@ -9,13 +9,16 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, decide, gate, lock, manifest, plan
+from cutover import plan
+from cutover.core import decide, gate
+from cutover.core.proofs import PodProof, Problem
+from cutover.core.trailers import Trailers
+from cutover.core.views import Commit, LeaseView, PodView, ServiceView
 from cutover.demo.world import World
 from cutover.errors import InvalidInput
-from cutover.manifest import GuardFailed, SelectorEdit
-from cutover.profiles import PodProof, Problem
-from cutover.trailers import Trailers
-from cutover.views import Commit, LeaseView, PodView, ServiceView
+from cutover.kube import cluster, lease_rules
+from cutover.sources import yaml_edit
+from cutover.sources.yaml_edit import GuardFailed, SelectorEdit
 
 _world = World.__new__(World)
 _world.port = 8080
@@ -158,7 +161,7 @@ def _guard_refuses_more_than_the_selector() -> bool:
     text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  selector:\n    a: b\n  type: ClusterIP\n"
     edit = SelectorEdit(text, text.replace("a: b", "a: c").replace("ClusterIP", "NodePort"), {"a": "b"}, {"a": "c"})
     try:
-        manifest.guard(edit, document=plan.GitDocument("Service", "s"), selector_path="spec.selector")
+        yaml_edit.guard(edit, document=plan.GitDocument("Service", "s"), selector_path="spec.selector")
     except GuardFailed:
         return True
     return False
@@ -182,10 +185,11 @@ def _no_cluster_write_but_the_three() -> bool:
         proven={"v": NOW}, now=NOW, min_ready=1).foreign == (("v", "vllm"),)),
     ("#2 an edit beyond the selector is refused", _guard_refuses_more_than_the_selector),
     ("#3 the cluster is written only through the Lease, Events and the refresh", _no_cluster_write_but_the_three),
-    ("#4 a Lease its holder renews while we watch is held", lambda: lock.judge(
-        LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "1"), me="job-b", now=20.0, watch=lock.observe(
-            lock.observe(None, LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=20), 60.0, 1, "1"), now=0.0),
-            LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "2"), now=20.0)) is lock.Verdict.HELD),
+    ("#4 a Lease its holder renews while we watch is held", lambda: lease_rules.judge(
+        LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "1"), me="job-b", now=20.0, watch=lease_rules.observe(
+            lease_rules.observe(None, LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=20), 60.0, 1, "1"),
+                                now=0.0),
+            LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "2"), now=20.0)) is lease_rules.Verdict.HELD),
     ("#5 Git at the target: nothing to write", lambda: decide.git_step(
         CANDLE, target=CANDLE, known=[VLLM]) is decide.GitStep.ALREADY),
     ("#5 PostSync after the commit does not advance again", lambda: not isinstance(

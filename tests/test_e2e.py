@@ -15,13 +15,15 @@ from typing import Any
 import httpx
 import pytest
 
-from cutover import cluster, errors, phases, plan
-from cutover.context import Run
+from cutover import errors, plan
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, Script, World
+from cutover.flows import phases
+from cutover.flows.context import Run
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
+from cutover.kube import cluster
 from helpers import told
 
 pytestmark = pytest.mark.looptime

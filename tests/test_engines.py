@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from cutover import engines, profiles
+from cutover.core import proofs
 from cutover.demo.engines import Blackhole, EngineDouble
 from cutover.demo.world import _free_port
+from cutover.engines import api, kinds
 
 NAMES = ("reasoning-long", "reasoning")
 _ips = itertools.count(1)
@@ -19,7 +20,7 @@ _ips = itertools.count(1)
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with engines.new_client(timeout=2.0) as http:
+    async with api.new_client(timeout=2.0) as http:
         yield http
 
 
@@ -39,16 +40,16 @@ async def make_engine() -> AsyncIterator[Callable[..., EngineDouble]]:
 
 
 async def prove(client: httpx.AsyncClient, double: EngineDouble, method: str,
-                names: tuple[str, ...] = NAMES) -> engines.PodProof:
-    return await engines.prove(client, pod="pod-0", ip=double.ip, port=double.port, engine=double.engine,
+                names: tuple[str, ...] = NAMES) -> proofs.PodProof:
+    return await api.prove(client, pod="pod-0", ip=double.ip, port=double.port, engine=double.engine,
                                names=names, method=method)
 
 
 def test_auto_lists_where_the_engine_lists_every_name() -> None:
-    assert profiles.method_for("vllm", "auto") == "listed"
-    assert {profiles.method_for(e, "auto") for e in ("candle-vllm", "sglang", "llama.cpp", "tgi", "openai")} == {
+    assert kinds.method_for("vllm", "auto") == "listed"
+    assert {kinds.method_for(e, "auto") for e in ("candle-vllm", "sglang", "llama.cpp", "tgi", "openai")} == {
         "generate"}
-    assert profiles.method_for("candle-vllm", "listed") == "listed"
+    assert kinds.method_for("candle-vllm", "listed") == "listed"
 
 
 async def test_vllm_lists_both_names(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
@@ -94,7 +95,7 @@ async def test_candle_generate_proves_the_alias_without_health(
         client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
     double = make_engine("candle-vllm", model_id="reasoning-long")
     await double.bind()
-    proof = await prove(client, double, profiles.method_for("candle-vllm", "auto"))
+    proof = await prove(client, double, kinds.method_for("candle-vllm", "auto"))
     assert proof.ok and proof.proven == NAMES
     # No /health on candle-vllm: the profile does not ask, and a chat completion carries each name.
     assert [(m, p, (b or {}).get("model")) for m, p, b in double.requests] == [
@@ -105,7 +106,7 @@ async def test_a_404_health_means_no_endpoint_not_unhealthy(
         client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
     double = make_engine("candle-vllm", model_id="reasoning-long")
     await double.bind()
-    proof = await engines.prove(client, pod="p", ip=double.ip, port=double.port, engine="tgi", names=("x",),
+    proof = await api.prove(client, pod="p", ip=double.ip, port=double.port, engine="tgi", names=("x",),
                                 method="generate")  # the tgi profile asks /health; this server has none
     assert proof.ok
     assert double.requests[0][:2] == ("GET", "/health")
@@ -149,7 +150,7 @@ async def test_a_slow_engine_times_out_on_read(make_engine: Callable[..., Engine
     double = make_engine("vllm")
     await double.bind()
     double.fault = "slow"
-    async with engines.new_client(timeout=10.0) as slow_client:
+    async with api.new_client(timeout=10.0) as slow_client:
         proof = await prove(slow_client, double, "listed")
     assert [(p.kind, p.retryable) for p in proof.problems] == [("read_timeout", True)]
 
@@ -158,6 +159,6 @@ async def test_a_slow_engine_times_out_on_read(make_engine: Callable[..., Engine
 async def test_dropped_packets_are_a_connect_timeout(client: httpx.AsyncClient) -> None:
     port = _free_port()
     with Blackhole("127.77.201.1", port):
-        proof = await engines.prove(client, pod="p", ip="127.77.201.1", port=port, engine="vllm", names=NAMES,
+        proof = await api.prove(client, pod="p", ip="127.77.201.1", port=port, engine="vllm", names=NAMES,
                                     method="listed")
     assert [(p.kind, p.retryable) for p in proof.problems] == [("connect_timeout", True)]

@@ -1,6 +1,6 @@
 """Fault injection, table-driven: each case breaks one thing on the way of a whole cutover and states what must
 come of it: the exit code, the exact commits in Git, the Service file's comments intact, and the cause on the
-final line. Commands run through the command line in process (`cli.arun`), in fake time, against the emulated
+final line. Commands run through the command line in process (`main.arun`), in fake time, against the emulated
 cluster, the engine doubles, a Git host double (GitHub and Forgejo doubles checked against the official OpenAPI
 descriptions), a Slack double and an ArgoCD stand-in that polls Git as ArgoCD does.
 
@@ -33,7 +33,7 @@ import structlog
 import trustme
 
 from contracts import Recorder, spec
-from cutover import cli, notify
+from cutover.cli import main
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.engines import Blackhole
@@ -41,6 +41,7 @@ from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
 from cutover.demo.world import BACKENDS, JOB_NAMESPACE, NAMESPACE, SERVICE, Script, SimPod, World
 from cutover.demo.world import PODS as PODS_PATH
+from cutover.slack import sink
 from doubles.githttp import GitHttpServer
 from doubles.gitlab import FakeGitLab
 from doubles.slack import FakeSlack
@@ -324,7 +325,7 @@ def slack_faults(*faults: tuple[int, dict[str, str]]) -> Callable[[Stage], None]
 def slack_always(status: int) -> Callable[[Stage], None]:
     def arrange(stage: Stage) -> None:
         stage.slack.always = status
-        stage.cleanups.append(lambda: _at_most(stage.slack.failed, notify.BREAK_AFTER))
+        stage.cleanups.append(lambda: _at_most(stage.slack.failed, sink.BREAK_AFTER))
     return arrange
 
 
@@ -686,7 +687,7 @@ async def run_step(stage: Stage, step: Step, capsys: pytest.CaptureFixture[str])
     if step.kill_at:
         stage.when(step.kill_at, killed)
     stage.held = None
-    command = asyncio.create_task(cli.arun(["--log-format", "json", *step.argv], observers=[stage.observe]))
+    command = asyncio.create_task(main.arun(["--log-format", "json", *step.argv], observers=[stage.observe]))
     try:
         code = await command
     finally:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cutover import kustomize, manifest, plan
+from cutover import plan
+from cutover.sources import kustomize_build, yaml_edit
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "manifests" / "examples"
@@ -46,7 +47,7 @@ async def piped(tool: tuple[str, ...], patch: bytes, cwd: Path) -> int:
 @pytest.mark.parametrize("name", EDITABLE)
 async def test_the_printed_diff_applies_with_git_apply(name: str, tmp_path: Path) -> None:
     original = (FILES / name).read_bytes()
-    expected = manifest.edit_selector(original.decode(), document=plan.GitDocument("Service", "chat"),
+    expected = yaml_edit.edit_selector(original.decode(), document=plan.GitDocument("Service", "chat"),
                                       selector_path="spec.selector", selector=WANTED).after.encode()
     (tmp_path / "k8s").mkdir(parents=True)
     (tmp_path / "k8s" / name).write_bytes(original)
@@ -62,11 +63,11 @@ async def test_the_printed_diff_applies_with_git_apply(name: str, tmp_path: Path
 def test_what_changes_is_the_selector_of_the_one_service() -> None:
     for name in EDITABLE:
         text = (FILES / name).read_text()
-        edit = manifest.edit_selector(text, document=plan.GitDocument("Service", "chat"),
+        edit = yaml_edit.edit_selector(text, document=plan.GitDocument("Service", "chat"),
                                       selector_path="spec.selector", selector=WANTED)
-        assert manifest.read_selector(edit.after, document=plan.GitDocument("Service", "chat"),
+        assert yaml_edit.read_selector(edit.after, document=plan.GitDocument("Service", "chat"),
                                       selector_path="spec.selector") == WANTED, name
-    assert manifest.services((FILES / "list.yaml").read_text()) == ["chat"]
+    assert yaml_edit.services((FILES / "list.yaml").read_text()) == ["chat"]
 
 
 async def test_an_aliased_selector_is_refused_with_the_reason(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ async def test_the_kustomize_diff_writes_the_target_less_what_the_build_adds(tmp
     assert "+    app.kubernetes.io/name: chat-candle\n" in patch and "env: prod" not in patch
     checkout = checkout_of(tmp_path, "kustomize-overlay")
     await piped(("git", "apply", "-"), out, checkout)
-    built = await kustomize.build(checkout / example / "overlays" / "prod", where="prod")
+    built = await kustomize_build.build(checkout / example / "overlays" / "prod", where="prod")
     service = next(doc for doc in built if doc["kind"] == "Service")
     wanted = plan.load(EXAMPLES / "kustomize-overlay" / "plan.yaml")[0].backend("candle").selector
     assert service["spec"]["selector"] == dict(wanted)
@@ -122,7 +123,7 @@ async def test_the_helm_values_diff_writes_the_backends_git_value(tmp_path: Path
     assert code == 0, out.decode()
     assert "-engine: vllm" in out.decode() and "+engine: candle" in out.decode()
     await piped(("git", "apply", "-"), out, checkout)
-    assert manifest.read_value((checkout / example / "values.yaml").read_text(), value_path="engine") == "candle"
+    assert yaml_edit.read_value((checkout / example / "values.yaml").read_text(), value_path="engine") == "candle"
 
 
 async def test_with_a_plan_the_patch_and_the_outcome_name_git_path(tmp_path: Path) -> None:

@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, fitness, sse, wait
+from cutover.core import proofs
+from cutover.core.proofs import Problem
 from cutover.demo.world import Script, SimPod, World
+from cutover.engines import fitness, sse
 from cutover.errors import NamesNotProven
+from cutover.flows import wait
+from cutover.kube import cluster
 from cutover.plan import Plan
-from cutover.profiles import Problem
 from helpers import named
 
 NAMES = ("reasoning-long", "reasoning")
@@ -52,18 +55,18 @@ def test_judge(trials: list[fitness.PodTrial], state: fitness.State, cause: str 
         assert "maxLatency 5s" in judged.message and "pod" in judged.message
 
 
-NEW = fitness.Side("candle", ready=2, context=40960, p50=0.1, max=0.2)
+NEW = proofs.Side("candle", ready=2, context=40960, p50=0.1, max=0.2)
 
 
 @pytest.mark.parametrize(("old", "cause"), [
     (None, None),
-    (fitness.Side("vllm", ready=2, context=32768), None),
-    (fitness.Side("vllm", ready=2, context=81920), "context_shorter"),
-    (fitness.Side("vllm", ready=3, context=32768), "fewer_replicas"),
-    (fitness.Side("vllm", ready=2, context=None), None),  # not reported by the live engine: not compared
-    (fitness.Side("vllm", ready=9, context=81920, note="not measured: the live backend does not answer"), None),
+    (proofs.Side("vllm", ready=2, context=32768), None),
+    (proofs.Side("vllm", ready=2, context=81920), "context_shorter"),
+    (proofs.Side("vllm", ready=3, context=32768), "fewer_replicas"),
+    (proofs.Side("vllm", ready=2, context=None), None),  # not reported by the live engine: not compared
+    (proofs.Side("vllm", ready=9, context=81920, note="not measured: the live backend does not answer"), None),
 ], ids=["no live", "no smaller", "shorter context", "fewer replicas", "live reports no context", "live broken"])
-def test_compare(old: fitness.Side | None, cause: str | None) -> None:
+def test_compare(old: proofs.Side | None, cause: str | None) -> None:
     found = fitness.compare(NEW, old)
     assert (found.cause if found else None) == cause
     if found:
@@ -71,11 +74,11 @@ def test_compare(old: fitness.Side | None, cause: str | None) -> None:
 
 
 def test_compare_with_an_unreported_target_context_passes() -> None:
-    assert fitness.compare(dataclasses.replace(NEW, context=None), fitness.Side("vllm", ready=1, context=8)) is None
+    assert fitness.compare(dataclasses.replace(NEW, context=None), proofs.Side("vllm", ready=1, context=8)) is None
 
 
-SHORT = fitness.Shortfall("context_shorter", "shorter", "hint")
-FEWER = fitness.Shortfall("fewer_replicas", "fewer", "hint")
+SHORT = proofs.Shortfall("context_shorter", "shorter", "hint")
+FEWER = proofs.Shortfall("fewer_replicas", "fewer", "hint")
 
 
 @pytest.mark.parametrize(("short", "to_target", "more_coming", "step"), [
@@ -88,7 +91,7 @@ FEWER = fitness.Shortfall("fewer_replicas", "fewer", "hint")
     (FEWER, False, True, fitness.Next.ACCEPT),
 ], ids=["nothing short", "shorter context", "shorter, more coming", "switch back", "fewer, more coming",
         "fewer, none coming", "fewer, switch back"])
-def test_after_compare(short: fitness.Shortfall | None, to_target: bool, more_coming: bool,
+def test_after_compare(short: proofs.Shortfall | None, to_target: bool, more_coming: bool,
                        step: fitness.Next) -> None:
     assert fitness.after_compare(short, to_target=to_target, more_coming=more_coming) is step
 
@@ -117,16 +120,16 @@ def test_context_of(cards: list[dict[str, Any]], context: int | None) -> None:
 
 
 def test_the_table_puts_old_beside_new() -> None:
-    old = fitness.Side("vllm", ready=2, context=32768, p50=0.25, max=0.5)
+    old = proofs.Side("vllm", ready=2, context=32768, p50=0.25, max=0.5)
     new = dataclasses.replace(NEW, warmup=240.0)
-    lines = fitness.table(new, old)
+    lines = proofs.table(new, old)
     assert lines[0].split() == ["old", "(vllm)", "new", "(candle)"]
     assert lines[1].split() == ["context", "32768", "40960"]
     assert lines[2].split() == ["Ready", "pods", "2", "2"]
     assert lines[3].split() == ["latency", "p50", "0.250s", "0.100s"]
     assert lines[5].split() == ["warm-up", "-", "240s"]
     assert (lines[1].index("32768"), lines[1].index("40960")) == (lines[0].index("old"), lines[0].index("new"))
-    unmeasured = fitness.table(NEW, fitness.Side("vllm", ready=0, note="not measured: no Ready pod"))
+    unmeasured = proofs.table(NEW, proofs.Side("vllm", ready=0, note="not measured: no Ready pod"))
     assert unmeasured[-1].split()[:3] == ["note", "not", "measured:"] and "?" in unmeasured[1]
 
 
@@ -377,7 +380,8 @@ async def test_a_switch_back_reports_a_shorter_context_without_refusing(
 @pytest.mark.looptime
 async def test_verify_and_plan_output_show_the_table(
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
-    from cutover import commands, outcome
+    from cutover.cli import outcome
+    from cutover.flows import commands
 
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
@@ -416,13 +420,13 @@ async def test_a_broken_stream_names_what_arrived(backend: str, fault: str, word
 async def test_a_stream_answered_503_is_a_slow_answer_not_a_broken_stream(
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
     """An error status comes before any stream begins (both engines): the engine is not ready for it yet."""
-    from cutover import engines, trials
+    from cutover.engines import api, trials
     from cutover.plan import Fitness
 
     pod = world.add_pod("vllm", ready=True)
     await world.settled()
     pod.engine.fault = "503"
-    async with engines.new_client(timeout=2) as client:
+    async with api.new_client(timeout=2) as client:
         tried = await trials.trial(client, pod=pod.name, ip=pod.ip, port=world.port, engine="vllm", names=NAMES,
                                    fitness=Fitness(requests=1), stream=True, context=True)
     assert tried.stream == fitness.StreamCheck(0, False) and tried.context is None and tried.sent == 3

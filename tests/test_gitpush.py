@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 
-from cutover import manifest, plan, writeback
+from cutover import plan
+from cutover.core.trailers import Trailers
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import World
 from cutover.errors import GitError
+from cutover.flows import writeback
 from cutover.githost import gitpush
 from cutover.githost.base import Author, HostUnavailable
 from cutover.githost.gitpush import GitPush
-from cutover.trailers import Trailers
+from cutover.sources import yaml_edit
 from doubles.githttp import GitHttpServer
 from doubles.gitssh import SshGitServer
 from helpers import named
@@ -74,7 +76,7 @@ async def test_fetch_edit_commit_push(host: GitPush, server: GitHttpServer, repo
     result = await writeback.commit_selector(host, the_plan, to_backend="candle", text=text(the_plan), author=AUTHOR)
     assert result.committed and repo.head() == result.sha
     content, _ = repo.read(PATH)  # type: ignore[misc]
-    assert manifest.read_selector(content, document=the_plan.git.document,
+    assert yaml_edit.read_selector(content, document=the_plan.git.document,
                                   selector_path="spec.selector") == the_plan.backends["candle"].selector
     assert content.splitlines()[:30] == FIXTURE.splitlines()[:30]
     (newest, *_) = repo.log(PATH)

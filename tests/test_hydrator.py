@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 
-from cutover import argocd, cluster, phases
-from cutover.context import Run
+from cutover.argocd import operation
+from cutover.core.results import Completed
+from cutover.core.views import ApplicationView, HydratorView, SourceView
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.errors import InvalidInput
+from cutover.flows import phases
+from cutover.flows.context import Run
 from cutover.githost.github import GitHub
-from cutover.results import Completed
-from cutover.views import ApplicationView, HydratorView, SourceView
+from cutover.kube import cluster
 from helpers import named
 from test_e2e import Client
 
@@ -44,9 +46,9 @@ def hydrated_app(**fields: Any) -> ApplicationView:
     ({"dry_sha": DRY, "hydrated_sha": HYDRATED, "phase": "Failed"}, None),  # retried by ArgoCD after ~120 s
 ])
 def test_applied_means_hydrated_then_synced(fields: dict[str, Any], expected: str | None) -> None:
-    assert argocd.applied_revision(hydrated_app(**fields), DRY) == expected
+    assert operation.applied_revision(hydrated_app(**fields), DRY) == expected
     plain = dataclasses.replace(hydrated_app(**fields), hydrator=None)
-    assert argocd.applied_revision(plain, DRY) == DRY
+    assert operation.applied_revision(plain, DRY) == DRY
 
 
 @pytest.mark.parametrize(("path", "ok"), [
@@ -57,10 +59,10 @@ def test_a_path_the_application_names_stays_inside_the_repository(path: str, ok:
     """What an Application (or its hydrator's syncSource.path) names is read and built by cutover: it must be a
     path inside the repository, as git.path must be (docs/sources.md)."""
     if ok:
-        assert argocd.repository_path(path, what="the source path") == path
+        assert operation.repository_path(path, what="the source path") == path
         return
     with pytest.raises(InvalidInput) as caught:
-        argocd.repository_path(path, what="the Source Hydrator's syncSource.path")
+        operation.repository_path(path, what="the Source Hydrator's syncSource.path")
     assert caught.value.cause == "argocd_path" and caught.value.exit_code == 2
     assert "the Source Hydrator's syncSource.path" in caught.value.message and "relative" in caught.value.hint
 

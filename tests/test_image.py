@@ -18,9 +18,9 @@ from cutover.demo.world import World
 PRUNE = Path(__file__).parent.parent / "packaging" / "prune.py"
 PROGRAM = """
 import sys
-from cutover import cli
+from cutover.cli import main
 try:
-    cli.main(sys.argv[1:])
+    main.main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
 pruned = sorted(m for m in sys.modules if m.startswith(("aiohttp", "yarl", "multidict", "kubernetes.aio",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from cutover import kustomize
+from cutover.sources import kustomize_build
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "manifests" / "examples"
@@ -43,7 +43,7 @@ def yaml_docs(text: str) -> list[dict[str, Any]]:
 
 
 def build(directory: Path) -> list[dict[str, Any]]:
-    done = subprocess.run([*kustomize.require(), str(directory)], capture_output=True, text=True, timeout=60,
+    done = subprocess.run([*kustomize_build.require(), str(directory)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, f"kustomize build {directory}: {done.stderr}"
     return yaml_docs(done.stdout)

@@ -17,11 +17,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from cutover import decide, gate, manifest, plan
+from cutover import plan
+from cutover.core import decide, gate
+from cutover.core.trailers import Trailers
+from cutover.core.views import Commit as GitCommit
+from cutover.core.views import PodView, ServiceView
 from cutover.demo.world import World
-from cutover.trailers import Trailers
-from cutover.views import Commit as GitCommit
-from cutover.views import PodView, ServiceView
+from cutover.sources import yaml_edit
 from helpers import outside_the_selector
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
@@ -63,7 +65,7 @@ def selector(text: str) -> dict[str, str]:
 
 @functools.cache  # a history visits a handful of distinct files; the functions are pure, so read each once
 def _read(text: str) -> tuple[tuple[str, str], ...]:
-    return tuple(manifest.read_selector(text, document=DOCUMENT, selector_path=SELECTOR_PATH).items())
+    return tuple(yaml_edit.read_selector(text, document=DOCUMENT, selector_path=SELECTOR_PATH).items())
 
 
 def edit(text: str, wanted: dict[str, str]) -> str:
@@ -72,7 +74,7 @@ def edit(text: str, wanted: dict[str, str]) -> str:
 
 @functools.cache
 def _edit(text: str, wanted: tuple[tuple[str, str], ...]) -> str:
-    return manifest.edit_selector(text, document=DOCUMENT, selector_path=SELECTOR_PATH, selector=dict(wanted)).after
+    return yaml_edit.edit_selector(text, document=DOCUMENT, selector_path=SELECTOR_PATH, selector=dict(wanted)).after
 
 
 class Cutover(RuleBasedStateMachine):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cutover import kustomize
+from cutover.sources import kustomize_build
 
 
 def bin_with(tmp_path: Path, *names: str) -> str:
@@ -28,28 +28,28 @@ def bin_with(tmp_path: Path, *names: str) -> str:
 
 
 def test_kustomize_first_then_kubectl_then_nothing(tmp_path: Path) -> None:
-    assert kustomize.command({"PATH": bin_with(tmp_path / "a", "kustomize", "kubectl")}) == ("kustomize", "build")
-    assert kustomize.command({"PATH": bin_with(tmp_path / "b", "kubectl")}) == ("kubectl", "kustomize")
+    assert kustomize_build.command({"PATH": bin_with(tmp_path / "a", "kustomize", "kubectl")}) == ("kustomize", "build")
+    assert kustomize_build.command({"PATH": bin_with(tmp_path / "b", "kubectl")}) == ("kubectl", "kustomize")
 
 
 def test_without_either_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert kustomize.command() is None
-    with pytest.raises(kustomize.InvalidInput) as caught:
-        kustomize.require()
+    assert kustomize_build.command() is None
+    with pytest.raises(kustomize_build.InvalidInput) as caught:
+        kustomize_build.require()
     assert caught.value.cause == "kustomize_missing" and "kubectl" in caught.value.hint
 
 
 def test_an_explicit_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", bin_with(tmp_path, "kustomize-5.5"))
-    assert kustomize.command({"CUTOVER_KUSTOMIZE": "kustomize-5.5", "PATH": os.environ["PATH"]}) == (
+    assert kustomize_build.command({"CUTOVER_KUSTOMIZE": "kustomize-5.5", "PATH": os.environ["PATH"]}) == (
         "kustomize-5.5", "build")
 
 
 async def test_a_build_kustomize_refuses_is_render_failed(tmp_path: Path) -> None:
     (tmp_path / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
-    with pytest.raises(kustomize.RenderFailed) as caught:
-        await kustomize.build(tmp_path, where="overlays/prod@main")
+    with pytest.raises(kustomize_build.RenderFailed) as caught:
+        await kustomize_build.build(tmp_path, where="overlays/prod@main")
     assert caught.value.cause == "render_failed" and caught.value.exit_code == 2
     assert caught.value.message.startswith("overlays/prod@main: kustomize build failed:") and "missing.yaml" in \
         caught.value.message
@@ -64,8 +64,8 @@ async def test_a_remote_resource_is_not_fetched(tmp_path: Path, remote: str) -> 
     """What a render reads is the tree a reviewer saw (docs/security.md): a remote base goes nowhere (every request
     meets a proxy on the discard port that refuses it; ssh is `false`) and the build says why."""
     (tmp_path / "kustomization.yaml").write_text(f"resources:\n  - '{remote}'\n")
-    with pytest.raises(kustomize.RenderFailed) as caught:
-        await kustomize.build(tmp_path, where="overlays/prod@main")
+    with pytest.raises(kustomize_build.RenderFailed) as caught:
+        await kustomize_build.build(tmp_path, where="overlays/prod@main")
     assert "names a remote resource, which cutover's render does not fetch" in caught.value.message, \
         caught.value.message
     assert "vendor the remote base" in caught.value.hint
@@ -77,15 +77,15 @@ async def test_a_build_that_hangs_is_cut_at_its_deadline(tmp_path: Path, monkeyp
     slow.write_text("#!/bin/sh\nsleep 30\n")
     slow.chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow.parent}:{os.environ['PATH']}")
-    monkeypatch.setattr(kustomize, "BUILD_TIMEOUT", 0.2)
-    with pytest.raises(kustomize.RenderFailed) as caught:
-        await kustomize.build(tmp_path, where="overlays/prod@main")
+    monkeypatch.setattr(kustomize_build, "BUILD_TIMEOUT", 0.2)
+    with pytest.raises(kustomize_build.RenderFailed) as caught:
+        await kustomize_build.build(tmp_path, where="overlays/prod@main")
     assert "did not finish within 0s" in caught.value.message or "did not finish" in caught.value.message
 
 
 def test_documents_open_lists_and_read_json() -> None:
     text = ('{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Service", "metadata": {"name": "a"}},'
             ' {"kind": "ConfigMap", "metadata": {"name": "b"}}]}\n---\n---\nkind: Secret\nmetadata: {name: c}\n')
-    assert [doc["kind"] for doc in kustomize.documents(text, where="x")] == ["Service", "ConfigMap", "Secret"]
-    with pytest.raises(kustomize.RenderFailed):
-        kustomize.documents("kind: [unclosed\n", where="x")
+    assert [doc["kind"] for doc in kustomize_build.documents(text, where="x")] == ["Service", "ConfigMap", "Secret"]
+    with pytest.raises(kustomize_build.RenderFailed):
+        kustomize_build.documents("kind: [unclosed\n", where="x")

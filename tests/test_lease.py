@@ -9,27 +9,27 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, lease, lock
-from cutover.cli import _identity
-from cutover.clock import Clock
+from cutover.cli.main import _identity
+from cutover.core.clock import Clock
 from cutover.demo.world import NAMESPACE, PODS, SERVICE, World
 from cutover.errors import LockHeld
+from cutover.kube import cluster, lease, lease_rules
 from helpers import named
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LEASES = "coordination.k8s.io/v1/leases"
 
 
-def view(holder: str | None, renewed_ago: float | None, version: str = "1") -> lock.LeaseView:
+def view(holder: str | None, renewed_ago: float | None, version: str = "1") -> lease_rules.LeaseView:
     renewed = T0 - timedelta(seconds=renewed_ago) if renewed_ago is not None else None
-    return lock.LeaseView("cutover-x", holder, renewed, 60.0, 1, version)
+    return lease_rules.LeaseView("cutover-x", holder, renewed, 60.0, 1, version)
 
 
-def watched(*reads: tuple[float, lock.LeaseView | None]) -> lock.Watch:
+def watched(*reads: tuple[float, lease_rules.LeaseView | None]) -> lease_rules.Watch:
     """The watch after reading the Lease at each (monotonic time, view)."""
     watch = None
     for at, lease_view in reads:
-        watch = lock.observe(watch, lease_view, now=at)
+        watch = lease_rules.observe(watch, lease_view, now=at)
     assert watch is not None
     return watch
 
@@ -37,28 +37,29 @@ def watched(*reads: tuple[float, lock.LeaseView | None]) -> lock.Watch:
 QUIET = view("other", 45)  # its renewTime says 45 s ago, by another machine's clock
 RENEWED = view("other", 0, version="2")
 CASES = [
-    ("none yet", None, watched((0, None)), 0, False, lock.Verdict.TAKE),
-    ("released", view(None, 5), watched((0, view(None, 5))), 0, False, lock.Verdict.TAKE),
+    ("none yet", None, watched((0, None)), 0, False, lease_rules.Verdict.TAKE),
+    ("released", view(None, 5), watched((0, view(None, 5))), 0, False, lease_rules.Verdict.TAKE),
     ("ours already: the same process again", view("me", 5), watched((0, view("me", 5))), 0, False,
-     lock.Verdict.TAKE),
+     lease_rules.Verdict.TAKE),
     ("first seen: its renewTime proves neither life nor death", QUIET, watched((0, QUIET)), 0, False,
-     lock.Verdict.WAIT),
+     lease_rules.Verdict.WAIT),
     ("an hour-old renewTime still expires on our clock", view("other", 3600), watched((0, view("other", 3600))), 10,
-     False, lock.Verdict.WAIT),
+     False, lease_rules.Verdict.WAIT),
     ("unchanged for a whole duration on our clock: expired", QUIET, watched((0, QUIET), (60, QUIET)), 60, False,
-     lock.Verdict.TAKE),
-    ("renewed while we watched: alive", RENEWED, watched((0, QUIET), (20, RENEWED)), 20, False, lock.Verdict.HELD),
-    ("its pod has ended: taken over at once", QUIET, watched((0, QUIET)), 0, True, lock.Verdict.TAKE_OVER),
+     lease_rules.Verdict.TAKE),
+    ("renewed while we watched: alive", RENEWED, watched((0, QUIET), (20, RENEWED)), 20, False,
+     lease_rules.Verdict.HELD),
+    ("its pod has ended: taken over at once", QUIET, watched((0, QUIET)), 0, True, lease_rules.Verdict.TAKE_OVER),
     ("another holder took it meanwhile: watched anew", view("third", 0), watched((0, QUIET), (20, view("third", 0))),
-     20, False, lock.Verdict.WAIT),
+     20, False, lease_rules.Verdict.WAIT),
 ]
 
 
 @pytest.mark.parametrize(("why", "lease_view", "watch", "now", "gone", "verdict"), CASES,
                          ids=[case[0] for case in CASES])
-def test_judge(why: str, lease_view: lock.LeaseView | None, watch: lock.Watch, now: float, gone: bool,
-               verdict: lock.Verdict) -> None:
-    assert lock.judge(lease_view, me="me", watch=watch, now=now, holder_gone=gone) is verdict
+def test_judge(why: str, lease_view: lease_rules.LeaseView | None, watch: lease_rules.Watch, now: float, gone: bool,
+               verdict: lease_rules.Verdict) -> None:
+    assert lease_rules.judge(lease_view, me="me", watch=watch, now=now, holder_gone=gone) is verdict
 
 
 @pytest.mark.parametrize(("identity", "pod"), [
@@ -72,7 +73,7 @@ def test_judge(why: str, lease_view: lock.LeaseView | None, watch: lock.Watch, n
     (None, None),
 ])
 def test_holder_pod(identity: str | None, pod: tuple[str, str] | None) -> None:
-    assert lock.holder_pod(identity) == pod
+    assert lease_rules.holder_pod(identity) == pod
 
 
 @pytest.mark.looptime
@@ -117,7 +118,7 @@ async def test_two_runs_on_one_host_are_two_holders(world: World, kube: cluster.
     monkeypatch.setenv("HOSTNAME", "laptop")
     monkeypatch.delenv("POD_NAME", raising=False)
     first, second = _identity("cutover"), _identity("cutover")
-    assert first != second and first.startswith("laptop-") and lock.holder_pod(first) is None
+    assert first != second and first.startswith("laptop-") and lease_rules.holder_pod(first) is None
     clock = Clock()
     async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me=first, now=clock.now):
         await asyncio.sleep(32)
@@ -127,7 +128,7 @@ async def test_two_runs_on_one_host_are_two_holders(world: World, kube: cluster.
     assert first in caught.value.message
     monkeypatch.setenv("POD_NAME", "cutover-postsync-x7k2p")
     monkeypatch.setenv("POD_NAMESPACE", "cutover")
-    assert lock.holder_pod(_identity("cutover")) == ("cutover", "cutover-postsync-x7k2p")
+    assert lease_rules.holder_pod(_identity("cutover")) == ("cutover", "cutover-postsync-x7k2p")
 
 
 def left_behind(world: World, holder: str, *, renewed_ago: float, clock: Clock) -> None:
@@ -224,7 +225,7 @@ async def test_a_lease_taken_from_us_is_noticed(world: World, kube: cluster.Clus
 
 
 async def test_notes_on_the_lease_keep_its_holder_and_each_other(world: World, kube: cluster.Cluster) -> None:
-    from cutover import lease as lease_notes
+    from cutover.kube import lease as lease_notes
 
     clock = Clock()
     async with lease.hold(kube, namespace=NAMESPACE, service=SERVICE, me="job-1", now=clock.now):

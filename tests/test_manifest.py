@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cutover import manifest
 from cutover.errors import InvalidInput
 from cutover.plan import GitDocument
+from cutover.sources import yaml_edit
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 SERVICE = GitDocument("Service", "reasoning-long-predictor")
@@ -21,8 +21,8 @@ VLLM = {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
 
 
 def edit(text: str, selector: dict[str, str], document: GitDocument = SERVICE,
-         path: str = "spec.selector") -> manifest.SelectorEdit:
-    return manifest.edit_selector(text, document=document, selector_path=path, selector=selector, source="svc.yaml")
+         path: str = "spec.selector") -> yaml_edit.SelectorEdit:
+    return yaml_edit.edit_selector(text, document=document, selector_path=path, selector=selector, source="svc.yaml")
 
 
 def changed_lines(before: str, after: str) -> list[str]:
@@ -30,7 +30,7 @@ def changed_lines(before: str, after: str) -> list[str]:
 
 
 def edit_diff(before: str, after: str) -> list[str]:
-    return manifest.SelectorEdit(before, after, {}, {}).diff("f").splitlines()
+    return yaml_edit.SelectorEdit(before, after, {}, {}).diff("f").splitlines()
 
 
 def test_the_reference_file_changes_exactly_the_selector_lines() -> None:
@@ -41,7 +41,7 @@ def test_the_reference_file_changes_exactly_the_selector_lines() -> None:
         "-    serving.kserve.io/inferenceservice: reasoning     # KServe's own label on the vLLM pods",
     ]
     assert result.old == VLLM and result.new == CANDLE
-    assert manifest.read_selector(result.after, document=SERVICE, selector_path="spec.selector") == CANDLE
+    assert yaml_edit.read_selector(result.after, document=SERVICE, selector_path="spec.selector") == CANDLE
     before_lines, after_lines = FIXTURE.splitlines(), result.after.splitlines()
     assert before_lines[:30] == after_lines[:30]  # the whole comment header and everything above the selector
     assert before_lines[-9:] == after_lines[-9:]  # the ports block, to the last byte
@@ -171,12 +171,12 @@ def test_invalid_label_syntax_is_refused() -> None:
 
 def test_the_guard_refuses_an_edit_outside_the_selector() -> None:
     good = edit(FIXTURE, CANDLE)
-    sneaky = manifest.SelectorEdit(FIXTURE, good.after.replace("port: 80 ", "port: 81 "), good.old, good.new)
-    with pytest.raises(manifest.GuardFailed, match="changed the target document outside the selector"):
-        manifest.guard(sneaky, document=SERVICE, selector_path="spec.selector")
-    comment_only = manifest.SelectorEdit(FIXTURE, good.after.replace("# Ports:", "# Port list:"), good.old, good.new)
-    with pytest.raises(manifest.GuardFailed, match="outside the selector block"):
-        manifest.guard(comment_only, document=SERVICE, selector_path="spec.selector")
+    sneaky = yaml_edit.SelectorEdit(FIXTURE, good.after.replace("port: 80 ", "port: 81 "), good.old, good.new)
+    with pytest.raises(yaml_edit.GuardFailed, match="changed the target document outside the selector"):
+        yaml_edit.guard(sneaky, document=SERVICE, selector_path="spec.selector")
+    comment_only = yaml_edit.SelectorEdit(FIXTURE, good.after.replace("# Ports:", "# Port list:"), good.old, good.new)
+    with pytest.raises(yaml_edit.GuardFailed, match="outside the selector block"):
+        yaml_edit.guard(comment_only, document=SERVICE, selector_path="spec.selector")
 
 
 @pytest.mark.parametrize(("value", "rendered"), [
@@ -185,7 +185,7 @@ def test_the_guard_refuses_an_edit_outside_the_selector() -> None:
     ("2026-01-01", '"2026-01-01"'), ("v1.0", "v1.0"), ("a_b.c-d", "a_b.c-d"), ("-lead", '"-lead"'),
 ])
 def test_scalars_that_yaml_would_misread_are_quoted(value: str, rendered: str) -> None:
-    assert manifest.render_scalar(value) == rendered
+    assert yaml_edit.render_scalar(value) == rendered
 
 
 # --- property: comments anywhere survive, and the guard holds ---------------------------------------
@@ -202,7 +202,7 @@ def service_files(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
     selector = draw(SELECTOR)
     body = ["apiVersion: v1", "kind: Service", "metadata:", "  name: s", "spec:", "  type: ClusterIP",
             "  selector:"]
-    body += [f"    {key}: {manifest.render_scalar(value)}" for key, value in selector.items()]
+    body += [f"    {key}: {yaml_edit.render_scalar(value)}" for key, value in selector.items()]
     body += ["  ports:", "    - port: 80", "      targetPort: 8080"]
     lines: list[str] = []
     for line in body:
@@ -217,9 +217,9 @@ def service_files(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
 def test_comments_survive_and_only_selector_lines_change(case: tuple[str, dict[str, str]],
                                                          new: dict[str, str]) -> None:
     text, _ = case
-    result = manifest.edit_selector(text, document=GitDocument("Service", "s"), selector_path="spec.selector",
+    result = yaml_edit.edit_selector(text, document=GitDocument("Service", "s"), selector_path="spec.selector",
                                     selector=new)
-    assert manifest.read_selector(result.after, document=GitDocument("Service", "s"),
+    assert yaml_edit.read_selector(result.after, document=GitDocument("Service", "s"),
                                   selector_path="spec.selector") == new
     kept = [line for line in text.splitlines() if line.lstrip().startswith("#")]
     assert all(line in result.after.splitlines() for line in kept)  # every full-line comment survives

@@ -13,7 +13,8 @@ import pytest
 from ruamel.yaml import YAML
 
 import contracts
-from cutover import kustomize, plan
+from cutover import plan
+from cutover.sources import kustomize_build
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES = "1.33.0"  # the schema version the manifests are checked against
@@ -47,10 +48,10 @@ KUSTOMIZATIONS = sorted(found.parent.relative_to(ROOT) for folder in ("hooks", "
 
 def built(directory: Path) -> list[dict[str, Any]]:
     """`kustomize build`, with the real binary (kustomize, or kubectl's): a missing one fails the test, loudly."""
-    done = subprocess.run([*kustomize.require(), str(ROOT / directory)], capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run([*kustomize_build.require(), str(ROOT / directory)], capture_output=True, text=True,
+                          timeout=60, check=False)
     assert done.returncode == 0, f"kustomize build {directory} failed: {done.stderr}"
-    return kustomize.documents(done.stdout, where=str(directory))
+    return kustomize_build.documents(done.stdout, where=str(directory))
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=str)

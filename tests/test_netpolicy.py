@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from cutover import netpolicy
-from cutover.views import PolicyView
+from cutover.core.views import PolicyView
+from cutover.kube import netpolicy
 
 PREDICTOR = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}
 

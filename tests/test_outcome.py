@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from cutover import outcome, plan
-from cutover.demo.world import World
-from cutover.profiles import PodProof
-from cutover.results import (
+from cutover import plan
+from cutover.cli import outcome
+from cutover.core.proofs import PodProof
+from cutover.core.results import (
     Advanced,
     Audited,
     Awaiting,
@@ -27,7 +27,8 @@ from cutover.results import (
     Verified,
     WouldAdvance,
 )
-from cutover.views import PodView
+from cutover.core.views import PodView
+from cutover.demo.world import World
 
 _world = World.__new__(World)
 _world.port = 8080

@@ -34,7 +34,7 @@ def test_the_wheel_holds_no_test_double(wheel_files: list[str]) -> None:
     product = {str(path.relative_to(source)) for path in (source / "cutover").rglob("*")
                if path.is_file() and "__pycache__" not in path.parts and "demo" not in path.parts}
     shipped = {name for name in wheel_files if name.startswith("cutover/") and not name.startswith("cutover/demo/")}
-    assert shipped == product and "cutover/cli.py" in shipped
+    assert shipped == product and "cutover/cli/main.py" in shipped
     demo = {name.removeprefix("cutover/demo/") for name in wheel_files if name.startswith("cutover/demo/")}
     assert demo == DEMO, "the demo package holds exactly what `cutover demo` runs on"
     assert {"gitlab.py", "githttp.py", "gitssh.py", "slack.py", "fleet.py"} <= TEST_ONLY and not demo & TEST_ONLY

@@ -14,16 +14,20 @@ import pytest
 
 import argocd_observed
 from conftest import GIT_TOKEN
-from cutover import cluster, decide, manifest, milestones, phases, plan, writeback
-from cutover.context import Run
+from cutover import plan
+from cutover.core import decide, milestones
+from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, Script, World
 from cutover.errors import CutoverError, LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
+from cutover.flows import phases, writeback
+from cutover.flows.context import Run
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from cutover.trailers import Trailers
+from cutover.kube import cluster
+from cutover.sources import yaml_edit
 from helpers import named, told
 
 pytestmark = pytest.mark.looptime
@@ -35,7 +39,7 @@ PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 
 def switch(repo: BareRepo, the_plan: plan.Plan, to: str) -> str:
     content, _ = repo.read(PATH)  # type: ignore[misc]
-    edit = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+    edit = yaml_edit.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
                                   selector=the_plan.backends[to].selector)
     return repo.commit({PATH: edit.after}, f"cutover: -> {to}\n")
 
@@ -268,7 +272,7 @@ async def test_a_rollback_hold_stops_postsync(world: World, kube: cluster.Cluste
     the_plan = make_plan()
     switch(repo, the_plan, "candle")  # the cutover...
     content, _ = repo.read(PATH)  # type: ignore[misc]
-    back = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+    back = yaml_edit.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
                                   selector=the_plan.backends["vllm"].selector)
     text = writeback.message(the_plan, trailers=Trailers(id="r0", source="candle", to="vllm", plan=the_plan.name,
                                                          hold="vllm"), proof=None)
@@ -287,7 +291,7 @@ async def test_a_rollback_hold_25_commits_back_still_stops_postsync(world: World
     the_plan = make_plan()
     switch(repo, the_plan, "candle")
     content, _ = repo.read(PATH)  # type: ignore[misc]
-    back = manifest.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
+    back = yaml_edit.edit_selector(content, document=the_plan.git.document, selector_path="spec.selector",
                                   selector=the_plan.backends["vllm"].selector)
     text = writeback.message(the_plan, trailers=Trailers(id="r0", source="candle", to="vllm", plan=the_plan.name,
                                                          hold="vllm"), proof=None)
@@ -311,7 +315,7 @@ async def test_a_rollback_hold_25_commits_back_still_stops_postsync(world: World
     (Trailers(), set(), set(), ["the target's Ready pods are []"]),  # nothing serves at all
 ])
 def test_switch_problems(trailers: Trailers, ready: set[str], serving: set[str], words: list[str]) -> None:
-    from cutover.views import ServiceView
+    from cutover.core.views import ServiceView
 
     live = ServiceView("llm-serving", "s", "u1", "10.0.0.1", {}, ())
     problems = decide.switch_problems(trailers, live, ready=ready, serving=serving).messages()

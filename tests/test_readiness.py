@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cutover import pulls, readiness
-from cutover.views import ContainerView, PodView, Probe
+from cutover.core.views import ContainerView, PodView, Probe
+from cutover.kube import image_pulls, readiness
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = readiness.Settings(max_wait=1800.0)
@@ -156,11 +156,11 @@ def test_enough_ready_pods_outweigh_a_broken_extra_one() -> None:
     (BACKOFF, None), (None, None),
 ])
 def test_a_failing_pull_is_told_permanent_or_transient(text: str | None, expected: str | None) -> None:
-    assert pulls.kind(text) == expected  # the digest's digits (…4015035004290…) are no status code
+    assert image_pulls.kind(text) == expected  # the digest's digits (…4015035004290…) are no status code
 
 
 def test_a_transient_pull_failure_is_waited_through_and_shown() -> None:
-    seen = pulls.PullLog()
+    seen = image_pulls.PullLog()
     for seconds, waiting, message in [(5, "ErrImagePull", RATE_LIMITED), (6, "ImagePullBackOff", BACKOFF),
                                       (400, "ImagePullBackOff", BACKOFF)]:
         now_pod = pod(started=None, waiting=waiting, message=message)
@@ -171,7 +171,7 @@ def test_a_transient_pull_failure_is_waited_through_and_shown() -> None:
 
 
 def test_a_permanent_reason_seen_before_the_back_off_fails_it_at_once() -> None:
-    seen = pulls.PullLog()
+    seen = image_pulls.PullLog()
     seen.see([pod(started=None, waiting="ErrImagePull", message=NOT_FOUND)], now=T0)
     backing_off = pod(started=None, waiting="ImagePullBackOff", message=BACKOFF)
     seen.see([backing_off], now=T0 + timedelta(seconds=1))
@@ -180,11 +180,11 @@ def test_a_permanent_reason_seen_before_the_back_off_fails_it_at_once() -> None:
 
 
 def test_a_back_off_that_never_says_why_fails_after_the_kubelets_longest_back_off() -> None:
-    seen = pulls.PullLog()
+    seen = image_pulls.PullLog()
     backing_off = pod(started=None, waiting="ImagePullBackOff", message=BACKOFF)
     seen.see([backing_off], now=T0)
-    assert at(pulls.UNKNOWN_FOR - 1, backing_off, pulled=seen).failure is None
-    found = at(pulls.UNKNOWN_FOR, backing_off, pulled=seen)
+    assert at(image_pulls.UNKNOWN_FOR - 1, backing_off, pulled=seen).failure is None
+    found = at(image_pulls.UNKNOWN_FOR, backing_off, pulled=seen)
     assert found.failure is not None and "without a reason that passes" in found.failure.message
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cutover import rendered
+from cutover.sources import render_check
 
 WANTED = {"app": "chat-candle", "component": "predictor", "env": "prod"}
 
@@ -24,14 +24,14 @@ CURRENT = [service({"app": "chat-vllm", "component": "predictor", "env": "prod"}
 
 
 def check(candidate: list[dict[str, Any]], *, written: dict[str, str] | None = None) -> None:
-    rendered.check(CURRENT, candidate, namespace="llm-serving", name="chat", wanted=WANTED,
+    render_check.check(CURRENT, candidate, namespace="llm-serving", name="chat", wanted=WANTED,
                    written=written if written is not None else {"app": "chat-candle"}, where="overlays/prod")
 
 
 def test_the_switch_and_nothing_else_passes() -> None:
     check([service(dict(WANTED)), CONFIG])
     unset = [service(dict(CURRENT[0]["spec"]["selector"]), namespace=None), CONFIG]
-    rendered.check(unset, [service(dict(WANTED), namespace=None), CONFIG], namespace="llm-serving", name="chat",
+    render_check.check(unset, [service(dict(WANTED), namespace=None), CONFIG], namespace="llm-serving", name="chat",
                    wanted=WANTED, written=WANTED, where="base")  # no namespace: the Application's applies
 
 
@@ -48,13 +48,13 @@ def test_the_switch_and_nothing_else_passes() -> None:
 ], ids=["no-service", "two-services", "build-adds-a-label", "selector-unchanged", "another-object-changes",
         "service-beyond-selector", "object-gone"])
 def test_anything_else_is_a_mismatch_naming_what(candidate: list[dict[str, Any]], words: str) -> None:
-    with pytest.raises(rendered.RenderMismatch) as caught:
+    with pytest.raises(render_check.RenderMismatch) as caught:
         check(candidate)
     assert words in caught.value.message and caught.value.exit_code == 2 and caught.value.cause == "render_mismatch"
 
 
 def test_what_the_file_holds_is_not_blamed_on_the_build() -> None:
-    with pytest.raises(rendered.RenderMismatch) as caught:
+    with pytest.raises(render_check.RenderMismatch) as caught:
         check([service({**WANTED, "tier": "gpu"}), CONFIG], written={**WANTED, "tier": "gpu"})
     assert "the build adds" not in caught.value.message  # tier came from the file itself
 
@@ -67,4 +67,4 @@ def test_the_check_reads_its_inputs_only() -> None:
 
 
 def test_shown() -> None:
-    assert rendered.shown({"a": "b", "c": "d"}) == "a=b,c=d" and rendered.shown({}) == "(empty)"
+    assert render_check.shown({"a": "b", "c": "d"}) == "a=b,c=d" and render_check.shown({}) == "(empty)"

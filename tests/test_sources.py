@@ -18,15 +18,17 @@ from unittest import mock
 import pytest
 
 from conftest import GIT_TOKEN
-from cutover import cli, phases, plan
-from cutover.context import Run
+from cutover import plan
+from cutover.cli import main
+from cutover.core.results import Completed
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, World
 from cutover.errors import InvalidInput
+from cutover.flows import phases
+from cutover.flows.context import Run
 from cutover.githost.github import GitHub
-from cutover.results import Completed
 from helpers import named
 from test_e2e import Client
 
@@ -161,7 +163,7 @@ async def test_a_pinned_selector_is_a_render_mismatch_and_nothing_is_touched(wor
                    "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")),
                    "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log")}
         with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()) as out:
-            code = await cli.arun(["--log-format", "json", "postsync"])
+            code = await main.arun(["--log-format", "json", "postsync"])
         assert the.repo.head() == head  # nothing committed
     outcome = out.getvalue().strip().splitlines()[-1]
     assert code == 2 and "cause render_mismatch" in outcome
@@ -188,7 +190,7 @@ async def test_kustomize_missing_is_a_clear_error_at_start(world: World, tmp_pat
         environ = {"CUTOVER_PLAN": str(plan_file), "PATH": str(tmp_path / "empty"),
                    "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig"))}
         with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()) as out:
-            code = await cli.arun(["postsync"])
+            code = await main.arun(["postsync"])
         served = world.kube.served
     assert code == 2 and "cause kustomize_missing" in out.getvalue()
     assert served == world.kube.served  # stopped before connecting anywhere

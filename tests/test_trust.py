@@ -13,7 +13,7 @@ import pytest
 import trustme
 
 from cutover import trust
-from cutover.argocdapi import ArgoCDApi
+from cutover.argocd.api import ArgoCDApi
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
@@ -21,8 +21,8 @@ from cutover.demo.world import World
 from cutover.errors import ClusterError, GitError, InvalidInput
 from cutover.githost.github import GitHub
 from cutover.githost.gitpush import GitPush
-from cutover.notify import Message, Webhook
 from cutover.plan import ArgoCD
+from cutover.slack.sink import Message, Webhook
 from doubles.argocd_api import FakeArgoCDApi
 from doubles.githttp import GitHttpServer
 from doubles.slack import FakeSlack

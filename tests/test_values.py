@@ -7,10 +7,11 @@ import dataclasses
 
 import pytest
 
-from cutover import manifest, plan
+from cutover import plan
 from cutover.demo.world import World
 from cutover.errors import InvalidInput
 from cutover.githost.base import FileVersion
+from cutover.sources import yaml_edit
 from cutover.sources.helm import HelmValuesSource
 
 VALUES = """# values of the llm chart
@@ -24,16 +25,16 @@ service:
 
 
 def test_a_scalar_is_replaced_in_place_with_its_quotes_and_comment() -> None:
-    edit = manifest.edit_value(VALUES, value_path="engine", value="candle")
+    edit = yaml_edit.edit_value(VALUES, value_path="engine", value="candle")
     assert edit.after == VALUES.replace('"vllm"', '"candle"')
-    assert manifest.read_value(edit.after, value_path="engine") == "candle"
-    assert manifest.edit_value(VALUES, value_path="engine", value="vllm").after == VALUES  # nothing to change
+    assert yaml_edit.read_value(edit.after, value_path="engine") == "candle"
+    assert yaml_edit.edit_value(VALUES, value_path="engine", value="vllm").after == VALUES  # nothing to change
 
 
 def test_a_number_and_a_nested_key() -> None:
-    assert manifest.edit_value(VALUES, value_path="service.port", value="8080").after == VALUES.replace(
+    assert yaml_edit.edit_value(VALUES, value_path="service.port", value="8080").after == VALUES.replace(
         "port: 80", "port: 8080")
-    assert manifest.read_value(VALUES, value_path="service.selector") == {"app": "chat"}
+    assert yaml_edit.read_value(VALUES, value_path="service.selector") == {"app": "chat"}
 
 
 @pytest.mark.parametrize(("text", "path", "cause"), [
@@ -44,7 +45,7 @@ def test_a_number_and_a_nested_key() -> None:
 ])
 def test_what_cannot_be_edited_safely_is_refused(text: str, path: str, cause: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        manifest.edit_value(text, value_path=path, value="candle")
+        yaml_edit.edit_value(text, value_path=path, value="candle")
     assert caught.value.cause == cause
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cutover import readiness
-from cutover.profiles import PodProof, Problem
-from cutover.views import ApplicationView, HydratorView, SourceView, same_repository
+from cutover.core.proofs import PodProof, Problem
+from cutover.core.views import ApplicationView, HydratorView, SourceView, same_repository
+from cutover.kube import readiness
 
 
 @pytest.mark.parametrize(("one", "other", "same"), [

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from cutover import cluster, wait
 from cutover.demo.engines import Blackhole
 from cutover.demo.world import NAMESPACE, Script, World
 from cutover.errors import NamesNotProven, TargetNotReady
+from cutover.flows import wait
+from cutover.kube import cluster
 from cutover.plan import Plan
 from helpers import PODS, fail_first, named, requests
 

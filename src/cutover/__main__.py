@@ -1,5 +1,5 @@
 """`python -m cutover` runs the CLI."""
 
-from cutover.cli import main
+from cutover.cli.main import main
 
 main()

@@ -19,7 +19,7 @@ from unittest import mock
 
 import structlog
 
-from cutover.clock import Clock
+from cutover.core.clock import Clock
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVED_NAMES, Script, World
 
@@ -113,7 +113,7 @@ def startups(count: int, seed: int = 7) -> list[Script]:
 async def cutover(starts: Sequence[Script], root: Path, *, observers: Sequence[Any] = ()) -> Outcome:
     """`cutover postsync` over a plan with one cutover per script, in this process and loop (fake time under
     looptime), against a fresh world and a GitHub double."""
-    from cutover import cli
+    from cutover.cli import main
     from cutover.demo import argocd as sim_argocd
     from cutover.demo.contents import FakeContentsHost
 
@@ -133,7 +133,7 @@ async def cutover(starts: Sequence[Script], root: Path, *, observers: Sequence[A
             before, started, cpu = world.kube.served, loop.time(), time.process_time()
             with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()):
                 try:
-                    code = await cli.arun(["--log-level", "info" if observers else "error", "--log-format", "json",
+                    code = await main.arun(["--log-level", "info" if observers else "error", "--log-format", "json",
                                            "postsync"], observers=observers)
                 finally:
                     structlog.reset_defaults()

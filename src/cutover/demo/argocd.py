@@ -25,10 +25,10 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from cutover import kustomize
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.errors import CutoverError, InvalidInput
+from cutover.sources import kustomize_build
 
 APPS = "argoproj.io/v1alpha1/applications"
 APPLICATION, ARGOCD_NAMESPACE = "llm-serving", "argocd"
@@ -218,14 +218,15 @@ def render(repo: BareRepo, revision: str, path: str) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="argocd-render-") as scratch:
         directory = repo.checkout(revision, Path(scratch) / "repo") / path
         where = f"{path}@{revision[:12]}"
-        if kustomize.holds_kustomization(directory):
-            built = subprocess.run([*kustomize.require(), str(directory)], capture_output=True, text=True,
-                                   timeout=kustomize.BUILD_TIMEOUT, check=False)
+        if kustomize_build.holds_kustomization(directory):
+            built = subprocess.run([*kustomize_build.require(), str(directory)], capture_output=True, text=True,
+                                   timeout=kustomize_build.BUILD_TIMEOUT, check=False)
             if built.returncode != 0:
-                raise kustomize.RenderFailed(f"{where}: {' '.join(built.stderr.split())[-300:]}")
-            return kustomize.documents(built.stdout, where=where)
+                raise kustomize_build.RenderFailed(f"{where}: {' '.join(built.stderr.split())[-300:]}")
+            return kustomize_build.documents(built.stdout, where=where)
         files = sorted(item for item in directory.iterdir() if item.suffix in (".yaml", ".yml", ".json"))
-        return [doc for item in files for doc in kustomize.documents(item.read_text(), where=f"{where}/{item.name}")]
+        return [doc for item in files
+                for doc in kustomize_build.documents(item.read_text(), where=f"{where}/{item.name}")]
 
 
 def rendered_selector(repo: BareRepo, revision: str, path: str) -> dict[str, str]:

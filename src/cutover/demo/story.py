@@ -25,16 +25,22 @@ from typing import Any
 import looptime
 import structlog
 
-from cutover import cluster, kustomize, logs, manifest, milestones, notify, outcome, phases, plan
-from cutover.context import Run
+from cutover import logs, plan
+from cutover.cli import outcome
+from cutover.core import milestones
+from cutover.core.results import Result
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo, LogEntry
 from cutover.demo.world import NAMESPACE, SERVICE, Script, SimPod, World
 from cutover.errors import CutoverError
+from cutover.flows import phases
+from cutover.flows.context import Run
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
-from cutover.results import Result
+from cutover.kube import cluster
+from cutover.slack import sink
+from cutover.sources import kustomize_build, yaml_edit
 
 SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"  # without kustomize: one plain file
 BASE_FILE = "k8s/apps/llm-serving/base/reasoning-long-service.yaml"
@@ -117,7 +123,7 @@ class Cast:
 
 async def story(workdir: Path) -> int:
     repo = BareRepo(workdir / "gitops.git")
-    overlay = kustomize.command() is not None  # the kustomize story where kustomize is there (kubectl has it)
+    overlay = kustomize_build.command() is not None  # the kustomize story where kustomize is there (kubectl has it)
     path = BASE_FILE if overlay else SERVICE_FILE
     files = {BASE_FILE: _service_file(overlay=True), f"{OVERLAY}/kustomization.yaml": PROD,
              "k8s/apps/llm-serving/base/kustomization.yaml": BASE} if overlay else {
@@ -184,7 +190,7 @@ def _show_commit(cast: Cast) -> LogEntry:
     print(commit.message.rstrip())
     before, _ = cast.repo.read(cast.path, parent.sha)  # type: ignore[misc]
     after, _ = cast.repo.read(cast.path, commit.sha)  # type: ignore[misc]
-    print(manifest.SelectorEdit(before, after, {}, {}).diff(cast.path).rstrip())
+    print(yaml_edit.SelectorEdit(before, after, {}, {}).diff(cast.path).rstrip())
     return commit
 
 
@@ -221,18 +227,18 @@ class Narration:
         return event
 
 
-def _slack_from_env() -> notify.Webhook | notify.Bot | None:
+def _slack_from_env() -> sink.Webhook | sink.Bot | None:
     """CUTOVER_SLACK_WEBHOOK, or CUTOVER_SLACK_BOT_TOKEN with CUTOVER_SLACK_CHANNEL: see the messages first."""
     token, channel = os.environ.get("CUTOVER_SLACK_BOT_TOKEN"), os.environ.get("CUTOVER_SLACK_CHANNEL")
     if token and channel:
-        return notify.Bot(token, channel, api=os.environ.get("CUTOVER_SLACK_API", "https://slack.com/api"))
+        return sink.Bot(token, channel, api=os.environ.get("CUTOVER_SLACK_API", "https://slack.com/api"))
     webhook = os.environ.get("CUTOVER_SLACK_WEBHOOK")
-    return notify.Webhook(webhook) if webhook else None
+    return sink.Webhook(webhook) if webhook else None
 
 
-async def _post(outbox: notify.Outbox, transport: notify.Webhook | notify.Bot) -> int:
+async def _post(outbox: sink.Outbox, transport: sink.Webhook | sink.Bot) -> int:
     """After the story: send what it said, in real time (the story itself ran in fake time)."""
-    sender = notify.Sender(transport, outbox)
+    sender = sink.Sender(transport, outbox)
     sender.start()
     await sender.flush(budget=SLACK_BUDGET)
     return sender.sent
@@ -240,7 +246,7 @@ async def _post(outbox: notify.Outbox, transport: notify.Webhook | notify.Bot) -
 
 def main(args: argparse.Namespace) -> int:
     transport = _slack_from_env()
-    outbox = notify.Outbox()
+    outbox = sink.Outbox()
     secrets = [value for value in (os.environ.get("CUTOVER_SLACK_WEBHOOK"), os.environ.get("CUTOVER_SLACK_BOT_TOKEN"))
                if value]
     # the narration reads as a story wherever it is printed (a CI log, a pipe); JSON is one flag away
@@ -248,7 +254,7 @@ def main(args: argparse.Namespace) -> int:
     fmt = args.log_format or "console"
     narration = [Narration(loop)] if fmt == "console" else []
     logs.configure(fmt=fmt, level=args.log_level, stream=sys.stdout, secrets=secrets,
-                   sinks=[*([notify.SlackSink(outbox)] if transport else []), *narration])
+                   sinks=[*([sink.SlackSink(outbox)] if transport else []), *narration])
     try:
         with tempfile.TemporaryDirectory(prefix="cutover-demo-") as workdir:
             code = loop.run_until_complete(story(Path(workdir)))

@@ -31,10 +31,10 @@ import httpx
 import structlog
 import tenacity
 
-from cutover import secrets, trust
+from cutover import trust
+from cutover.core.views import Commit
 from cutover.errors import GitError, InvalidInput
-from cutover.plan import GitSettings
-from cutover.views import Commit
+from cutover.plan import GitSettings, secrets
 
 __all__ = ["Author", "ChangeRequest", "ChangeState", "Commit", "FileVersion", "GitHost", "HostUnavailable", "HttpHost",
            "StaleVersion", "Written", "classify", "escaped", "retrying", "token"]
@@ -215,7 +215,7 @@ class GitHost(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def connect(cls, settings: GitSettings) -> Self:
-        """A client for the plan's repository and branch, with its credentials (`providers` names the class)."""
+        """A client for the plan's repository and branch, with its credentials (`githost.PROVIDERS` names the class)."""
 
     @abc.abstractmethod
     async def read(self, path: str, *, ref: str | None = None) -> FileVersion:

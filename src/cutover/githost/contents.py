@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
+from cutover.core.trailers import Trailers
 from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
     Author,
@@ -30,7 +31,6 @@ from cutover.githost.base import (
     unpack,
 )
 from cutover.plan import GitSettings
-from cutover.trailers import Trailers
 
 log = structlog.get_logger("cutover.git")
 

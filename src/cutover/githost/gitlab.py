@@ -17,6 +17,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from cutover.core.trailers import Trailers
 from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
     Author,
@@ -31,7 +32,6 @@ from cutover.githost.base import (
     unpack,
 )
 from cutover.plan import GitSettings
-from cutover.trailers import Trailers
 
 STALE = "has changed since you started editing it"
 

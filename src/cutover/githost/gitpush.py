@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cutover import trust
+from cutover.core.trailers import Trailers
 from cutover.errors import GitError, InvalidInput
 from cutover.githost.base import (
     Author,
@@ -41,7 +42,6 @@ from cutover.githost.base import (
     unpack,
 )
 from cutover.plan import GitSettings
-from cutover.trailers import Trailers
 
 SSH_KEY_FILE = "/var/run/secrets/cutover/git/ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret
 KNOWN_HOSTS_FILE = "/var/run/secrets/cutover/git/known_hosts"

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cutover.argocdapi import ArgoCDApi
 from cutover.githost.base import GitHost
 from cutover.plan import GitSettings, Plan
-from cutover.sources.api import ApiChecked, Position
 from cutover.sources.base import Locate, SelectorEdit, Source, SourceKind, Trees
 from cutover.sources.helm import HelmValuesSource
 from cutover.sources.kustomize import KustomizeSource
@@ -24,15 +22,11 @@ SOURCES: Mapping[str, SourceKind] = {  # the classes: `from_settings` builds one
 }
 
 
-def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None, api: ArgoCDApi | None = None,
-             position: Position | None = None) -> Source:
+def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None) -> Source:
     """The plan's source; `host` for the kinds that render from the repository, `locate` for the Application's
-    source path (the default directory to render). With the ArgoCD API (`api`), a kind that cannot render
-    itself is render-checked through it (`position`: the plan's source in a multi-source Application)."""
-    source = _for(plan.git, plan=plan, host=host, locate=locate)
-    if api is not None and host is not None and not SOURCES[plan.git.source].renders_itself:
-        return ApiChecked(source, api, host, plan, position)
-    return source
+    source path (the default directory to render). A kind that cannot render itself (`renders_itself`) is
+    render-checked through the ArgoCD API by the caller that has one (`argocd.render_check.ApiChecked`)."""
+    return _for(plan.git, plan=plan, host=host, locate=locate)
 
 
 def offline(plan: Plan, *, checkout: Trees) -> Source:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from cutover.githost.base import FileVersion
-from cutover.manifest import SelectorEdit
 from cutover.plan import GitSettings, Plan, ServiceRef
+from cutover.sources.yaml_edit import SelectorEdit
 
 __all__ = ["Locate", "SelectorEdit", "Source", "SourceKind", "Trees"]
 

@@ -15,10 +15,10 @@ from typing import ClassVar
 
 import structlog
 
-from cutover import manifest, rendered
 from cutover.errors import InvalidInput
 from cutover.githost.base import FileVersion
 from cutover.plan import Backend, GitDocument, GitSettings, Plan
+from cutover.sources import render_check, yaml_edit
 from cutover.sources.base import SelectorEdit
 
 log = structlog.get_logger("cutover")
@@ -39,7 +39,7 @@ class HelmValuesSource:
         return cls(settings.selector_path, plan.backends)
 
     async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
-        value = manifest.read_value(version.content, value_path=self.value_path, source=where)
+        value = yaml_edit.read_value(version.content, value_path=self.value_path, source=where)
         if isinstance(value, dict):
             if any(backend.git_value is not None for backend in self.backends.values()):
                 raise InvalidInput(f"{where}: {self.value_path} holds a mapping, and the plan gives gitValue for a "
@@ -52,18 +52,18 @@ class HelmValuesSource:
 
     async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
         edit = self.rewrite(version.content, selector, where=where)
-        log.warning("render.unchecked", path=where, selector=rendered.shown(selector),
+        log.warning("render.unchecked", path=where, selector=render_check.shown(selector),
                     hint="not render-checked: set argocd.server so that the ArgoCD API renders the chart")
         return edit
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
-        value = manifest.read_value(content, value_path=self.value_path, source=where)
+        value = yaml_edit.read_value(content, value_path=self.value_path, source=where)
         if isinstance(value, dict):
-            return manifest.edit_selector(content, document=VALUES, selector_path=self.value_path, selector=written,
+            return yaml_edit.edit_selector(content, document=VALUES, selector_path=self.value_path, selector=written,
                                           source=where)
         backend = next(backend for backend in self.backends.values() if dict(backend.selector) == dict(written))
         self._by_value(value, where=where)  # the scalar is one the plan knows how to write
-        edit = manifest.edit_value(content, value_path=self.value_path, value=str(backend.git_value), source=where)
+        edit = yaml_edit.edit_value(content, value_path=self.value_path, value=str(backend.git_value), source=where)
         return dataclasses.replace(edit, old=self._selector_of(value), new=dict(written))
 
     def _by_value(self, value: str, *, where: str) -> Backend | None:

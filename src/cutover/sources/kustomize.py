@@ -5,7 +5,7 @@ add labels to a selector (`commonLabels`, `labels[].includeSelectors`, a base th
 selector the source reports is the rendered one: the tree at the revision, checked out from the Git host
 (`GitHost.snapshot`), with the file as it was read, built by real kustomize (never imitated). An edit writes
 what makes the build produce the wanted selector (the wanted one less what the build adds), then builds the
-candidate and runs the render check (`rendered.check`) before anything is written.
+candidate and runs the render check (`render_check.check`) before anything is written.
 
 The directory built is `git.render.path`, else the Application's source path, else the file's directory.
 Called by the phases, the writer and the gate through the `Source` protocol.
@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 import structlog
 
-from cutover import kustomize, manifest, rendered
 from cutover.githost.base import FileVersion
 from cutover.plan import GitSettings, ServiceRef
+from cutover.sources import kustomize_build, render_check, yaml_edit
 from cutover.sources.base import Locate, SelectorEdit, Trees
 
 log = structlog.get_logger("cutover")
@@ -51,37 +51,37 @@ class KustomizeSource:
     @classmethod
     def from_settings(cls, settings: GitSettings, *, host: Trees | None, service: ServiceRef | None,
                       locate: Locate | None = None, **_: object) -> KustomizeSource:
-        kustomize.require()  # at start: a kustomize source without kustomize is a clear error, not a late one
+        kustomize_build.require()  # at start: a kustomize source without kustomize is a clear error, not a late one
         assert host is not None, "a kustomize source renders from the Git host's tree"
         assert service is not None
         return cls(settings, service, host, locate)
 
     async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
         docs = await self._render(version, version.content, ref=ref, where=where)
-        found = rendered.service(docs, namespace=self.service.namespace, name=self.service.name, where=where)
-        return rendered.selector_of(found)
+        found = render_check.service(docs, namespace=self.service.namespace, name=self.service.name, where=where)
+        return render_check.selector_of(found)
 
     async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
         current = await self._render(version, version.content, ref=None, where=where)
-        effective = rendered.selector_of(rendered.service(current, namespace=self.service.namespace,
+        effective = render_check.selector_of(render_check.service(current, namespace=self.service.namespace,
                                                           name=self.service.name, where=where))
         in_file = self._file_selector(version.content, where=where)
         added = {key: value for key, value in effective.items() if in_file.get(key) != value}
         written = {key: value for key, value in selector.items() if added.get(key) != value}
         edit = self.rewrite(version.content, written, where=where)
         candidate = await self._render(version, edit.after, ref=None, where=where)
-        rendered.check(current, candidate, namespace=self.service.namespace, name=self.service.name,
+        render_check.check(current, candidate, namespace=self.service.namespace, name=self.service.name,
                        wanted=selector, written=written, where=where)
-        log.info("render.checked", path=await self._render_path(), selector=rendered.shown(selector),
-                 written=rendered.shown(written))
+        log.info("render.checked", path=await self._render_path(), selector=render_check.shown(selector),
+                 written=render_check.shown(written))
         return edit
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
-        return manifest.edit_selector(content, document=self.git.document, selector_path=self.git.selector_path,
+        return yaml_edit.edit_selector(content, document=self.git.document, selector_path=self.git.selector_path,
                                       selector=written, source=where)
 
     def _file_selector(self, content: str, *, where: str) -> dict[str, str]:
-        return manifest.read_selector(content, document=self.git.document, selector_path=self.git.selector_path,
+        return yaml_edit.read_selector(content, document=self.git.document, selector_path=self.git.selector_path,
                                       source=where)
 
     async def _render_path(self) -> str:
@@ -107,6 +107,6 @@ class KustomizeSource:
             shutil.copytree(pristine, work, dirs_exist_ok=True)
             (work / self.git.path).write_bytes(content.encode("utf-8"))
             directory = await self._render_path()
-            return await kustomize.build(work / directory, where=f"{directory}@{(ref or self.git.branch)[:12]}")
+            return await kustomize_build.build(work / directory, where=f"{directory}@{(ref or self.git.branch)[:12]}")
         finally:
             shutil.rmtree(work, ignore_errors=True)

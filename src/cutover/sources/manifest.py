@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
-from cutover import manifest
 from cutover.githost.base import FileVersion
 from cutover.plan import GitDocument, GitSettings
+from cutover.sources import yaml_edit
 from cutover.sources.base import SelectorEdit
 
 
@@ -36,9 +36,9 @@ class ManifestSource:
         return self.rewrite(version.content, selector, where=where)
 
     def read_selector(self, content: str, *, where: str) -> dict[str, str]:
-        return manifest.read_selector(content, document=self.document, selector_path=self.selector_path,
+        return yaml_edit.read_selector(content, document=self.document, selector_path=self.selector_path,
                                       source=where)
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
-        return manifest.edit_selector(content, document=self.document, selector_path=self.selector_path,
+        return yaml_edit.edit_selector(content, document=self.document, selector_path=self.selector_path,
                                       selector=written, source=where)

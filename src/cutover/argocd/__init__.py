@@ -1,0 +1,1 @@
+"""ArgoCD: the Application's operation read as rules, its API, and the render check through it."""

@@ -1,0 +1,118 @@
+"""The ArgoCD server's REST API (its gRPC gateway, `argocd.server`): a refresh, and the manifests ArgoCD renders.
+
+`GET /api/v1/applications/{name}?refresh=normal` asks for a refresh, so that cutover needs no write permission on
+the Application (an ArgoCD account with `applications, get` will do; docs/security.md). `GET
+/api/v1/applications/{name}/manifests?revision=` answers `repositoryManifestResponse`: the manifests the
+repo-server renders for that revision, one JSON document a string; for a multi-source Application `revisions` and
+`sourcePositions` (1-based) name the source. Operation ids and shapes: ArgoCD 3.6's swagger.json
+(`ApplicationService_Get`, `ApplicationService_GetManifests`). Retried like the Git hosts: 5xx, 429 and dropped
+connections, six attempts. Called by `sync` (refresh) and the render check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import structlog
+import tenacity
+
+from cutover import trust
+from cutover.errors import ArgoCDError, ArgoCDUnavailable
+from cutover.plan import ArgoCD, secrets
+
+log = structlog.get_logger("cutover.argocd")
+
+TIMEOUT = 30.0  # seconds per request; a render of a large chart takes a few
+DEADLINE = 60.0  # seconds for one whole answer
+TOKEN_ENV = "CUTOVER_ARGOCD_TOKEN"  # noqa: S105 -- the name of a variable, not a token
+
+__all__ = ["ArgoCDApi", "token"]
+
+
+def token(settings: ArgoCD) -> str | None:
+    """The API token from argocd.tokenFile, else CUTOVER_ARGOCD_TOKEN; never logged."""
+    if settings.token_file:
+        return secrets.from_file(settings.token_file, field="argocd.tokenFile", cause="argocd_token_missing",
+                                 hint="mount the ArgoCD account's token there")
+    return secrets.from_env(TOKEN_ENV)
+
+
+def _retrying() -> tenacity.AsyncRetrying:
+    return tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(ArgoCDUnavailable),
+                                  wait=tenacity.wait_exponential_jitter(initial=1.0, max=16.0),
+                                  stop=tenacity.stop_after_attempt(6), reraise=True,
+                                  before_sleep=lambda state: log.warning(
+                                      "argocd.retry", attempt=state.attempt_number, then="retry",
+                                      error=str(state.outcome.exception() if state.outcome else "")))
+
+
+class ArgoCDApi:
+    def __init__(self, settings: ArgoCD, *, token: str | None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        assert settings.server is not None
+        self.settings = settings
+        headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        self.client = httpx.AsyncClient(base_url=settings.server.rstrip("/"), headers=headers, timeout=TIMEOUT,
+                                        transport=transport, trust_env=False, follow_redirects=False,
+                                        verify=trust.context())  # SSL_CERT_FILE for a private CA
+
+    @classmethod
+    def connect(cls, settings: ArgoCD | None) -> ArgoCDApi | None:
+        """The API, where the plan names a server; None otherwise."""
+        if settings is None or settings.server is None:
+            return None
+        return cls(settings, token=token(settings))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def _app(self, suffix: str = "") -> str:
+        return f"/api/v1/applications/{self.settings.application}{suffix}"
+
+    async def refresh(self) -> None:
+        await self._get(self._app(), params={"refresh": "normal", "appNamespace": self.settings.namespace},
+                        what="refresh the Application")
+
+    async def manifests(self, revision: str, *, position: int | None = None) -> list[dict[str, Any]]:
+        """What ArgoCD renders at `revision` (of the source at 0-based `position`, for a multi-source one)."""
+        params: list[tuple[str, str]] = [("appNamespace", self.settings.namespace)]
+        if position is None:
+            params.append(("revision", revision))
+        else:
+            params += [("revisions", revision), ("sourcePositions", str(position + 1))]
+        body = await self._get(self._app("/manifests"), params=params, what=f"render the manifests of {revision[:12]}")
+        return [json.loads(manifest) for manifest in body.get("manifests") or ()]
+
+    async def _get(self, url: str, *, params: Any, what: str) -> dict[str, Any]:
+        async for attempt in _retrying():
+            with attempt:
+                try:
+                    async with asyncio.timeout(DEADLINE):  # httpx's timeout bounds each read, not a dripped body
+                        response = await self.client.get(url, params=params)
+                except TimeoutError as exc:
+                    raise ArgoCDUnavailable(f"ArgoCD API: {what}: no whole answer within {DEADLINE:g}s",
+                                             hint="argocd-server answers too slowly; retried") from exc
+                except httpx.TransportError as exc:
+                    if (reason := trust.untrusted(exc)) is not None:
+                        raise ArgoCDError(f"ArgoCD API: {what}: the server's TLS certificate is not trusted "
+                                           f"({reason})", cause="argocd_tls",
+                                           hint="set SSL_CERT_FILE to a bundle holding argocd-server's CA") from exc
+                    raise ArgoCDUnavailable(f"ArgoCD API: {what}: {type(exc).__name__}",
+                                             hint="check argocd.server and the Job's egress") from exc
+                if response.status_code >= 500 or response.status_code == 429:
+                    raise ArgoCDUnavailable(f"ArgoCD API answered {response.status_code} to {what}")
+                if response.status_code in (401, 403):
+                    raise ArgoCDError(f"ArgoCD API refused {what} ({response.status_code})",
+                                       cause="argocd_api_forbidden",
+                                       hint="the ArgoCD account needs `applications, get` on this Application's "
+                                            "project; check argocd.tokenFile")
+                if response.status_code != 200:
+                    raise ArgoCDError(f"ArgoCD API answered {response.status_code} to {what}: "
+                                       f"{response.text[:200]}", cause="argocd_api_error",
+                                       hint="check argocd.application and argocd.namespace")
+                answer: dict[str, Any] = response.json()
+                return answer
+        raise AssertionError("unreachable")  # pragma: no cover

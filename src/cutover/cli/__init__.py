@@ -1,0 +1,1 @@
+"""The command line: parsing, dispatch, and how results are shown."""

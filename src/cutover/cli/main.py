@@ -1,0 +1,434 @@
+"""The `cutover` command line: parse arguments, load the plan, run one command, map the outcome to an exit code.
+
+Heavy imports (kubernetes, httpx) happen only after parsing, so `cutover --help` and argument errors
+stay fast. Logging is configured once per command (`_Session`); the Slack sink joins its fan-out once
+the plan says where Slack is. Commands return typed results; `outcome` renders them here, the one place
+that builds a `Report`. The last line of output is a one-line outcome; in a pod it also goes to the
+termination log so `kubectl describe` and the ArgoCD UI show it (docs/commands.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from cutover import __version__
+
+if TYPE_CHECKING:
+    from cutover.cli.outcome import Report
+    from cutover.core.results import Result
+    from cutover.errors import CutoverError
+    from cutover.flows.context import Run
+    from cutover.kube.cluster import Cluster
+    from cutover.logs import Fanout, Redactor
+    from cutover.plan import Plan
+    from cutover.slack.sink import Sender
+
+TERMINATION_LOG = "/dev/termination-log"
+COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
+            "demo")
+WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit")  # what --dry-run keeps from writing
+SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
+SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
+                "/var/run/secrets/cutover/argocd/token")  # the shipped Jobs' Secret mounts: redacted wherever read
+
+
+@dataclasses.dataclass(frozen=True)
+class _Session:
+    """One command's output: the redactor every path out shares (log, outcome line, Slack) and the sinks
+    behind it."""
+
+    redactor: Redactor
+    sinks: Fanout
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        _outcome(f"cutover: invalid arguments: {message} (exit 2, cause invalid_arguments)")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cutover", description="Hand a stable Service name from one LLM engine's pods to "
+                                                 "another's, through Git, with no gap.")
+    parser.add_argument("--version", action="version", version=f"cutover {__version__}")
+    parser.add_argument("--plan", help="plan file (default: $CUTOVER_PLAN or /etc/cutover/plan.yaml)")
+    parser.add_argument("--log-format", choices=("json", "console"), help="default: console on a TTY, else JSON")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--kubeconfig", help="kubeconfig file outside a pod (default: $KUBECONFIG)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument("--name", help="with a `cutovers:` list, act on this one only (metadata.name)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    helps = {
+        "plan": "show state, each backend's pods, and what would be committed; changes nothing",
+        "diff": "offline: print the unified diff of the selector edit",
+        "verify": "prove a backend's pods serve every name (--wait: on their startup timeline)",
+        "presync": "ArgoCD PreSync gate", "postsync": "ArgoCD PostSync: advance or verify",
+        "syncfail": "ArgoCD SyncFail: report the failure", "run": "standalone cutover",
+        "rollback": "back to the previous backend, then hold", "status": "the current state",
+        "audit": "what the cutover-audit CronJob runs: verify a switch no hook verified, check the live backend",
+        "demo": "a whole cutover on an embedded simulated cluster",
+    }
+    for name in COMMANDS:
+        command = sub.add_parser(name, help=helps[name], description=helps[name])
+        command.set_defaults(output="text", dry_run=False, to=None)  # each command takes only its own options
+        if name != "demo":
+            command.add_argument("--output", choices=("text", "json"), default="text")
+        if name in WRITERS:
+            command.add_argument("--dry-run", action="store_true", help="no commit, no refresh, no Slack")
+        if name in ("diff", "run"):
+            command.add_argument("--to", metavar="BACKEND", help="target backend (default: the plan's target)")
+        if name == "diff":
+            command.add_argument("--file", required=True, help="the YAML file holding the Service (a local copy)")
+            command.add_argument("--selector", metavar="K=V,K=V", help="the selector to write, instead of --to "
+                                                                      "(needs no plan)")
+            command.add_argument("--document", metavar="KIND/NAME", help="the document to edit (default: the "
+                                                                         "plan's, else the file's only Service)")
+            command.add_argument("--selector-path", metavar="PATH", help="dotted path of the selector (default: "
+                                                                         "the plan's, else spec.selector)")
+        if name == "verify":
+            command.add_argument("--backend", required=True, help="the backend to prove")
+            command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    args = build_parser().parse_args(argv)
+    raise SystemExit(run(args))
+
+
+def run(args: argparse.Namespace, *, observers: Sequence[Any] = ()) -> int:
+    """Run one command; every way it can end becomes an exit code and a one-line outcome."""
+    session = _start(args, observers)
+    try:
+        return _dispatch(args, session)
+    except BaseException as exc:
+        return _ending(args, session, exc)
+
+
+async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
+    """`main` for a caller that owns the event loop: the same parsing, outcome line and exit codes. The fault
+    suite runs every command this way, in fake time; `observers` are structlog processors that see each
+    (redacted) event, which is how it kills a command at a chosen step."""
+    args = build_parser().parse_args(argv)
+    session = _start(args, observers)
+    try:
+        if args.command == "demo":
+            from cutover.errors import InvalidInput  # noqa: PLC0415
+
+            raise InvalidInput("demo: expected a command that runs in the caller's loop, found the demo, which "
+                               "runs its own", cause="invalid_arguments", hint="run the demo with `cutover demo`")
+        if args.command == "diff":
+            _print(args, session, [_diff(args, session)])
+            return 0
+        first = _first_sync(args)
+        _print(args, session, [first] if first else await _execute(args, session, _plans(args, session)))
+        return 0
+    except BaseException as exc:
+        return _ending(args, session, exc)
+
+
+def _start(args: argparse.Namespace, observers: Sequence[Any]) -> _Session:
+    """Logging for this command, configured once (after parsing: keeps --help fast)."""
+    from cutover import logs  # noqa: PLC0415
+
+    sinks = logs.Fanout(observers)
+    redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES),
+                              sinks=[sinks])
+    return _Session(redactor, sinks)
+
+
+def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> int:
+    """How a command that did not succeed ends: its exit code, after the outcome line."""
+    from cutover.errors import CutoverError, ExitCode  # noqa: PLC0415
+
+    as_json = getattr(args, "output", None) == "json"
+    if isinstance(exc, CutoverError):
+        _fail(args.command, exc, session, json_output=as_json)
+        return int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        _failed_json(session, json_output=as_json, command=args.command, exitCode=130, cause="interrupted",
+                     message="interrupted", hint="")
+        _outcome(f"cutover {args.command}: interrupted (exit 130)", session.redactor, json_output=as_json)
+        return 130
+    if isinstance(exc, asyncio.CancelledError):  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
+        _failed_json(session, json_output=as_json, command=args.command, exitCode=143, cause="terminated",
+                     message="terminated, nothing half-done", hint="")
+        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)", session.redactor,
+                 json_output=as_json)
+        return 143
+    if not isinstance(exc, Exception):
+        raise exc
+    import structlog  # noqa: PLC0415 -- a bug: say so, with the (redacted) traceback in the log
+
+    structlog.get_logger("cutover").error("cutover.internal_error", cause="internal", exc_info=exc,
+                                          hint="this is a bug; please report it with this log")
+    _failed_json(session, json_output=as_json, command=args.command, exitCode=int(ExitCode.INTERNAL),
+                 cause="internal", message=f"internal error {type(exc).__name__}",
+                 hint="this is a bug; please report it with the log")
+    _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)",
+             session.redactor, json_output=as_json)
+    return int(ExitCode.INTERNAL)
+
+
+def _dispatch(args: argparse.Namespace, session: _Session) -> int:
+    if args.command == "demo":
+        return _demo(args)
+    if args.command == "diff":  # offline: no cluster, no Git host
+        _print(args, session, [_diff(args, session)])
+        return 0
+    first = _first_sync(args)
+    _print(args, session, [first] if first else asyncio.run(_execute(args, session, _plans(args, session))))
+    return 0
+
+
+FIRST_SYNC = "CUTOVER_PRESYNC_WITHOUT_PLAN"  # "pass": set by hooks/presync-job.yaml, whose plan volume is optional
+
+
+def _first_sync(args: argparse.Namespace) -> Report | None:
+    """The PreSync gate of an Application's first sync: the plan ConfigMap is part of the Application's render
+    (so that a commit changing its target syncs the hooks that act on it), applied in the Sync phase, after
+    PreSync; on the first sync it is not there yet, and neither is a live selector to guard (docs/install.md).
+    Only the shipped PreSync Job asks for this; everywhere else a missing plan is exit 2."""
+    from cutover import plan  # noqa: PLC0415
+    from cutover.cli.outcome import Report  # noqa: PLC0415
+
+    path = plan.resolve_path(args.plan)
+    if args.command != "presync" or os.environ.get(FIRST_SYNC) != "pass" or Path(path).exists():
+        return None
+    import structlog  # noqa: PLC0415
+
+    structlog.get_logger("cutover").warning(
+        "gate.no_plan", path=path, message=f"no plan at {path}: the Application's first sync applies it in its "
+        "Sync phase, after this gate; nothing to guard yet", hint="if this is not a first sync, check that the "
+        "plan ConfigMap exists in the Jobs' namespace")
+    return Report(f"no plan at {path} yet (first sync): nothing to gate", data={"gate": "no_plan", "path": path})
+
+
+def _diff(args: argparse.Namespace, session: _Session) -> Report:
+    """Offline. With --selector and no plan named (--plan, CUTOVER_PLAN), no plan is read at all (docs/commands.md)."""
+    from cutover.cli import outcome  # noqa: PLC0415
+    from cutover.flows import commands  # noqa: PLC0415
+
+    planless = args.selector is not None and args.to is None and not (args.plan or os.environ.get("CUTOVER_PLAN"))
+    plan = None if planless else _plans(args, session)[0]
+    diffed = asyncio.run(commands.diff(plan, file=args.file, to=args.to, selector=args.selector,
+                                       document=args.document, selector_path=args.selector_path))
+    return outcome.render(diffed, plan)
+
+
+def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
+    from cutover import plan  # noqa: PLC0415
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+
+    plans = plan.load(plan.resolve_path(args.plan))
+    named = [p.git.token_file for p in plans] + [p.argocd.token_file for p in plans if p.argocd] + [
+        f for p in plans if p.slack for f in (p.slack.webhook_file, p.slack.bot_token_file)]
+    session.redactor.add(_secret_values([path for path in named if path]))  # the plan may name secret files
+    if args.name:
+        plans = [p for p in plans if p.name == args.name]
+        if not plans:
+            raise InvalidInput(f"--name: expected a metadata.name from the plan, found {args.name!r}",
+                               hint="list the names with `cutover status`")
+    return plans
+
+
+async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan]) -> list[Report]:
+    from cutover.kube import cluster  # noqa: PLC0415
+    from cutover.sources import kustomize_build  # noqa: PLC0415
+
+    for plan in plans:  # argument checks before anything connects anywhere
+        if args.command == "verify":
+            plan.backend(args.backend)
+        if args.to is not None:
+            plan.backend(args.to, field="--to")
+        if plan.git.source == "kustomize" and args.command not in ("verify", "status"):
+            kustomize_build.require()  # kustomize_missing, exit 2
+    main_task = asyncio.current_task()
+    if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+    sender = _slack(args, session, plans, kube)
+    try:
+        return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
+    finally:
+        if sender is not None:
+            await sender.flush()  # at most 5 s: Slack never holds the outcome (docs/guarantees.md #7)
+        await kube.aclose()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+
+
+def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Sender | None:
+    """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands.
+    Its thread and announced milestones live on that plan's Service Lease, for the next Job to find."""
+    from cutover.slack import sink, threads  # noqa: PLC0415
+
+    chosen = next((plan for plan in plans if plan.slack), None)
+    settings = chosen.slack if chosen else None
+    if chosen is None or settings is None or args.dry_run or args.command in ("verify", "status", "plan", "diff"):
+        return None
+    webhook = _read_secret(settings.webhook_file, "CUTOVER_SLACK_WEBHOOK")
+    token = _read_secret(settings.bot_token_file, "CUTOVER_SLACK_BOT_TOKEN")
+    transport: sink.Webhook | sink.Bot
+    if token and settings.channel:
+        transport = sink.Bot(token, settings.channel)
+    elif webhook:
+        transport = sink.Webhook(webhook)
+    else:
+        return None
+    outbox = sink.Outbox()
+    session.redactor.add([value for value in (webhook, token) if value])
+    session.sinks.add(sink.SlackSink(outbox, min_level=settings.min_level))  # behind the redactor
+    store = threads.LeaseThreads(kube, namespace=chosen.service.namespace, service=chosen.service.name)
+    sender = sink.Sender(transport, outbox, store=store)
+    sender.start()
+    return sender
+
+
+def _read_secret(path: str | None, env: str) -> str | None:
+    """Slack's webhook or bot token: best effort (an unreadable file means no Slack, never a failed cutover)."""
+    from cutover.errors import CutoverError  # noqa: PLC0415
+    from cutover.plan import secrets  # noqa: PLC0415
+
+    with contextlib.suppress(CutoverError):
+        found = secrets.from_file(path, field="notify.slack", cause="invalid_input", hint="")
+        if found:
+            return found
+    return secrets.from_env(env)
+
+
+async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
+    """One plan's command; those that read Git get a host for it."""
+    from cutover import githost  # noqa: PLC0415
+    from cutover.argocd.api import ArgoCDApi  # noqa: PLC0415
+    from cutover.cli import outcome  # noqa: PLC0415
+    from cutover.flows import commands  # noqa: PLC0415
+    from cutover.flows.context import Run  # noqa: PLC0415
+
+    if args.command == "verify":
+        return outcome.render(await commands.verify(kube, plan, backend=args.backend, wait=args.wait), plan)
+    if args.command == "status":
+        return outcome.render(await commands.status(kube, plan), plan)
+    host, api = githost.connect(plan.git), ArgoCDApi.connect(plan.argocd)
+    try:
+        if args.command == "plan":
+            return outcome.render(await commands.show_plan(kube, plan, host=host), plan)
+        job = Run.create(kube, plan, host, identity=_identity(kube.own_namespace), dry_run=bool(args.dry_run),
+                         api=api)
+        return outcome.render(await _phase(args, job), plan)
+    finally:
+        await host.aclose()
+        if api is not None:
+            await api.aclose()
+
+
+async def _phase(args: argparse.Namespace, job: Run) -> Result:
+    from cutover.flows import phases  # noqa: PLC0415
+
+    if args.command == "presync":
+        return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
+    if args.command == "run":
+        return await phases.run(job, to=args.to)
+    writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail,
+               "audit": phases.audit}
+    return await writers[args.command](job)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        from cutover.demo import story  # noqa: PLC0415 -- needs the demo extra
+    except ImportError as exc:
+        from cutover.errors import InvalidInput  # noqa: PLC0415
+
+        raise InvalidInput("the demo needs the demo extra", cause="demo_extra_missing",
+                           hint="pip install 'cutover[demo]'") from exc
+    return story.main(args)
+
+
+def _identity(namespace: str) -> str:
+    """Who holds the Lease: `<namespace>/<pod>#<nonce>` in a Job (POD_NAME from the downward API), which lets a
+    re-run see that a killed holder's pod has ended (lock.holder_pod); else `<host>-<pid>#<nonce>`. The nonce
+    makes it one process's: two runs on one host (one $HOSTNAME) would otherwise each take the other's renewals
+    for their own and both pass the confirm."""
+    import socket  # noqa: PLC0415
+    import uuid  # noqa: PLC0415
+
+    nonce = uuid.uuid4().hex[:12]
+    if os.environ.get("POD_NAME"):
+        return f"{os.environ.get('POD_NAMESPACE') or namespace}/{os.environ['POD_NAME']}#{nonce}"
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}#{nonce}"
+
+
+def _secret_values(files: Sequence[str]) -> list[str]:
+    """Secret values this process may hold (environment and files), so the redactor can hide them anywhere."""
+    values = [(os.environ.get(name) or "").strip() for name in SECRET_ENV]
+    for path in files:
+        with contextlib.suppress(OSError, UnicodeDecodeError):  # not mounted: nothing to hide
+            values.append(Path(path).read_text(encoding="utf-8").strip())
+    return [value for value in values if value]
+
+
+def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -> None:
+    scrub = session.redactor.scrub_text  # a report names what it read: never a secret it happened to hold
+    if args.output == "json":
+        body: Any = [session.redactor.scrub(report.data) for report in reports]
+        print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
+    else:
+        for report in reports:
+            if report.headline:
+                print(scrub(report.summary))
+            for line in report.lines:
+                print(scrub(line))
+            if report.raw is not None:  # a patch, byte for byte: CRLF and the no-newline marker survive
+                sys.stdout.write(scrub(report.raw))
+    summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
+    _outcome(f"cutover {args.command}: OK — {summary}", session.redactor, json_output=args.output == "json")
+
+
+def _fail(command: str, exc: CutoverError, session: _Session, *, json_output: bool = False) -> None:
+    import structlog  # noqa: PLC0415
+
+    from cutover.core import milestones  # noqa: PLC0415
+
+    structlog.get_logger("cutover").error(milestones.FAILED, command=command, cause=exc.cause,
+                                          message=exc.message, hint=exc.hint)
+    _failed_json(session, json_output=json_output, command=command, exitCode=int(exc.exit_code), cause=exc.cause,
+                 message=exc.message, hint=exc.hint)
+    hint = f" — hint: {exc.hint}" if exc.hint else ""
+    _outcome(f"cutover {command}: FAILED (exit {int(exc.exit_code)}, cause {exc.cause}) — {exc.message}{hint}",
+             session.redactor, json_output=json_output)
+
+
+def _failed_json(session: _Session, *, json_output: bool, **fields: Any) -> None:
+    """With --output json, a failure is one JSON document on stdout too (ok false, the command, exitCode, cause,
+    message, hint): `| jq` reads an answer either way."""
+    if json_output:
+        print(json.dumps(session.redactor.scrub({"ok": False, **fields}), indent=2, sort_keys=True), flush=True)
+
+
+def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool = False) -> None:
+    """The last line of output (on stderr beside --output json, whose stdout is the JSON document alone); also
+    the pod's termination message when running in one."""
+    from cutover.logs import Redactor  # noqa: PLC0415
+
+    line = (redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    print(line, flush=True, file=sys.stderr if json_output else sys.stdout)
+    path = os.environ.get("CUTOVER_TERMINATION_LOG", TERMINATION_LOG)
+    if os.path.exists(os.path.dirname(path) or ".") and (os.path.exists(path) or path != TERMINATION_LOG):
+        # best effort (docs/guarantees.md #7)
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as handle:
+            handle.write(line[:4096])  # the kubelet keeps at most 4096 bytes

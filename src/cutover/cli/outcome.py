@@ -1,0 +1,179 @@
+"""How each command's typed result reads: a summary (the outcome line's tail), lines for people, data for
+machines (`--output json`). Pure; called by the CLI only, the one place a `Report` is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from cutover.core.results import (
+    Advanced,
+    Audited,
+    Awaiting,
+    Completed,
+    Diffed,
+    Gated,
+    Held,
+    Proven,
+    Result,
+    Shown,
+    Status,
+    SyncFailed,
+    Verified,
+    WouldAdvance,
+)
+from cutover.plan import Plan
+
+
+@dataclasses.dataclass
+class Report:
+    """What a command found: a summary line, text lines for people, and data for machines."""
+
+    summary: str
+    lines: list[str] = dataclasses.field(default_factory=list)
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    headline: bool = True  # print the summary above the lines (not above a patch meant for `git apply`)
+    raw: str | None = None  # text printed as it is after the lines (a patch: its CR and newlines are its own)
+
+
+def render(result: Result, plan: Plan | None) -> Report:
+    """`plan` is None only for `cutover diff --selector` without a plan."""
+    if isinstance(result, Diffed):
+        return _diffed(result)
+    assert plan is not None
+    renderer: Callable[[Any, Plan], Report] = _RENDERERS[type(result)]
+    return renderer(result, plan)
+
+
+def _proven(proven: Proven, plan: Plan) -> Report:
+    names = ", ".join(plan.verify.served_names)
+    return Report(f"backend {proven.backend} proven: {len(proven.pods)} pod(s) serve {names} "
+                  f"(waited {proven.waited:.0f}s)",
+                  lines=[f"  {proof.pod} {proof.address}: {proof.method} {', '.join(proof.proven)}"
+                         for proof in proven.proofs] + _table(proven),
+                  data=proven.as_data())
+
+
+def _table(proven: Proven) -> list[str]:
+    """The fitness table, old beside new (docs/fitness.md), under a proof."""
+    return ["  fitness:", *(f"    {line}" for line in proven.fitness.table())] if proven.fitness else []
+
+
+def _gated(gated: Gated, plan: Plan) -> Report:
+    if not gated.changed:
+        return Report(f"no selector change in {gated.revision}: nothing to gate", data={"changed": False})
+    if gated.backend is None or gated.proven is None:
+        return Report(f"the selector in {gated.revision} is no backend of the plan: not gated",
+                      data={"changed": True, "backend": None})
+    return Report(f"{gated.revision} switches the Service to {gated.backend}: proven on {len(gated.proven.pods)} "
+                  f"pod(s)", data={"changed": True, "backend": gated.backend, "proof": gated.proven.as_data()})
+
+
+def _advanced(advanced: Advanced, plan: Plan) -> Report:
+    verb = "committed" if advanced.committed else "already in Git at"
+    return Report(f"{advanced.source} -> {advanced.to}: {verb} {advanced.sha[:12]}",
+                  data={"committed": advanced.committed, "commit": advanced.sha, "url": advanced.url,
+                        "id": advanced.id, "to": advanced.to})
+
+
+def _would_advance(would: WouldAdvance, plan: Plan) -> Report:
+    return Report(f"dry run: {would.source} -> {would.to} would be committed (proven on {len(would.proven.pods)} "
+                  "pod(s)); nothing was written", lines=would.diff.splitlines(),
+                  data={"dryRun": True, "to": would.to, "diff": would.diff, "proof": would.proven.as_data()})
+
+
+def _held(held: Held, plan: Plan) -> Report:
+    # the commit and its author, named: a Cutover-Hold trailer is only text, and anyone who can push writes it
+    by = f" ({held.author})" if held.author else ""
+    return Report(f"held on {held.on} by rollback {held.commit[:12]}{by}: change the plan's target to resume, "
+                  f"or revert that commit if nobody here made it", data={"held": held.on})
+
+
+def _awaiting(awaiting: Awaiting, plan: Plan) -> Report:
+    return Report(f"Git selects {awaiting.to}; waiting for ArgoCD to apply it", data={"applied": False})
+
+
+def _completed(completed: Completed, plan: Plan) -> Report:
+    report = _verified(completed.verified, plan)
+    report.data.update(commit=completed.commit, to=completed.to)
+    return report
+
+
+def _verified(verified: Verified, plan: Plan) -> Report:
+    return Report(f"verified: the Service selects {verified.backend}, same object, {len(verified.endpoints)} "
+                  "endpoint(s)", data={"verified": True, "endpoints": list(verified.endpoints)})
+
+
+def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
+    if failed.rollback_commit is None:
+        return Report(f"{failed.message}; the Service still selects {failed.serving}; nothing changed",
+                      data={"rolledBack": False})
+    return Report(f"{failed.message}; Git goes back to {failed.serving} (held) in {failed.rollback_commit[:12]}",
+                  data={"rolledBack": True, "commit": failed.rollback_commit})
+
+
+def _audited(audited: Audited, plan: Plan) -> Report:
+    summaries = {"verified": f"verified the switch to {audited.backend} that no hook verified "
+                             f"({(audited.commit or '')[:12]})",
+                 "checked": f"the live backend {audited.backend} still serves every name",
+                 "skipped": f"nothing to audit: {audited.detail}"}
+    return Report(summaries[audited.state], data={"audit": audited.state, "backend": audited.backend,
+                                                  "commit": audited.commit, "detail": audited.detail})
+
+
+def _status(status: Status, plan: Plan) -> Report:
+    state = status.state
+    live = state["liveBackend"]
+    lines = [f"Service {plan.service.namespace}/{plan.service.name}: selector {state['selector']} "
+             f"→ backend {live or '(none of the plan)'}; target {plan.target}"]
+    lines += [f"  backend {name}: {info['ready']}/{info['pods']} Ready ({', '.join(info['states']) or 'no pods'})"
+              for name, info in state["backends"].items()]
+    summary = ("nothing to do: the Service already selects the target" if live == plan.target
+               else f"the Service selects {live or 'no plan backend'}; the plan's target is {plan.target}")
+    return Report(summary=summary, lines=lines, data=state)
+
+
+def _shown(shown: Shown, plan: Plan) -> Report:
+    report = _status(shown.status, plan)
+    report.data = dict(report.data)
+    if shown.proven is not None:
+        report.lines.append(f"  target {plan.target}: proven now on {len(shown.proven.pods)} pod(s)")
+        report.lines += _table(shown.proven)
+        report.data["targetProof"] = shown.proven.as_data()
+    elif shown.unprovable is not None:
+        report.lines.append(f"  target {plan.target}: not provable now: {shown.unprovable['error']} "
+                            f"[{shown.unprovable['cause']}]")
+        report.data["targetProof"] = shown.unprovable
+    report.lines += _diff_lines(shown, plan, report.data)
+    return report
+
+
+def _diff_lines(shown: Shown, plan: Plan, data: dict[str, Any]) -> list[str]:
+    diff = shown.diff
+    if diff is None:
+        return ["  diff: no Git host configured"]
+    data["diff"] = diff
+    if "error" in diff:
+        return [f"  diff: not available: {diff['error']} [{diff['cause']}]"]
+    if not diff["changed"]:
+        return [f"  diff: none, {shown.path} already selects {plan.target} (at {diff['version'][:12]})"]
+    return [f"  diff against {shown.path} at {diff['version'][:12]}:",
+            *(f"    {line}" for line in diff["patch"].splitlines())]
+
+
+def _diffed(diffed: Diffed) -> Report:
+    if not diffed.patch:
+        return Report(f"nothing to change: {diffed.file} already selects {diffed.selector}", data={"changed": False})
+    changed = sum(1 for line in diffed.patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+    return Report(f"{changed} line(s) change in {diffed.file}, all inside {diffed.selector_path}",
+                  raw=diffed.patch, data={"changed": True, "diff": diffed.patch}, headline=False)
+
+
+_RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
+    Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, WouldAdvance: _would_advance,
+    Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Audited: _audited,
+    Status: _status,
+    Shown: _shown,
+}

@@ -1,0 +1,285 @@
+"""Pure decisions: given what a step observed (plain data), what to do next. No I/O, no clock.
+
+The phases read the world once per step into an `Observed` (the live Service, the selector in Git, the last
+cutover commit's trailers, the Application) and ask `next_step`; everything they do is the answer's story.
+
+docs/guarantees.md, one place each:
+  #1  commit only on fresh proof ...... `gate.judge`, asked by the writer right before each write, and
+                                           `gate.foreign`: a selector that picks another backend's pods is final
+  #2  only the selector changes ....... `yaml_edit.guard`, run by every source's edit before anything is written
+  #3  no cluster write but Events, the Lease and the refresh: `CLUSTER_WRITES`; no `Step` writes the Service
+  #4  one cutover per Service ......... `lease_rules.judge` on the Service's Lease
+  #5  a re-run never commits twice .... `git_step` (ALREADY: Git holds it), `held_by` (a rollback's hold),
+                                           `rollback_to` (a rollback already in Git is finished, not redone)
+Called by the phases and by tests/test_decide.py (a row per rule) and tests/test_invariants.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from collections.abc import Mapping, Sequence
+
+from cutover.core.proofs import PodProof
+from cutover.core.trailers import Trailers
+from cutover.core.views import ApplicationView, Commit, LeaseView, ServiceView
+from cutover.errors import InvalidInput
+from cutover.plan import Plan
+
+# docs/guarantees.md #3: what cutover ever writes in a cluster (cluster.Cluster has no other write).
+CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation")
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What one step of a phase read, once."""
+
+    live: ServiceView
+    in_git: Mapping[str, str]  # the selector in Git at the branch head
+    last: Commit | None  # the newest cutover commit of this plan on the file
+    application: ApplicationView | None = None
+    lease: LeaseView | None = None
+    verification_failed: bool = False  # the applied switch did not check out (set after `Verify`)
+
+
+# --- what to do next -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """A rollback holds the Service on `on` while the plan still names the target rolled back from."""
+
+    on: str
+    commit: str
+    author: str = ""  # who made the hold's commit: named, since anyone who can push can write the trailer
+
+
+@dataclasses.dataclass(frozen=True)
+class Advance:
+    """Wait for `to`, prove it, commit its selector (and, on a rollback, hold there)."""
+
+    source: str | None
+    to: str
+    hold: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AwaitApply:
+    """Git selects `to`; ArgoCD has yet to apply it."""
+
+    to: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Verify:
+    """The Service selects `backend` as Git does: check the switch through the Service."""
+
+    backend: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RollBack:
+    """The switch failed: commit `to`'s selector by the same guarded path, and hold there."""
+
+    to: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Nothing:
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """`cutover audit`: the switch is verified already; does the live backend still prove its names?"""
+
+    backend: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """PreSync: the revision being synced switches the Service to `backend`; prove it before ArgoCD applies it."""
+
+    backend: str
+
+
+Step = Hold | Advance | AwaitApply | Verify | RollBack | Nothing
+
+
+def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: str | None = None) -> Step:
+    """PostSync's choice (`to` None), or an explicit run's (`to` given; `hold` given for a rollback).
+
+    In order: a failed verification rolls back (rollback.auto; a rollback is never rolled back again); a
+    rollback's hold stops PostSync (an explicit run is how a person lifts it); Git not at the backend (or a
+    rollback to finish): advance; Git there but the Service not yet: wait for ArgoCD; both there: verify."""
+    explicit, to = to is not None, to or plan.target
+    if observed.verification_failed:
+        if hold is not None or not plan.rollback_auto:
+            return Nothing("verification failed; no rollback (" + ("a rollback is not rolled back" if hold else
+                                                                    "rollback.auto is off") + ")")
+        return RollBack(previous_backend(plan, to, observed.last))
+    held = None if explicit else held_by(observed.last, plan)
+    if held is not None and observed.last is not None:
+        return Hold(held, observed.last.sha, observed.last.author)
+    wanted = dict(plan.backends[to].selector)
+    if dict(observed.in_git) != wanted or hold is not None:
+        return Advance(backend_of(plan, observed.in_git), to, hold)
+    if dict(observed.live.selector) != wanted:
+        return AwaitApply(to)
+    return Verify(to)
+
+
+def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verify | Check | Nothing:
+    """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
+    that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
+    backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish; a selector of no
+    backend of the plan is not ours."""
+    live, git = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
+    if live is None or git is None:
+        return Nothing("the Service or Git selects no backend of the plan: not ours to audit")
+    if live != git:
+        return Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
+    last = observed.last
+    if last is not None and last.trailers.to == git and last.sha != verified:
+        return Verify(git)
+    return Check(live)
+
+
+def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> Gate | Nothing:
+    """No selector change in the revision: nothing to gate; a change to no backend of the plan: not ours."""
+    if dict(wanted) == dict(live.selector):
+        return Nothing("no_change")
+    target = backend_of(plan, wanted)
+    return Nothing("not_ours") if target is None else Gate(target)
+
+
+def syncfail_step(observed: Observed, plan: Plan) -> RollBack | Nothing:
+    """A failed sync changes nothing, unless rollback.auto and Git holds a selector the sync could not apply:
+    then Git goes back to what the Service still selects, so ArgoCD is not left retrying a failing revision."""
+    serving, wanted = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
+    if not plan.rollback_auto or serving is None or wanted == serving:
+        return Nothing("the Service keeps its selector")
+    return RollBack(serving)
+
+
+def rollback_to(observed: Observed, plan: Plan) -> str:
+    """Where a manual rollback goes: finish a rollback already in Git (its Job was killed, or it ran twice),
+    else back to where the last cutover came from (docs/guarantees.md #5)."""
+    now, last = backend_of(plan, observed.in_git), observed.last
+    if last is not None and last.trailers.hold and last.trailers.hold == now:
+        return now
+    to = previous_backend(plan, now, last)
+    if (last is None or last.trailers.to != now) and to == plan.target and now != plan.target:
+        # No cutover brought Git to `now`: "the other backend" would be the plan's target, the cutover itself.
+        raise InvalidInput(f"nothing to roll back: Git selects {now} and no cutover of this plan moved it there; "
+                           f"going to {to} would be the cutover, not its rollback", cause="rollback_nothing",
+                           hint=f"to stop a pending cutover, set the plan's target to {now}; to switch, use the "
+                                "cutover-run Job")
+    return to
+
+
+# --- the rules the steps are made of --------------------------------------------------------------------------
+
+
+def backend_of(plan: Plan, selector: Mapping[str, str]) -> str | None:
+    """The backend of the plan whose selector this is, exactly; None for any other selector."""
+    return next((name for name, backend in plan.backends.items() if dict(backend.selector) == dict(selector)),
+                None)
+
+
+def held_by(last: Commit | None, plan: Plan) -> str | None:
+    """The backend a rollback holds the Service on, while the plan still names the target rolled back from."""
+    if last is None or not last.trailers.hold:
+        return None
+    return last.trailers.hold if last.trailers.source == plan.target else None
+
+
+def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:
+    """Where a rollback goes: the last cutover's source, else the plan's only other backend."""
+    came_from = last.trailers.source if last is not None else None
+    if last is not None and last.trailers.to == now and came_from in plan.backends and came_from != now:
+        assert came_from is not None
+        return came_from
+    others = [name for name in plan.backends if name != now]
+    if len(others) == 1:
+        return others[0]
+    raise InvalidInput(f"cannot tell which backend to roll back to (Git selects {now}; no cutover commit says "
+                       f"where it came from)", cause="rollback_unknown",
+                       hint="run `cutover run --to BACKEND` with the backend to go back to")
+
+
+def last_cutover(history: Sequence[Commit], plan: Plan) -> Commit | None:
+    """The newest cutover commit of this plan: the state the phases read back."""
+    return next((commit for commit in history if commit.trailers.plan == plan.name), None)
+
+
+def commit_to(history: Sequence[Commit], plan: Plan, to: str) -> Commit | None:
+    """The newest cutover commit of this plan that switched to `to`: what made Git hold it."""
+    return next((commit for commit in history if commit.trailers.plan == plan.name and commit.trailers.to == to),
+                None)
+
+
+def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service_uid: str) -> str:
+    """Stable for one intent (this Service, from, to), so that re-runs speak of the same cutover."""
+    seed = f"{plan.service.namespace}/{plan.service.name}:{service_uid}:{from_backend}->{to_backend}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:12]
+
+
+class GitStep(enum.Enum):
+    ALREADY = "already"  # Git holds the target selector: nothing to write (docs/guarantees.md #5)
+    WRITE = "write"  # Git holds another backend's selector: write ours
+    FOREIGN = "foreign"  # Git holds a selector that is no backend of the plan: someone else's change
+
+
+def git_step(current: Mapping[str, str], *, target: Mapping[str, str], known: Sequence[Mapping[str, str]]) -> GitStep:
+    """What the writer does with the file it just read."""
+    if dict(current) == dict(target):
+        return GitStep.ALREADY
+    if any(dict(current) == dict(selector) for selector in known):
+        return GitStep.WRITE
+    return GitStep.FOREIGN
+
+
+# --- after the switch -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchProblems:
+    """What is wrong with an applied switch: `final` (a re-created Service, a new ClusterIP) cannot be waited
+    away; `endpoints` (the EndpointSlices are not the target's Ready pods) may settle within seconds."""
+
+    final: tuple[str, ...] = ()
+    endpoints: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.final or self.endpoints)
+
+    def messages(self) -> list[str]:
+        return [*self.final, *([self.endpoints] if self.endpoints else [])]
+
+
+def switch_problems(trailers: Trailers, live: ServiceView, *, ready: set[str], serving: set[str]) -> SwitchProblems:
+    """The applied switch against the cutover commit's trailers (recorded before the switch) and the
+    endpoints: the same Service object, and endpoints that are exactly the target's Ready pods."""
+    final = []
+    if trailers.service_uid and trailers.service_uid != live.uid:
+        final.append(f"the Service was re-created (uid {live.uid}, was {trailers.service_uid})")
+    if trailers.cluster_ip and trailers.cluster_ip != live.cluster_ip:
+        final.append(f"the ClusterIP changed to {live.cluster_ip} (was {trailers.cluster_ip})")
+    endpoints = None
+    if serving != ready or not ready:
+        endpoints = f"EndpointSlices serve {sorted(serving)}, the target's Ready pods are {sorted(ready)}"
+    return SwitchProblems(tuple(final), endpoints)
+
+
+def look_again(problems: SwitchProblems, *, now: float, deadline: float, poll: float) -> bool:
+    """The endpoint-finality rule: only endpoints that differ are looked at again (the EndpointSlice
+    controller rewrites the slices seconds after it sees the selector change), and only while time is left."""
+    return bool(problems.endpoints) and not problems.final and now + poll <= deadline
+
+
+def retry_through_service(proof: PodProof, *, attempt: int, tries: int) -> bool:
+    """A proof through the Service is tried again only when every problem may pass (kube-proxy may trail the
+    EndpointSlice by a moment) and tries are left."""
+    return not proof.ok and all(problem.retryable for problem in proof.problems) and attempt < tries - 1

@@ -1,0 +1,147 @@
+"""What each command found or did, as typed results; `outcome` turns them into the lines people and machines read.
+
+The phases and the read-only commands return these (never text); only the CLI renders them. Pure data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from cutover.core.proofs import Fitted, PodProof
+from cutover.core.views import PodView
+
+
+@dataclasses.dataclass(frozen=True)
+class Proven:
+    """A backend's Ready pods answered every served name."""
+
+    backend: str
+    pods: tuple[PodView, ...]
+    proofs: tuple[PodProof, ...]
+    waited: float  # seconds from the start of the wait to the last proof
+    proven_at: datetime
+    fitness: Fitted | None = None  # docs/fitness.md, when verify.fitness is set
+
+    def as_data(self) -> dict[str, object]:
+        return {**({"fitness": self.fitness.as_data()} if self.fitness else {}),
+            "backend": self.backend,
+            "provenAt": self.proven_at.isoformat(),
+            "waitedSeconds": round(self.waited, 3),
+            "pods": [{"name": proof.pod, "address": proof.address, "method": proof.method,
+                      "names": list(proof.proven)} for proof in self.proofs],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Gated:
+    """PreSync: `revision` (shown short) changes the selector or not; when it switches to a backend of the
+    plan, that backend's proof."""
+
+    revision: str
+    changed: bool
+    backend: str | None = None
+    proven: Proven | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    on: str
+    commit: str
+    author: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Advanced:
+    """Git holds `to`'s selector: committed now, or already (by an earlier run of the same cutover)."""
+
+    source: str | None
+    to: str
+    committed: bool
+    sha: str
+    url: str | None
+    id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WouldAdvance:
+    """--dry-run: proven now, and the exact diff that would be committed; nothing written."""
+
+    source: str | None
+    to: str
+    proven: Proven
+    diff: str
+    changed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Awaiting:
+    """Git selects `to`; ArgoCD has yet to apply it (a refresh was asked for)."""
+
+    to: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Verified:
+    backend: str
+    endpoints: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Completed:
+    """`run` and `rollback`: committed (or found in Git), applied by ArgoCD, verified."""
+
+    verified: Verified
+    commit: str
+    to: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncFailed:
+    message: str
+    serving: str | None
+    rollback_commit: str | None = None  # Git went back to what the Service still selects
+
+
+@dataclasses.dataclass(frozen=True)
+class Audited:
+    """`cutover audit`: what it found, and what it did (verified a switch no hook verified, or checked the live
+    backend's names)."""
+
+    state: str  # verified | checked | skipped
+    backend: str | None
+    detail: str
+    commit: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """The state `cutover status` shows: plain data, as `--output json` prints it."""
+
+    state: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """`cutover plan`: the status, whether the target is provable now, and the diff that would be committed."""
+
+    status: Status
+    proven: Proven | None
+    unprovable: dict[str, str] | None  # error, cause and hint when the target is not provable now
+    diff: dict[str, Any] | None  # changed, patch, version; or error, cause, hint; None without a Git host
+    path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Diffed:
+    """`cutover diff`: the patch of the edit on a local file (empty when nothing changes)."""
+
+    file: str
+    patch: str
+    selector: str  # the selector written, as k=v,k=v
+    selector_path: str
+
+
+Result = Proven | Gated | Held | Advanced | WouldAdvance | Awaiting | Verified | Completed | SyncFailed | Audited | \
+    Status | Shown | Diffed

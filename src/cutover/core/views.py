@@ -1,0 +1,231 @@
+"""Observed state as small frozen dataclasses: what the pure core decides on.
+
+The cluster adapter builds these from API payloads (raw dicts, never SDK models), the Git providers build
+`Commit`s from their history answers; readiness and the decisions read them; tests build them by hand.
+No I/O here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from cutover.core.trailers import Trailers
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """A container's startupProbe, with Kubernetes defaults for unset fields."""
+
+    initial_delay: float = 0.0
+    period: float = 10.0
+    failure_threshold: int = 3
+    timeout: float = 1.0
+
+    @property
+    def budget(self) -> float:
+        """Seconds from container start until the kubelet gives up on startup."""
+        return self.initial_delay + self.failure_threshold * self.period
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerView:
+    name: str
+    ready: bool = False
+    started_at: datetime | None = None  # state.running.startedAt
+    restarts: int = 0
+    waiting_reason: str | None = None  # state.waiting.reason, e.g. CrashLoopBackOff
+    waiting_message: str | None = None
+    last_terminated_reason: str | None = None  # lastState.terminated.reason, e.g. OOMKilled
+    startup_probe: Probe | None = None
+    has_readiness_gate: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    phase: str = "Pending"
+    ip: str | None = None
+    ready: bool = False  # condition Ready
+    deleting: bool = False  # metadata.deletionTimestamp set
+    unschedulable_message: str | None = None  # condition PodScheduled=False, reason Unschedulable
+    created_at: datetime | None = None
+    containers: tuple[ContainerView, ...] = ()
+
+    def matches(self, selector: Mapping[str, str]) -> bool:
+        return all(self.labels.get(key) == value for key, value in selector.items())
+
+    @property
+    def restarts(self) -> int:
+        return sum(container.restarts for container in self.containers)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServicePort:
+    name: str | None
+    port: int
+    target_port: int | str
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceView:
+    namespace: str
+    name: str
+    uid: str
+    cluster_ip: str | None
+    selector: Mapping[str, str]
+    ports: tuple[ServicePort, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EndpointView:
+    """One endpoint of an EndpointSlice, as kube-proxy would route to it."""
+
+    ip: str
+    ready: bool
+    pod_name: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyView:
+    """A NetworkPolicy, kept close to its payload: the rules are evaluated by `netpolicy`."""
+
+    namespace: str
+    name: str
+    pod_selector: Mapping[str, Any]
+    policy_types: tuple[str, ...]
+    ingress: tuple[Mapping[str, Any], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceView:
+    """One source of an Application: `spec.source`, or an entry of `spec.sources` (multi-source)."""
+
+    repo_url: str
+    target_revision: str | None = None
+    path: str | None = None
+
+
+def same_repository(one: str, other: str) -> bool:
+    """Whether two repository URLs name one repository, compared as ArgoCD compares repoURLs (its
+    `git.NormalizeGitURL`: lower case, no surrounding space, no trailing `/` or `.git`); ArgoCD's repoURL and the
+    plan's git.url are often spelled differently."""
+    def key(url: str) -> str:
+        return url.strip().lower().rstrip("/").removesuffix(".git")
+    return key(one) == key(other)
+
+
+@dataclasses.dataclass(frozen=True)
+class HydratorView:
+    """ArgoCD 3.x's Source Hydrator (`spec.sourceHydrator`, `status.sourceHydrator`): the dry source people commit
+    to, the branch ArgoCD writes the rendered manifests to and syncs from, and its current operation."""
+
+    dry: SourceView  # drySource: repoURL, targetRevision, path
+    sync_branch: str  # syncSource.targetBranch
+    sync_path: str  # syncSource.path: the hydrated manifest is <path>/manifest.yaml there
+    dry_sha: str | None = None  # status.sourceHydrator.currentOperation.drySHA
+    hydrated_sha: str | None = None  # ... .hydratedSHA
+    phase: str | None = None  # ... .phase: Hydrating | Failed | Hydrated
+
+    @property
+    def manifest(self) -> str:
+        """The hydrated manifest's path on the sync branch."""
+        return f"{self.sync_path.strip('/')}/manifest.yaml" if self.sync_path.strip("/") not in ("", ".") \
+            else "manifest.yaml"
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplicationView:
+    """What a cutover reads of an ArgoCD Application (argoproj.io/v1alpha1). For a multi-source Application the
+    revisions are per source (`revisions[]`, in the order of `spec.sources`); `for_source` picks ours."""
+
+    namespace: str
+    name: str
+    sync_status: str | None  # status.sync.status: Synced | OutOfSync | Unknown
+    sync_revision: str | None  # status.sync.revision: the latest revision compared
+    health: str | None  # status.health.status: Healthy | Progressing | Degraded | ...
+    operation_phase: str | None  # status.operationState.phase: Running | Succeeded | Failed | Error | Terminating
+    operation_revision: str | None  # status.operationState.syncResult.revision, else operation.sync.revision
+    operation_started: datetime | None
+    operation_finished: datetime | None
+    refresh_requested: bool  # metadata.annotations["argocd.argoproj.io/refresh"] is set
+    sources: tuple[SourceView, ...] = ()  # spec.sources (multi-source); empty for a single source
+    operation_revisions: tuple[str, ...] = ()  # syncResult.revisions, else operation.sync.revisions
+    sync_revisions: tuple[str, ...] = ()  # status.sync.revisions
+    source: SourceView | None = None  # spec.source (single source)
+    hydrator: HydratorView | None = None  # spec.sourceHydrator, with its status
+    operation_message: str | None = None  # status.operationState.message
+    # "<Kind>/<name>: <message>" of each resource or hook of the operation that failed: what ArgoCD shows of a
+    # failed hook is its Job's condition ("... failed with exit code 4 matching FailJob rule ...")
+    operation_failures: tuple[str, ...] = ()
+
+    def failure(self) -> str:
+        """What the operation says went wrong: while the SyncFail hooks run it is still Running (the real
+        ArgoCD's order: they are its last step), so the failed resources say it, not the phase."""
+        revision = (self.operation_revision or "?")[:12]
+        if self.operation_failures:
+            return f"ArgoCD's sync of {revision} failed: {'; '.join(self.operation_failures)}"
+        if self.operation_phase in ("Failed", "Error"):
+            return f"ArgoCD's sync of {revision} ended {self.operation_phase}: {self.operation_message or 'no message'}"
+        return f"ArgoCD's sync of {revision} failed (phase {self.operation_phase or 'unknown'}, no failed resource " \
+               f"recorded yet)"
+
+    def position(self, repo_url: str, branch: str) -> int | None:
+        """Which of `spec.sources` is the plan's repository (on its branch, where a repository is there twice)."""
+        found = [index for index, source in enumerate(self.sources) if same_repository(source.repo_url, repo_url)]
+        on_branch = [index for index in found if self.sources[index].target_revision in (branch, f"refs/heads/"
+                                                                                                 f"{branch}")]
+        chosen = on_branch or found
+        return chosen[0] if chosen else None
+
+    def source_path(self, repo_url: str, branch: str) -> str | None:
+        """The directory ArgoCD renders for the plan's repository: spec.source.path, or its source's (the dry
+        source's, with the Source Hydrator)."""
+        if self.hydrator is not None:
+            return self.hydrator.dry.path
+        if self.sources:
+            index = self.position(repo_url, branch)
+            return self.sources[index].path if index is not None else None
+        return self.source.path if self.source is not None else None
+
+    def for_source(self, repo_url: str, branch: str) -> ApplicationView:
+        """The view with the revisions of the plan's source: itself for a single-source Application."""
+        index = self.position(repo_url, branch) if self.sources else None
+        if index is None:
+            return self
+
+        def at(revisions: tuple[str, ...]) -> str | None:
+            return revisions[index] if index < len(revisions) else None
+
+        return dataclasses.replace(self, operation_revision=at(self.operation_revisions),
+                                   sync_revision=at(self.sync_revisions))
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseView:
+    name: str
+    holder: str | None
+    renewed: datetime | None
+    duration: float
+    transitions: int
+    resource_version: str
+    annotations: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def expires(self) -> datetime | None:
+        return self.renewed + timedelta(seconds=self.duration) if self.renewed else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """A commit that touched the plan's file, as a Git host's history tells it."""
+
+    sha: str
+    title: str
+    author: str
+    date: datetime | None
+    trailers: Trailers = dataclasses.field(default_factory=Trailers)

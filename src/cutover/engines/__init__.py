@@ -1,0 +1,1 @@
+"""The engines: their kinds, the name proof over their HTTP API, trials, fitness and SSE."""

@@ -1,0 +1,57 @@
+"""Engine kinds, one row each, and what their answers mean. Pure data: no I/O.
+
+The facts behind each row, with their sources, are in docs/engines.md: vLLM and candle-vllm refuse connections until
+fully loaded (refused = still starting); vLLM lists every --served-model-name and 404s unknown names; candle-vllm
+has no /health (404 = no such endpoint, not unhealthy), lists exactly one id and accepts any model name, so
+only a one-token generation proves an alias. The plan names the kinds it accepts (`plan.ENGINES`), a row each
+here; `engines.api` speaks HTTP by these rows, and what a proof found (`core.proofs`) is judged by `kube.readiness`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+__all__ = ["ENGINES", "HINTS", "Profile", "method_for"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    engine: str
+    health_path: str | None  # None: the engine has no health endpoint
+    lists_every_name: bool  # /v1/models holds every served name (else one id only)
+    generate_path: str
+    chat: bool  # the generation route takes chat messages rather than a prompt
+
+
+ENGINES: Mapping[str, Profile] = {profile.engine: profile for profile in (
+    Profile("vllm", "/health", True, "/v1/completions", chat=False),
+    Profile("candle-vllm", None, False, "/v1/chat/completions", chat=True),
+    Profile("sglang", "/health", False, "/v1/completions", chat=False),
+    Profile("llama.cpp", "/health", False, "/v1/completions", chat=False),
+    Profile("tgi", "/health", False, "/v1/chat/completions", chat=True),
+    Profile("openai", None, False, "/v1/chat/completions", chat=True),  # any OpenAI-compatible server
+)}
+
+
+def method_for(engine: str, proof: str) -> str:
+    """`listed` or `generate`: `auto` lists where the engine lists every name, else generates."""
+    if proof != "auto":
+        return proof
+    return "listed" if ENGINES[engine].lists_every_name else "generate"
+
+
+HINTS: Mapping[str, str] = {
+    "name_not_listed": "add the name to the engine's --served-model-name, or remove it from verify.servedNames",
+    "name_rejected": "the engine refuses this model name; check its served names",
+    "too_large": "the engine's answer exceeds 1 MiB; is this port really the engine's API?",
+    "refused": "nothing listens on the backend port; check backends.<name>.port and the container's port",
+    "connect_timeout": "packets to the pod are dropped: check NetworkPolicies and the Job's egress",
+    "read_timeout": "the engine accepts connections but does not answer; raise verify.requestTimeout",
+    "reset": "the engine closed the connection; read its logs",
+    "unhealthy": "the engine reports itself unhealthy; read its logs",
+    "http_status": "the engine answered with an error; read its logs",
+    "bad_json": "the answer is not the engine's API; check the backend port and engine",
+    "bad_encoding": "the engine's answer cannot be decoded (a broken gzip body?); read its logs, check proxies",
+    "no_token": "the engine answered without generating; read its logs",
+}

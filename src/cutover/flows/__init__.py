@@ -1,0 +1,1 @@
+"""The stories: each phase and command, told with the adapters and decided by the core."""

@@ -1,0 +1,190 @@
+"""The commands that only read and prove: verify, status, plan, diff. Each returns a typed result (`results`)
+for the CLI to render; none writes anything anywhere. The phases that write live in `phases`. Called by `cli`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from cutover import sources
+from cutover.core import decide
+from cutover.core.results import Diffed, Proven, Shown, Status
+from cutover.engines import kinds
+from cutover.errors import CutoverError, InvalidInput
+from cutover.flows.wait import prove_backend
+from cutover.githost.base import FileVersion, GitHost
+from cutover.kube import readiness
+from cutover.kube.cluster import Cluster
+from cutover.plan import GitDocument, Plan, label_problem
+from cutover.sources import yaml_edit
+from cutover.sources.checkout import LocalCheckout
+from cutover.sources.manifest import ManifestSource
+
+log = structlog.get_logger("cutover")
+
+
+async def verify(cluster: Cluster, plan: Plan, *, backend: str, wait: bool) -> Proven:
+    chosen = plan.backend(backend)
+    structlog.contextvars.bind_contextvars(service=f"{plan.service.namespace}/{plan.service.name}",
+                                           cutover=plan.name)
+    return await prove_backend(cluster, plan, chosen, wait=wait)
+
+
+async def status(cluster: Cluster, plan: Plan) -> Status:
+    service = await cluster.service(plan.service.namespace, plan.service.name)
+    pods = await asyncio.gather(*(cluster.pods(plan.service.namespace, backend.selector)
+                                  for backend in plan.backends.values()))
+    backends: dict[str, Any] = {}
+    for (name, backend), (views, _) in zip(plan.backends.items(), pods, strict=True):
+        backends[name] = {
+            "engine": backend.engine, "engineProof": kinds.method_for(backend.engine, plan.verify.proof),
+            "pods": len(views), "ready": sum(1 for pod in views if pod.ready),
+            "states": [f"{pod.name}={readiness.pod_state(pod)}" for pod in sorted(views, key=lambda p: p.name)],
+        }
+    return Status({"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
+                               "ports": [port.port for port in service.ports]},
+                   "selector": selector_text(service.selector),
+                   "liveBackend": decide.backend_of(plan, service.selector), "target": plan.target,
+                   "backends": backends})
+
+
+async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Shown:
+    """State, whether the target is provable right now, and the exact diff that would be committed."""
+    state = await status(cluster, plan)
+    proven, unprovable = None, None
+    try:
+        proven = await prove_backend(cluster, plan, plan.backend(plan.target), wait=False)
+    except CutoverError as exc:
+        unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+    return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path)
+
+
+async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | None:
+    if host is None:
+        return None
+    try:
+        current = await host.read(plan.git.path)
+        edit = await sources.for_plan(plan, host=host).edit(current, plan.backend(plan.target).selector,
+                                                            where=plan.git.path)
+    except CutoverError as exc:
+        return {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+    return {"changed": edit.changed, "patch": edit.diff(plan.git.path), "version": current.version}
+
+
+def selector_text(selector: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in selector.items()) or "(empty)"
+
+
+async def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | None, document: str | None = None,
+               selector_path: str | None = None) -> Diffed:
+    """Offline: the unified diff of what would be committed, made on a local copy of the file. With a plan, its
+    source makes the edit as before a commit (for `kustomize`, the target less what the build adds, render-checked
+    on the local checkout; for `helm-values`, the mapping or the backend's `gitValue`) and the patch names
+    `git.path`. Without one (`--selector`), the file's only Service and spec.selector, unless `document`
+    (KIND/NAME) and `selector_path` say otherwise; a values file (no `kind`) by `selector_path` alone."""
+    wanted = _wanted_selector(plan, to=to, selector=selector)
+    text = _read_local(file)
+    if plan is not None and document is None and selector_path is None:
+        source = sources.offline(plan, checkout=LocalCheckout(Path(file), plan.git.path))
+        edit = await source.edit(FileVersion(text, "local"), wanted, where=file)
+        return Diffed(plan.git.path, edit.diff(plan.git.path) if edit.changed else "", selector_text(edit.new),
+                      plan.git.selector_path)
+    where = _document(plan, text, file=file, document=document, selector_path=selector_path)
+    dotted = selector_path or (plan.git.selector_path if plan else "spec.selector")
+    try:
+        edit = ManifestSource(where, dotted).rewrite(text, wanted, where=file)
+    except InvalidInput as exc:
+        if plan is not None:
+            raise
+        raise _without_plan(exc) from None
+    path = plan.git.path if plan else _patch_path(file)
+    return Diffed(path, edit.diff(path) if edit.changed else "", selector_text(wanted), dotted)
+
+
+# Without a plan the file's hints speak of the options that stand in for the plan's keys.
+_PLANLESS = (("git.selectorPath", "--selector-path"), ("git.document", "--document"), ("git.path", "--file"),
+             (" in the plan", ""), (" in Git", ""))
+
+
+def _without_plan(exc: InvalidInput) -> InvalidInput:
+    hint = exc.hint
+    for key, option in _PLANLESS:
+        hint = hint.replace(key, option)
+    return InvalidInput(exc.message, cause=exc.cause, hint=hint)
+
+
+def _read_local(file: str) -> str:
+    try:
+        return Path(file).read_bytes().decode("utf-8")  # bytes, so CRLF line ends survive
+    except OSError as exc:
+        raise InvalidInput(f"--file {file}: cannot read: {exc.strerror}", hint="pass a local copy of the file") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"--file {file}: not UTF-8 text", hint="pass the YAML file itself") from exc
+
+
+def _patch_path(file: str) -> str:
+    """The file as a patch names it: relative to where the command runs (where `git apply` will run)."""
+    relative = os.path.relpath(file)
+    return Path(file).name if relative.startswith("..") else Path(relative).as_posix()
+
+
+def _document(plan: Plan | None, text: str, *, file: str, document: str | None,
+              selector_path: str | None) -> GitDocument:
+    if document is not None:
+        kind, slash, name = document.partition("/")
+        if not slash or not kind or not name:
+            raise InvalidInput(f"--document: expected KIND/NAME, found {document!r}", hint="e.g. Service/my-service")
+        return GitDocument(kind, name)
+    if plan is not None:
+        return plan.git.document
+    if selector_path is not None and yaml_edit.holds_values(text, source=file):
+        return GitDocument("", "")  # a values file: its only document, addressed by the path alone
+    found = yaml_edit.services(text, source=file)
+    if len(found) != 1:
+        raise InvalidInput(f"--file {file}: expected exactly one Service, found {len(found)}"
+                           + (f" ({', '.join(found)})" if found else ""),
+                           hint="name the document with --document KIND/NAME")
+    return GitDocument("Service", found[0])
+
+
+def _wanted_selector(plan: Plan | None, *, to: str | None, selector: str | None) -> dict[str, str]:
+    if (to is None) == (selector is None):
+        raise InvalidInput("diff: expected exactly one of --to BACKEND or --selector K=V,K=V",
+                           hint="name a backend of the plan, or spell the selector out")
+    if to is not None:
+        assert plan is not None  # --to reads the plan
+        return dict(plan.backend(to, field="--to").selector)
+    return parse_selector(selector or "")
+
+
+SELECTOR_HINT = "e.g. --selector app.kubernetes.io/name=llm-reasoning-candle,component=predictor"
+
+
+def parse_selector(text: str) -> dict[str, str]:
+    """`K=V,K=V` as a selector, each pair checked and named when wrong: an empty pair, a pair without '=' or
+    without a value, a key given twice (one of them would be dropped), a key or value Kubernetes refuses."""
+    found: dict[str, str] = {}
+    for index, part in enumerate(text.split(","), start=1):
+        key, sep, value = (piece.strip() for piece in part.partition("="))
+        where = f"--selector: pair {index} of {text!r}"
+        if not part.strip():
+            raise InvalidInput(f"{where}: expected K=V, found an empty pair", hint=SELECTOR_HINT)
+        if sep != "=" or not key:
+            raise InvalidInput(f"{where}: expected K=V pairs separated by commas, found {part.strip()!r}",
+                               hint=SELECTOR_HINT)
+        if not value:
+            raise InvalidInput(f"{where}: expected a value after '=', found none in {part.strip()!r}",
+                               hint="a selector with an empty value selects only pods whose label is empty")
+        if key in found:
+            raise InvalidInput(f"{where}: {key!r} is given twice ({key}={found[key]}, {key}={value})",
+                               hint="a selector holds each key once: keep the one you mean")
+        if problem := label_problem(key, value):
+            raise InvalidInput(f"{where}: {problem}", hint=SELECTOR_HINT)
+        found[key] = value
+    return found

@@ -1,0 +1,89 @@
+"""A `Run`: everything one plan's command works with, passed as one value instead of a hidden contextvar and
+half a dozen parameters: the cluster, the plan, the Git host and the selector source, who holds the Lease, who
+authors commits, the clock, and whether this is a dry run (docs/commands.md: no commit, no Lease, no refresh, no Event).
+
+Its one behaviour is the best-effort Event (docs/guarantees.md #7: it never changes an outcome, never waits over 5 s).
+Built by the CLI (and the demo and tests); used by the phases, `verification` and `sync`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import structlog
+
+from cutover import sources
+from cutover.argocd import operation
+from cutover.argocd.api import ArgoCDApi
+from cutover.argocd.render_check import ApiChecked
+from cutover.core.clock import Clock
+from cutover.core.views import ApplicationView, ServiceView
+from cutover.errors import ClusterError
+from cutover.githost.base import Author, GitHost
+from cutover.kube.cluster import Cluster
+from cutover.plan import Plan
+
+SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (docs/guarantees.md #7)
+
+log = structlog.get_logger("cutover")
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    cluster: Cluster
+    plan: Plan
+    host: GitHost
+    source: sources.Source
+    identity: str  # the Lease holder: the pod's name in a Job
+    author: Author
+    clock: Clock
+    dry_run: bool = False
+    api: ArgoCDApi | None = None  # the ArgoCD API, with argocd.server: refreshes and renders through it
+
+    @classmethod
+    def create(cls, cluster: Cluster, plan: Plan, host: GitHost, *, identity: str = "cutover",
+               author: Author | None = None, dry_run: bool = False, api: ArgoCDApi | None = None) -> Run:
+        """Inside the event loop (the clock follows it)."""
+
+        async def application() -> ApplicationView | None:  # read when first needed
+            if plan.argocd is None:
+                return None
+            try:
+                return await cluster.application(plan.argocd.namespace, plan.argocd.application)
+            except ClusterError as exc:
+                log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
+                return None
+
+        async def locate() -> str | None:  # the directory the Application renders
+            app = await application()
+            found = app.source_path(plan.git.url, plan.git.branch) if app else None
+            return operation.repository_path(found, what="the Application's source path") \
+                if found is not None else None
+
+        async def position() -> int | None:  # the plan's source among a multi-source Application's
+            app = await application()
+            return app.position(plan.git.url, plan.git.branch) if app and app.sources else None
+
+        source = sources.for_plan(plan, host=host, locate=locate)
+        if api is not None and not sources.SOURCES[plan.git.source].renders_itself:
+            source = ApiChecked(source, api, host, plan, position)  # ArgoCD renders what cutover cannot
+        return cls(cluster, plan, host, source, identity, author or Author(plan.git.author.name,
+                                                                          plan.git.author.email),
+                   Clock(), dry_run, api)
+
+    def bind(self, phase: str) -> None:
+        """Name the Service, the plan and the phase on every event of this task (Slack threads by them)."""
+        structlog.contextvars.bind_contextvars(service=f"{self.plan.service.namespace}/{self.plan.service.name}",
+                                               cutover=self.plan.name, phase=phase)
+
+    async def event(self, service: ServiceView, reason: str, message: str, *, warning: bool = False) -> None:
+        """A Kubernetes Event on the Service, best effort; none in a dry run."""
+        if self.dry_run:
+            return
+        try:
+            async with asyncio.timeout(SIDE_EFFECT_BUDGET):
+                await self.cluster.record_event(service, reason=reason, message=message, warning=warning,
+                                                at=self.clock.now())
+        except (ClusterError, TimeoutError) as exc:
+            log.warning("event.failed", reason=reason, error=str(exc))

@@ -1,0 +1,246 @@
+"""The phases users run as ArgoCD hooks and Jobs: the story, told with the pieces below them.
+
+Each phase reads the world once (`observe`), asks `decide` what to do, and does it. `postsync` advances a
+cutover (hold the Lease, wait and prove, commit with compare-and-swap, ask ArgoCD to refresh) or, once ArgoCD
+has applied the commit, checks the switch (`verification`); a rollback's hold stops it. `presync` is the gate:
+a revision that switches the Service to a backend of the plan must prove that backend now, or ArgoCD aborts
+the sync and the Service keeps its selector (docs/sources.md: a failed PreSync hook stops the sync); it writes nothing.
+`run` and `rollback` do the whole cutover outside a sync, waiting for ArgoCD themselves (`sync`); `syncfail` reports.
+Called by the CLI with a `context.Run`; each returns a typed result (`results`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import structlog
+
+from cutover.argocd import operation
+from cutover.core import decide, milestones
+from cutover.core.results import (
+    Audited,
+    Awaiting,
+    Completed,
+    Gated,
+    Held,
+    Result,
+    SyncFailed,
+    Verified,
+)
+from cutover.core.trailers import Trailers
+from cutover.core.views import ApplicationView
+from cutover.errors import CutoverError, VerificationFailed
+from cutover.flows import advance, sync, verification, writeback
+from cutover.flows.context import Run
+from cutover.flows.wait import prove_backend
+from cutover.kube import lease
+from cutover.sources.manifest import ManifestSource
+
+log = structlog.get_logger("cutover")
+
+
+async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
+    """The live Service, the file in Git and its history: one read each."""
+    plan = run.plan
+    live = await run.cluster.service(plan.service.namespace, plan.service.name)
+    version = await run.host.read(plan.git.path)
+    history = await writeback.history(run.host, plan)
+    in_git = await run.source.selector(version, ref=None, where=plan.git.path)
+    return decide.Observed(live, in_git, decide.last_cutover(history, plan)), writeback.Seen(version, history, in_git)
+
+
+# --- presync ---------------------------------------------------------------------------------------------------
+
+
+async def presync(run: Run, *, job_name: str | None) -> Gated:
+    run.bind("presync")
+    plan = run.plan
+    app = await sync.application(run)
+    revision = operation.syncing_revision(job_name, app)
+    if revision is None:
+        log.warning("presync.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the "
+                                                     "branch head, which may be newer than the revision synced")
+    ref = revision.sha if revision else None
+    wanted = await _synced_selector(run, app, ref)
+    live = await run.cluster.service(plan.service.namespace, plan.service.name)
+    shown = ref[:12] if ref else plan.git.branch
+    step = decide.presync_step(wanted, live, plan)
+    if isinstance(step, decide.Nothing):
+        if step.reason == "no_change":
+            log.info("presync.no_change", revision=shown)
+            return Gated(shown, changed=False)
+        log.warning("presync.unknown_selector", revision=shown, selector=dict(wanted),
+                    hint="the selector in Git is no backend of the plan: not ours to gate")
+        return Gated(shown, changed=True)
+    log.info("presync.gating", revision=shown, to=step.backend, live=decide.backend_of(plan, live.selector))
+    proven = await prove_backend(run.cluster, plan, plan.backend(step.backend), wait=True)
+    await advance.no_foreign_pods(run, step.backend)
+    return Gated(shown, True, step.backend, proven)
+
+
+async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:
+    """The selector in the revision being synced, as ArgoCD renders it: through the plan's source, or, with the
+    Source Hydrator, straight from the hydrated manifest the sync applies (docs/sources.md)."""
+    plan = run.plan
+    if app is not None and app.hydrator is not None and ref is not None:
+        path = operation.repository_path(app.hydrator.manifest, what="the Source Hydrator's syncSource.path")
+        version = await run.host.read(path, ref=ref)
+        log.info("presync.hydrated", manifest=path, revision=ref[:12], branch=app.hydrator.sync_branch)
+        return await ManifestSource(plan.git.document, "spec.selector").selector(version, ref=ref,
+                                                                                 where=f"{path}@{ref}")
+    version = await run.host.read(plan.git.path, ref=ref)
+    return await run.source.selector(version, ref=ref, where=f"{plan.git.path}@{ref or 'head'}")  # rendered
+
+
+# --- postsync --------------------------------------------------------------------------------------------------
+
+
+async def postsync(run: Run) -> Result:
+    run.bind("postsync")
+    observed, seen = await observe(run)
+    step = decide.next_step(observed, run.plan)
+    if isinstance(step, decide.Hold):
+        log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
+        return Held(step.on, step.commit, step.author)
+    if isinstance(step, decide.Advance):
+        return await (advance.would_advance(run, seen, step) if run.dry_run else
+                      advance.advance(run, observed, seen, step))
+    if observed.last is not None and observed.last.trailers.id:  # the same cutover, seen by a later Job
+        structlog.contextvars.bind_contextvars(cutover_id=observed.last.trailers.id)
+    if isinstance(step, decide.AwaitApply):
+        await sync.refresh(run)
+        return Awaiting(step.to)
+    assert isinstance(step, decide.Verify)
+    verified = await _verified(run, observed, seen, backend=step.backend)
+    log.info(milestones.COMPLETED, to=step.backend, commit=observed.last.sha[:12] if observed.last else None)
+    return verified
+
+
+async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | None, *, backend: str,
+                    to: str | None = None, hold: str | None = None) -> Verified:
+    """The switch checked through the Service; on failure, the rollback `decide` asks for (the outcome stays
+    exit 6)."""
+    trailers = observed.last.trailers if observed.last else Trailers()
+    try:
+        verified = await verification.verify(run, observed.live, trailers, backend)
+    except VerificationFailed as failure:
+        step = decide.next_step(dataclasses.replace(observed, verification_failed=True), run.plan, to=to, hold=hold)
+        if not isinstance(step, decide.RollBack):
+            raise
+        raise await _roll_back_after(run, failure, observed, seen, source=backend, to=step.to) from failure
+    if observed.last is not None and not run.dry_run:  # for `cutover audit`: this switch needs no second look
+        await lease.annotate(run.cluster, namespace=run.plan.service.namespace, service=run.plan.service.name,
+                             notes={lease.VERIFIED: observed.last.sha})
+    return verified
+
+
+async def _roll_back_after(run: Run, failure: VerificationFailed, observed: decide.Observed,
+                           seen: writeback.Seen | None, *, source: str, to: str) -> VerificationFailed:
+    """rollback.auto: commit the previous selector by the same guarded path."""
+    log.error(milestones.FAILED, cause="verification_failed", message=failure.message, then=f"roll back to {to}")
+    if run.dry_run:
+        return VerificationFailed(f"{failure.message}; dry run: would roll back to {to}", hint=failure.hint)
+    try:
+        back = await advance.advance(run, observed, seen, decide.Advance(source, to, hold=to))
+    except CutoverError as exc:
+        return VerificationFailed(f"{failure.message}; the rollback to {to} failed too: {exc.message}",
+                                  cause="rollback_failed", hint=exc.hint)
+    return VerificationFailed(f"{failure.message}; rolled back to {to} in {back.sha[:12]}",
+                              cause="verification_failed_rolled_back",
+                              hint="the Service goes back once ArgoCD syncs the rollback; fix the target, then "
+                                   "change the plan's target to try again")
+
+
+# --- run and rollback ------------------------------------------------------------------------------------------
+
+
+async def run(run: Run, *, to: str | None = None) -> Result:
+    """A whole cutover outside a sync: wait, prove, commit, wait for ArgoCD to apply it, verify.
+    An explicit run ignores a rollback's hold: it is how a person lifts it."""
+    run.bind("run")
+    observed, seen = await observe(run)
+    return await _run(run, observed, seen, to=to or run.plan.target)
+
+
+async def rollback(run: Run) -> Result:
+    """Back to the backend the last cutover left, by the same guarded path, then hold there."""
+    run.bind("rollback")
+    observed, seen = await observe(run)
+    previous = decide.rollback_to(observed, run.plan)
+    return await _run(run, observed, seen, to=previous, hold=previous)
+
+
+async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to: str,
+               hold: str | None = None) -> Result:
+    plan, loop = run.plan, asyncio.get_running_loop()
+    step = decide.next_step(observed, plan, to=to, hold=hold)
+    if isinstance(step, decide.Advance):
+        if run.dry_run:
+            return await advance.would_advance(run, seen, step)
+        commit = (await advance.advance(run, observed, seen, step)).sha
+        # When the commit landed, not when the run began: the wait before it may have taken 30 minutes, and an
+        # operation that began during that wait is one that can end without our commit (argo-cd#21902).
+        committed_at = run.clock.now()
+    else:
+        commit = observed.last.sha if observed.last else ""
+        committed_at = observed.last.date if observed.last and observed.last.date else run.clock.now()
+    started = loop.time()
+    await sync.await_applied(run, to=to, commit=commit, committed_at=committed_at)
+    log.info(milestones.SYNCED, commit=commit[:12], waited=round(loop.time() - started))
+    live = await run.cluster.service(plan.service.namespace, plan.service.name)
+    after = decide.Observed(live, plan.backend(to).selector, decide.last_cutover(
+        await writeback.history(run.host, plan), plan))
+    verified = await _verified(run, after, None, backend=to, to=to, hold=hold)
+    if hold:
+        log.info(milestones.HELD, on=hold, commit=commit[:12], hint="change the plan's target to resume cutovers")
+    log.info(milestones.COMPLETED, to=to, commit=commit[:12])
+    return Completed(verified, commit, to)
+
+
+# --- audit ---------------------------------------------------------------------------------------------------
+
+
+async def audit(run: Run) -> Audited:
+    """What the CronJob cutover-audit runs (docs/sources.md): finish a verification no hook did (rolling back on
+    failure as PostSync would), or check that the live backend still proves its names (an alert otherwise:
+    Event, Slack, exit 6). It commits nothing but such a rollback."""
+    run.bind("audit")
+    plan = run.plan
+    observed, seen = await observe(run)
+    notes = await lease.notes(run.cluster, namespace=plan.service.namespace, service=plan.service.name)
+    step = decide.audit_step(observed, plan, verified=notes.get(lease.VERIFIED))
+    if isinstance(step, decide.Nothing):
+        log.info("audit.skipped", reason=step.reason)
+        return Audited("skipped", None, step.reason)
+    if isinstance(step, decide.Verify):
+        last = observed.last
+        log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
+                    hint="a sync applied the switch without running the PostSync hook (argo-cd#22795): verifying")
+        hold = last.trailers.hold if last else None
+        await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
+        return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None)
+    await verification.still_serving(run, observed.live, step.backend)
+    return Audited("checked", step.backend, "the live backend proves its names")
+
+
+# --- syncfail --------------------------------------------------------------------------------------------------
+
+
+async def syncfail(run: Run) -> SyncFailed:
+    """Say what failed, with its cause; change nothing, unless `decide.syncfail_step` asks for a rollback."""
+    run.bind("syncfail")
+    plan = run.plan
+    app = await sync.application(run)
+    message = app.failure() if app else "the sync failed (the Application could not be read)"
+    observed, seen = await observe(run)
+    serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
+    log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
+              hint="read the hook Jobs' logs (kubectl -n cutover logs job/...) and the Application's message")
+    await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
+                    warning=True)
+    step = decide.syncfail_step(observed, plan)
+    if not isinstance(step, decide.RollBack) or run.dry_run:
+        return SyncFailed(message, serving)
+    back = await advance.advance(run, observed, seen, decide.Advance(wanted, step.to, hold=step.to))
+    return SyncFailed(message, serving, back.sha)

@@ -1,0 +1,98 @@
+"""Asking ArgoCD to look at Git now, and waiting until it has applied our commit; the rules are `argocd.operation`'s.
+
+A refresh is the annotation `argocd.argoproj.io/refresh: normal` on the Application (ArgoCD removes it once
+it has refreshed); a failed request only logs, since ArgoCD polls Git every few minutes anyway. Waiting for
+the apply polls the live Service and the Application: done when the Service selects the backend and the
+Application is healthy and idle; an operation that began before our commit and ended without it is refreshed
+again (argo-cd#21902). Called by the phases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import structlog
+
+from cutover.argocd import operation
+from cutover.core import decide
+from cutover.core.views import ApplicationView
+from cutover.errors import ClusterError, SyncTimeout
+from cutover.flows.context import Run
+
+SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
+SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
+
+log = structlog.get_logger("cutover")
+
+
+async def refresh(run: Run) -> None:
+    plan = run.plan
+    if plan.argocd is None or not plan.argocd.refresh or run.dry_run:
+        return
+    try:
+        if run.api is not None:  # no write permission on the Application needed (docs/security.md)
+            await run.api.refresh()
+            log.info("argocd.refresh_requested", application=plan.argocd.application, via="api")
+            return
+        app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
+        await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application,
+                                          hydrate=app.hydrator is not None)
+        log.info("argocd.refresh_requested", application=plan.argocd.application)
+    except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
+        log.warning("argocd.refresh_failed", error=exc.message, cause=exc.cause, hint=exc.hint)
+
+
+async def application(run: Run) -> ApplicationView | None:
+    """The plan's Application with the revisions of the plan's source, or None (no `argocd:` in the plan, or
+    unreadable: said in the log)."""
+    try:
+        return await _application(run)
+    except ClusterError as exc:
+        log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
+        return None
+
+
+async def _application(run: Run) -> ApplicationView | None:
+    plan = run.plan
+    if plan.argocd is None:
+        return None
+    app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
+    return app.for_source(plan.git.url, plan.git.branch)
+
+
+async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetime) -> None:
+    """Until the live Service selects `to` (ArgoCD applied our commit) and the Application is healthy."""
+    plan = run.plan
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SYNC_WAIT
+    target = dict(plan.backend(to).selector)
+    while True:
+        live = await run.cluster.service(plan.service.namespace, plan.service.name)
+        app = await _application(run)
+        if dict(live.selector) == target and (app is None or (app.health == "Healthy" and
+                                                              app.operation_phase != "Running")):
+            return
+        if app is not None:
+            await _judged(run, app, commit=commit, committed_at=committed_at)
+        if loop.time() + SYNC_POLL > deadline:
+            raise SyncTimeout(f"ArgoCD did not apply {commit[:12]} within {SYNC_WAIT:.0f}s",
+                              hint="check the Application in ArgoCD; re-run to continue from where this stopped")
+        log.info("argocd.waiting", commit=commit[:12], live=decide.backend_of(plan, live.selector))
+        await asyncio.sleep(SYNC_POLL)
+
+
+async def _judged(run: Run, app: ApplicationView, *, commit: str, committed_at: datetime) -> None:
+    revision = operation.applied_revision(app, commit)
+    if revision is None:  # the Source Hydrator has yet to render our dry commit to the sync branch
+        hydrator = app.hydrator
+        log.info("argocd.hydrating", commit=commit[:12], phase=hydrator.phase if hydrator else None,
+                 hydrating=(hydrator.dry_sha or "")[:12] if hydrator else None)
+        return
+    state = operation.judge_sync(app, revision=revision, committed_at=committed_at)
+    if state is operation.SyncState.FAILED:
+        raise SyncTimeout(f"ArgoCD's sync of {commit[:12]} failed", cause="argocd_sync_failed",
+                          hint=f"read the operation's message: argocd app get {app.name}")
+    if state is operation.SyncState.REFRESH_AGAIN:
+        log.info("argocd.refresh_again", commit=commit[:12], hint="an older operation ended without it")
+        await refresh(run)

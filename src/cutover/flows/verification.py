@@ -1,0 +1,132 @@
+"""The switch as ArgoCD applied it (docs/guarantees.md, the flow's step 4): the same Service object, EndpointSlices
+that are exactly the target's Ready pods, and every served name answered through every Service port as clients reach it.
+
+EndpointSlices may trail a selector change by seconds; `decide.look_again` says when to look again and
+when a problem is final. Proofs through the Service are tried again while `decide.retry_through_service`
+allows (kube-proxy may trail the slices). Called by the phases after ArgoCD applied a switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from cutover.core import decide, milestones
+from cutover.core.results import Verified
+from cutover.core.trailers import Trailers
+from cutover.core.views import ServiceView
+from cutover.engines import api, fitness, kinds, trials
+from cutover.errors import CutoverError, VerificationFailed
+from cutover.flows.context import Run
+from cutover.flows.wait import prove_backend
+from cutover.plan import Plan
+
+DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
+SERVICE_TRIES, SERVICE_RETRY = 3, 2.0  # proofs through the Service, and seconds between them
+ENDPOINTS_SETTLE, ENDPOINTS_POLL = 60.0, 2.0  # seconds EndpointSlices may trail a selector change, and between looks
+
+log = structlog.get_logger("cutover")
+
+
+async def verify(run: Run, live: ServiceView, trailers: Trailers, backend: str) -> Verified:
+    """VerificationFailed (exit 6) with every problem found, or the verified switch."""
+    problems, serving = await _settled_endpoints(run, live, trailers, backend)
+    messages = problems.messages() or await _through_the_service(run, live, backend)
+    if messages:
+        await run.event(live, "CutoverVerificationFailed", "; ".join(messages), warning=True)
+        raise VerificationFailed("; ".join(messages), hint="the switch did not land as committed; roll back with "
+                                                           "the cutover-rollback Job if clients fail")
+    ports = ports_of(run, live)
+    log.info(milestones.VERIFIED, backend=backend, endpoints=sorted(serving),
+             names=list(run.plan.verify.served_names), ports=list(ports))
+    await run.event(live, "CutoverVerified", f"the Service selects {backend}; every name answered on ports "
+                                             f"{', '.join(map(str, ports))}")
+    return Verified(backend, tuple(sorted(serving)))
+
+
+async def _settled_endpoints(run: Run, live: ServiceView, trailers: Trailers,
+                             backend: str) -> tuple[decide.SwitchProblems, set[str]]:
+    plan, loop = run.plan, asyncio.get_running_loop()
+    deadline = loop.time() + ENDPOINTS_SETTLE
+    while True:
+        pods, _ = await run.cluster.pods(plan.service.namespace, plan.backend(backend).selector)
+        ready = {pod.ip for pod in pods if pod.ready and pod.ip}
+        serving = {endpoint.ip for endpoint in await run.cluster.endpoints(plan.service.namespace, plan.service.name)
+                   if endpoint.ready}
+        problems = decide.switch_problems(trailers, live, ready=ready, serving=serving)
+        if not decide.look_again(problems, now=loop.time(), deadline=deadline, poll=ENDPOINTS_POLL):
+            return problems, serving
+        log.info("service.endpoints_waiting", serving=sorted(serving), ready=sorted(ready),
+                 hint="the EndpointSlice controller has not caught up with the selector yet")
+        await asyncio.sleep(ENDPOINTS_POLL)
+
+
+def ports_of(run: Run, live: ServiceView) -> tuple[int, ...]:
+    return run.plan.service.ports or tuple(port.port for port in live.ports)
+
+
+async def _service_address(live: ServiceView) -> str:
+    """The Service's DNS name when it resolves from here; else its ClusterIP (a selector edit never changes
+    what the name resolves to, so the ClusterIP proves the same path)."""
+    name = f"{live.name}.{live.namespace}.svc"
+    try:
+        async with asyncio.timeout(DNS_TIMEOUT):
+            await asyncio.get_running_loop().getaddrinfo(name, None)
+        return name
+    except (OSError, TimeoutError):
+        log.warning("service.dns_unavailable", name=name, using=live.cluster_ip,
+                    hint="no cluster DNS from here; checking through the ClusterIP read from the API")
+        return live.cluster_ip or name
+
+
+async def _through_the_service(run: Run, live: ServiceView, backend: str) -> list[str]:
+    """Every served name, through every Service port, as clients reach it."""
+    plan, profile = run.plan, run.plan.backend(backend)
+    method = kinds.method_for(profile.engine, plan.verify.proof)
+    address = await _service_address(live)
+    problems: list[str] = []
+    async with api.new_client(timeout=plan.verify.request_timeout) as client:
+        for port in ports_of(run, live):
+            for attempt in range(SERVICE_TRIES):
+                proof = await api.prove(client, pod=f"Service port {port}", ip=address, port=port,
+                                            engine=profile.engine, names=plan.verify.served_names, method=method)
+                if not decide.retry_through_service(proof, attempt=attempt, tries=SERVICE_TRIES):
+                    break
+                await asyncio.sleep(SERVICE_RETRY)
+            problems += [f"through {address}:{port}: {problem.message}" for problem in proof.problems]
+            if not proof.problems and plan.verify.fitness is not None:
+                problems += await _latency(client, plan, profile.engine, address, port)
+    return problems
+
+
+async def _latency(client: api.Client, plan: Plan, engine: str, address: str, port: int) -> list[str]:
+    """docs/fitness.md: through the Service, as clients reach it, a p50 over maxLatency fails like a missing name."""
+    settings = plan.verify.fitness
+    assert settings is not None
+    tried = await trials.trial(client, pod=f"Service port {port}", ip=address, port=port, engine=engine,
+                               names=plan.verify.served_names, fitness=settings, stream=False, context=False)
+    measured = fitness.side("service", [tried], ready=0)
+    log.info("service.latency", port=port, p50=measured.as_data()["latencyP50"],
+             max=measured.as_data()["latencyMax"], bound=settings.max_latency)
+    if measured.p50 is None:
+        failed = next(sample.problem for sample in tried.samples if sample.problem is not None)
+        return [f"through {address}:{port}: no fitness generation answered: {failed.message}"]
+    if measured.p50 > settings.max_latency:
+        return [f"through {address}:{port}: latency p50 {measured.p50:.2f}s is over verify.fitness.maxLatency "
+                f"{settings.max_latency:g}s (max {measured.max:.2f}s)"]
+    return []
+
+
+async def still_serving(run: Run, live: ServiceView, backend: str) -> None:
+    """The live backend's pods prove every name now (`cutover audit`); an alert otherwise: an Event, Slack (an
+    error event), exit 6."""
+    try:
+        await prove_backend(run.cluster, run.plan, run.plan.backend(backend), wait=False)
+    except CutoverError as exc:
+        message = f"the live backend {backend} no longer proves its names: {exc.message}"
+        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=exc.hint)
+        await run.event(live, "CutoverLiveBackendUnproven", message, warning=True)
+        raise VerificationFailed(message, cause="live_backend_unproven",
+                                 hint=f"clients of the Service are failing: look at the {backend} pods, or roll "
+                                      "back with the cutover-rollback Job") from exc

@@ -1,0 +1,149 @@
+"""Kubernetes API payloads (raw JSON) into the small frozen views the core decides on. Pure.
+
+Called by `cluster`, which reads the payloads; kept apart so that the translation is testable on
+plain dicts and the adapter stays about I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from cutover.core.views import (
+    ApplicationView,
+    ContainerView,
+    EndpointView,
+    HydratorView,
+    LeaseView,
+    PodView,
+    PolicyView,
+    Probe,
+    ServicePort,
+    ServiceView,
+    SourceView,
+)
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def _probe(spec: Mapping[str, Any] | None) -> Probe | None:
+    if not spec:
+        return None
+    return Probe(initial_delay=float(spec.get("initialDelaySeconds", 0)),
+                 period=float(spec.get("periodSeconds", 10)),
+                 failure_threshold=int(spec.get("failureThreshold", 3)),
+                 timeout=float(spec.get("timeoutSeconds", 1)))
+
+
+def pod_view(obj: Mapping[str, Any]) -> PodView:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    scheduled = conditions.get("PodScheduled") or {}
+    unschedulable = (scheduled.get("message") or "unschedulable") if (
+        scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable") else None
+    statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
+    containers = tuple(_container_view(c, statuses.get(c.get("name")) or {}) for c in spec.get("containers") or ())
+    return PodView(
+        namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
+        labels=dict(meta.get("labels") or {}), phase=status.get("phase", "Pending"), ip=status.get("podIP"),
+        ready=(conditions.get("Ready") or {}).get("status") == "True",
+        deleting=bool(meta.get("deletionTimestamp")), unschedulable_message=unschedulable,
+        created_at=_time(meta.get("creationTimestamp")), containers=containers,
+    )
+
+
+def _container_view(spec: Mapping[str, Any], status: Mapping[str, Any]) -> ContainerView:
+    state, last = status.get("state") or {}, (status.get("lastState") or {}).get("terminated") or {}
+    waiting, running = state.get("waiting") or {}, state.get("running") or {}
+    return ContainerView(
+        name=spec.get("name", ""), ready=bool(status.get("ready")), started_at=_time(running.get("startedAt")),
+        restarts=int(status.get("restartCount", 0)), waiting_reason=waiting.get("reason"),
+        waiting_message=waiting.get("message"), last_terminated_reason=last.get("reason"),
+        startup_probe=_probe(spec.get("startupProbe")),
+    )
+
+
+def service_view(obj: Mapping[str, Any]) -> ServiceView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    ports = tuple(ServicePort(name=p.get("name"), port=int(p["port"]), target_port=p.get("targetPort", p["port"]))
+                  for p in spec.get("ports") or ())
+    return ServiceView(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""),
+                       cluster_ip=spec.get("clusterIP"), selector=dict(spec.get("selector") or {}), ports=ports)
+
+
+def endpoint_views(obj: Mapping[str, Any]) -> list[EndpointView]:
+    views = []
+    for endpoint in obj.get("endpoints") or ():
+        ready = (endpoint.get("conditions") or {}).get("ready")
+        pod = (endpoint.get("targetRef") or {}).get("name")
+        views += [EndpointView(ip=address, ready=ready is not False, pod_name=pod)
+                  for address in endpoint.get("addresses") or ()]
+    return views
+
+
+def policy_view(obj: Mapping[str, Any]) -> PolicyView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return PolicyView(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+                      pod_selector=spec.get("podSelector") or {},
+                      policy_types=tuple(spec.get("policyTypes") or ()),
+                      ingress=tuple(spec.get("ingress") or ()))
+
+
+def lease_view(obj: Mapping[str, Any]) -> LeaseView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return LeaseView(name=meta.get("name", ""), holder=spec.get("holderIdentity"), renewed=_time(spec.get("renewTime")),
+                     duration=float(spec.get("leaseDurationSeconds") or 0), transitions=int(spec.get("leaseTransitions")
+                                                                                        or 0),
+                     resource_version=meta.get("resourceVersion", ""),
+                     annotations=dict(meta.get("annotations") or {}))
+
+
+def _source(obj: Mapping[str, Any]) -> SourceView:
+    return SourceView(obj.get("repoURL", ""), obj.get("targetRevision"), obj.get("path"))
+
+
+def _hydrator(spec: Any, status: Mapping[str, Any]) -> HydratorView | None:
+    if not isinstance(spec, Mapping):
+        return None
+    sync, current = spec.get("syncSource") or {}, status.get("currentOperation") or {}
+    return HydratorView(dry=_source(spec.get("drySource") or {}), sync_branch=sync.get("targetBranch", ""),
+                        sync_path=sync.get("path", ""), dry_sha=current.get("drySHA"),
+                        hydrated_sha=current.get("hydratedSHA"), phase=current.get("phase"))
+
+
+def application_view(obj: Mapping[str, Any]) -> ApplicationView:
+    """Single- and multi-source: `revision` or `revisions[]` in the operation, its result and the sync status."""
+    meta, status, spec = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
+    operation = status.get("operationState") or {}
+    requested_op = (obj.get("operation") or {}).get("sync") or {}
+    state_op = (operation.get("operation") or {}).get("sync") or {}
+    result = operation.get("syncResult") or {}
+    requested, synced = requested_op.get("revision"), result.get("revision")
+    revisions = result.get("revisions") or state_op.get("revisions") or requested_op.get("revisions") or ()
+    return ApplicationView(
+        namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+        sync_status=(status.get("sync") or {}).get("status"), sync_revision=(status.get("sync") or {}).get("revision"),
+        health=(status.get("health") or {}).get("status"), operation_phase=operation.get("phase"),
+        operation_revision=synced or ((operation.get("operation") or {}).get("sync") or {}).get("revision")
+        or requested,
+        operation_started=_time(operation.get("startedAt")), operation_finished=_time(operation.get("finishedAt")),
+        refresh_requested="argocd.argoproj.io/refresh" in (meta.get("annotations") or {}),
+        sources=tuple(_source(s) for s in spec.get("sources") or ()),
+        source=_source(spec["source"]) if isinstance(spec.get("source"), Mapping) else None,
+        hydrator=_hydrator(spec.get("sourceHydrator"), status.get("sourceHydrator") or {}),
+        operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
+        operation_message=operation.get("message"), operation_failures=_failures(result),
+    )
+
+
+FAILED_HOOK = ("Failed", "Error")
+
+
+def _failures(result: Mapping[str, Any]) -> tuple[str, ...]:
+    """The resources (hooks included) of a sync result that failed: status SyncFailed, or a hook phase Failed/Error."""
+    return tuple(f"{r.get('kind', '?')}/{r.get('name', '?')}: {r.get('message') or 'no message'}"
+                 for r in result.get("resources") or () if isinstance(r, Mapping)
+                 and (r.get("status") == "SyncFailed" or r.get("hookPhase") in FAILED_HOOK))

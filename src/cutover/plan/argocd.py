@@ -1,0 +1,22 @@
+"""The plan's `argocd:` section: the Application that syncs the Service, and its API when one is named."""
+
+from __future__ import annotations
+
+from cutover.plan.field import Field
+from cutover.plan.git import check_url
+from cutover.plan.model import ArgoCD
+from cutover.plan.secrets import secret_file
+
+
+def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
+    node.mapping(("application", "namespace", "refresh", "server", "tokenFile"), required=("application",))
+    server = node.child("server")
+    if server.value is not None:  # plain http:// only with git.allowInsecure, as for the Git host
+        check_url(server, server.string(), allow_insecure=allow_insecure, ssh_ok=False)
+    return ArgoCD(
+        application=node.child("application").string(),
+        namespace=node.child("namespace").string(default="argocd"),
+        refresh=node.child("refresh").boolean(default=True),
+        server=server.value,
+        token_file=secret_file(node.child("tokenFile")),
+    )

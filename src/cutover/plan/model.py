@@ -1,0 +1,169 @@
+"""The plan's model (docs/plan.md): the vocabulary the format accepts, the dataclasses a read plan is made of,
+and the rules on durations and Kubernetes labels. Pure data: no I/O; the reader builds it (`plan.reader`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+from cutover.errors import InvalidInput
+
+API_VERSION = "cutover/v1alpha1"
+KIND = "CutoverPlan"
+DEFAULT_PATH = "/etc/cutover/plan.yaml"
+ENGINES = ("vllm", "candle-vllm", "sglang", "llama.cpp", "tgi", "openai")  # a row each in `engines.kinds`
+PROOFS = ("listed", "generate", "auto")
+# The plan format's vocabulary. The wings map these names to real classes (`githost.PROVIDERS`,
+# `sources.SOURCES`) and tests/test_plan.py keeps the two in step; the plan cannot import those registries
+# (their classes import the plan).
+PROVIDERS = ("github", "gitlab", "gitea", "forgejo", "git")  # the Git providers; `git`: plain Git, HTTPS or SSH
+PUBLIC_HOSTS = {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "forgejo"}  # git.provider implied
+SOURCES = ("manifest", "kustomize", "helm-values")  # where the selector lives: what kind of file git.path is
+GIT_MODES = ("direct", "pull-request")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
+# Kubernetes label syntax: apimachinery/pkg/util/validation (qualified names and label values).
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    name: str
+    selector: Mapping[str, str]  # the effective selector, as the live Service carries it (docs/sources.md)
+    engine: str
+    port: int
+    git_value: str | None = None  # helm-values with a scalar selectorPath: what Git holds for this backend
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceRef:
+    namespace: str
+    name: str
+    ports: tuple[int, ...] | None  # None: every port of the Service
+
+
+@dataclasses.dataclass(frozen=True)
+class Verify:
+    served_names: tuple[str, ...]
+    proof: str = "auto"
+    min_ready_pods: int = 1
+    max_wait: float = 1800.0  # seconds; a ceiling, the wait follows the pods' startupProbe
+    request_timeout: float = 10.0  # seconds, per engine request
+    fitness: Fitness | None = None  # docs/fitness.md; None: the names alone decide
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitness:
+    """docs/fitness.md: beyond the names, is the target warm, fast enough, streaming, and no smaller than the live
+    one?"""
+
+    requests: int = 3  # short generations per served name and Ready pod
+    max_latency: float = 5.0  # seconds: each answer, or a stream's first data event, within this
+    stream: bool = True  # one of them streams and must end with `data: [DONE]`
+    compare: bool = True  # side by side with the backend the Service selects now
+
+
+@dataclasses.dataclass(frozen=True)
+class GitDocument:
+    kind: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GitAuthor:
+    name: str = "cutover"
+    email: str = "cutover@example.invalid"
+
+
+@dataclasses.dataclass(frozen=True)
+class GitSettings:
+    provider: str
+    url: str
+    path: str
+    document: GitDocument
+    api_url: str | None = None
+    allow_insecure: bool = False
+    branch: str = "main"
+    selector_path: str = "spec.selector"
+    mode: str = "direct"
+    author: GitAuthor = GitAuthor()
+    token_file: str | None = None
+    source: str = "manifest"  # manifest | kustomize | helm-values (docs/sources.md)
+    render_path: str | None = None  # the directory ArgoCD builds (default: the Application's source path)
+    ca_file: str | None = None  # PEM bundle of a private CA for the Git host (cutover.trust)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgoCD:
+    application: str
+    namespace: str = "argocd"
+    refresh: bool = True
+    server: str | None = None  # the ArgoCD API, for refreshes and rendered manifests (docs/sources.md)
+    token_file: str | None = None
+
+    def __repr__(self) -> str:  # the token file's path is no secret, but keep reprs short and plain
+        return f"ArgoCD(application={self.application!r}, namespace={self.namespace!r}, server={self.server!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Slack:
+    webhook_file: str | None = None
+    bot_token_file: str | None = None
+    channel: str | None = None
+    min_level: str = "info"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    name: str
+    service: ServiceRef
+    backends: Mapping[str, Backend]
+    target: str
+    verify: Verify
+    git: GitSettings
+    argocd: ArgoCD | None = None
+    rollback_auto: bool = True
+    slack: Slack | None = None
+
+    def backend(self, name: str, *, field: str = "--backend") -> Backend:
+        if name not in self.backends:
+            raise InvalidInput(
+                f"{field}: expected one of {', '.join(sorted(self.backends))}, found {name!r}",
+                hint="name a key under `backends:` in the plan",
+            )
+        return self.backends[name]
+
+
+def parse_duration(text: str) -> float:
+    """Read '90s', '30m', '1h', '1h30m' or '500ms' (a latency bound) as seconds; ValueError otherwise."""
+    match = _DURATION.match(text.strip()) if isinstance(text, str) else None
+    if not match or not any(match.groups()):
+        raise ValueError(text)
+    hours, minutes, seconds, millis = (int(group or 0) for group in match.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """Why a label key or value breaks Kubernetes label syntax (saying which rule), or None when it is fine."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"label key prefix {prefix!r} is not a DNS subdomain (lowercase alphanumerics, '-' and '.')"
+    if problem := _name_problem(name):
+        return f"label key {key!r}: its name {problem}"
+    if value and (problem := _name_problem(value)):
+        return f"label value {value!r} {problem}"
+    return None
+
+
+def _name_problem(text: str) -> str | None:
+    """What is wrong with a label name or value: its length, a character, or its ends; None when it is fine."""
+    if not text or len(text) > 63:
+        return f"is {len(text)} characters long: 1 to 63 allowed"
+    if bad := sorted({c for c in text if not (c.isascii() and (c.isalnum() or c in "-_."))}):
+        return f"holds {', '.join(repr(c) for c in bad)}: only alphanumerics, '-', '_' and '.' are allowed"
+    if not _LABEL_NAME.match(text):
+        return "must begin and end with an alphanumeric"
+    return None

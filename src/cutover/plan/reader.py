@@ -1,0 +1,140 @@
+"""Reading a plan file: `load()` reads YAML and returns one or more `Plan`s; any problem raises `InvalidInput`
+whose message names the field path, what was expected and what was found, so exit 2 says exactly what to fix.
+Each section has a reader of its own (`plan.service`, `plan.verify`, `plan.git`, `plan.argocd`, `plan.notify`)."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from cutover.errors import InvalidInput
+from cutover.plan.argocd import read_argocd
+from cutover.plan.field import Field, first_line
+from cutover.plan.git import read_git
+from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, Backend, GitSettings, Plan
+from cutover.plan.notify import read_notify
+from cutover.plan.service import dns_label, read_backends, read_service
+from cutover.plan.verify import read_verify
+from cutover.plan.yamlbounds import MAX_DEPTH, depth_bound
+
+
+def resolve_path(flag: str | None) -> str:
+    return flag or os.environ.get("CUTOVER_PLAN") or DEFAULT_PATH
+
+
+def load(path: str) -> list[Plan]:
+    """Read and validate a plan file: one plan, or several under `cutovers:`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(
+            f"plan {path}: file not found", hint="pass --plan FILE or set CUTOVER_PLAN"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"plan {path}: not UTF-8 text (byte {exc.start})", cause="invalid_plan",
+                           hint="save the plan as UTF-8") from exc
+    except OSError as exc:
+        raise InvalidInput(f"plan {path}: cannot read: {exc.strerror}", hint="check the mount") from exc
+    return parse(text, source=path)
+
+
+MAX_PLAN = 1 << 20  # bytes: a plan is a few KiB, a fleet of them well under this
+
+
+def parse(text: str, *, source: str = "plan") -> list[Plan]:
+    if len(text) > MAX_PLAN:
+        raise InvalidInput(f"{source}: {len(text)} characters: larger than the {MAX_PLAN >> 20} MiB a plan may be",
+                           cause="invalid_plan", hint="mount the plan file itself, not a bundle")
+    if depth_bound(text) > MAX_DEPTH:  # before libyaml can overflow the C stack
+        raise InvalidInput(f"{source}: nested deeper than {MAX_DEPTH} levels", cause="invalid_plan",
+                           hint="a plan is a few levels deep; fix the file")
+    yaml = YAML(typ="safe")
+    try:
+        data = yaml.load(io.StringIO(text))
+    except YAMLError as exc:
+        raise InvalidInput(f"{source}: not valid YAML: {first_line(exc)}", cause="invalid_plan",
+                           hint="fix the YAML syntax; nothing was touched") from exc
+    except RecursionError as exc:
+        raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_plan",
+                           hint="a plan is a few levels deep; fix the file") from exc
+    if _is_plan_configmap(data):  # the ConfigMap a Job mounts the plan from, checked offline as it is (docs/plan.md)
+        return parse(data["data"]["plan.yaml"], source=f"{source} (data.plan.yaml)")
+    root = Field(source, "", data)
+    return _read_root(root)
+
+
+def _is_plan_configmap(data: Any) -> bool:
+    return isinstance(data, Mapping) and data.get("kind") == "ConfigMap" and isinstance(data.get("data"), Mapping) \
+        and isinstance(data["data"].get("plan.yaml"), str)
+
+
+_PLAN_KEYS = ("metadata", "service", "backends", "target", "verify", "git", "argocd", "rollback", "notify")
+
+
+def _read_root(root: Field) -> list[Plan]:
+    root.mapping(("apiVersion", "kind", "cutovers", *_PLAN_KEYS), required=("apiVersion", "kind"))
+    if root.child("apiVersion").string() != API_VERSION:
+        raise root.child("apiVersion").fail(repr(API_VERSION))
+    if root.child("kind").string() != KIND:
+        raise root.child("kind").fail(repr(KIND))
+    if not root.present("cutovers"):
+        return [_read_plan(root, extra=("apiVersion", "kind"))]
+    if any(root.present(key) for key in _PLAN_KEYS):
+        raise root.child("cutovers").fail("either `cutovers:` or a single plan's keys at the top level, not both")
+    many = root.child("cutovers")
+    if not isinstance(many.value, list) or not many.value:
+        raise many.fail("a non-empty list of plans")
+    plans = [_read_plan(many.child(index).mapping(_PLAN_KEYS)) for index in range(len(many.value))]
+    seen: dict[tuple[str, str], int] = {}
+    for index, plan in enumerate(plans):
+        key = (plan.service.namespace, plan.service.name)
+        if key in seen:
+            raise many.child(index).child("service").fail(
+                f"a Service not already handled by cutovers[{seen[key]}] (one cutover per Service)"
+            )
+        seen[key] = index
+    return plans
+
+
+def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
+    node.mapping((*extra, *_PLAN_KEYS), required=("metadata", "service", "backends", "target", "verify", "git"))
+    meta = node.child("metadata").mapping(("name",), required=("name",))
+    backends = read_backends(node.child("backends"))
+    target = node.child("target")
+    if target.string() not in backends:
+        raise target.fail(f"the name of a backend ({', '.join(backends)})")
+    rollback = node.child("rollback")
+    if rollback.value is not None:
+        rollback.mapping(("auto",))
+    git = read_git(node.child("git"))
+    _check_git_values(backends, git, node.child("backends"))
+    return Plan(
+        name=dns_label(meta.child("name")),  # it names branches and Leases: no '/' or '..' reaches a URL
+        service=read_service(node.child("service")),
+        backends=backends,
+        target=target.string(),
+        verify=read_verify(node.child("verify")),
+        git=git,
+        argocd=read_argocd(node.child("argocd"), allow_insecure=git.allow_insecure) if node.present("argocd")
+        else None,
+        rollback_auto=rollback.child("auto").boolean(default=True),
+        slack=read_notify(node.child("notify")),
+    )
+
+
+def _check_git_values(backends: Mapping[str, Backend], git: GitSettings, node: Field) -> None:
+    """`gitValue` is what a helm-values scalar holds for a backend: only there, and then for every backend or none."""
+    valued = [name for name, backend in backends.items() if backend.git_value is not None]
+    if valued and git.source != "helm-values":
+        raise node.child(valued[0]).child("gitValue").fail("no gitValue (it is for git.source helm-values only)")
+    if valued and len(valued) != len(backends):
+        missing = next(name for name in backends if name not in valued)
+        raise node.child(missing).child("gitValue").fail("a gitValue on every backend, or on none")
+    if len({backends[name].git_value for name in valued}) != len(valued):
+        raise node.child(valued[-1]).child("gitValue").fail("a gitValue different from the other backends'")

@@ -1,0 +1,50 @@
+"""Secrets from mounted files and the environment, read one way: stripped of surrounding whitespace (a Secret
+written with `echo` ends in a newline, which once became six retries of an unusable header, and an exception
+text that carried the Slack token). Never logged. Used by the Git hosts, the ArgoCD API, Slack and the
+redactor's list of what to hide.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+
+from cutover.errors import InvalidInput
+from cutover.plan.field import Field
+
+__all__ = ["SECRETS_DIR", "from_env", "from_file", "secret_file", "secrets_dir"]
+
+SECRETS_DIR = "/var/run/secrets/cutover"  # where the Jobs mount the Secrets; CUTOVER_SECRETS_DIR elsewhere
+
+
+def from_file(path: str | None, *, field: str, cause: str, hint: str) -> str | None:
+    """The secret in `path` (None without a path); a path that cannot be read is `cause`, exit 2."""
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InvalidInput(f"{field} {path}: cannot read: {why}", cause=cause, hint=hint) from exc
+
+
+def from_env(name: str) -> str | None:
+    return (os.environ.get(name) or "").strip() or None
+
+
+def secrets_dir() -> str:
+    return os.environ.get("CUTOVER_SECRETS_DIR") or SECRETS_DIR
+
+
+def secret_file(node: Field) -> str | None:
+    """A file a credential is read from: only under the secrets directory, so that a plan cannot have the pod's
+    own ServiceAccount token (or any other file) read and sent as a credential."""
+    if node.value is None:
+        return None
+    path = node.string()
+    root = secrets_dir().rstrip("/") or "/"
+    normal = posixpath.normpath(path)
+    if not path.startswith("/") or not normal.startswith(root + "/"):
+        raise node.fail(f"a file under {root}/ (the Secrets' mount; CUTOVER_SECRETS_DIR names another)")
+    return normal

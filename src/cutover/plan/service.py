@@ -1,0 +1,68 @@
+"""The plan's `service:` and `backends:` sections: the Service handed over and the backends it can select."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from cutover.plan.field import Field
+from cutover.plan.model import ENGINES, Backend, ServiceRef, label_problem
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def dns_label(node: Field) -> str:
+    value = node.string()
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise node.fail("a DNS label (lowercase alphanumerics and '-', at most 63)")
+    return value
+
+
+def read_service(node: Field) -> ServiceRef:
+    node.mapping(("namespace", "name", "ports"), required=("namespace", "name"))
+    ports = node.child("ports")
+    port_list: tuple[int, ...] | None = None
+    if ports.value is not None:
+        if not isinstance(ports.value, list) or not ports.value:
+            raise ports.fail("a non-empty list of Service port numbers")
+        port_list = tuple(ports.child(i).integer(low=1, high=65535) for i in range(len(ports.value)))
+    return ServiceRef(namespace=dns_label(node.child("namespace")), name=dns_label(node.child("name")),
+                      ports=port_list)
+
+
+def read_backends(node: Field) -> dict[str, Backend]:
+    if not isinstance(node.value, Mapping) or len(node.value) < 2:
+        raise node.fail("a mapping of at least two backends (the one serving now and the target)")
+    backends: dict[str, Backend] = {}
+    for name, field in node.items():
+        field.mapping(("selector", "engine", "port", "gitValue"), required=("selector", "engine", "port"))
+        backends[name] = Backend(
+            name=name,
+            selector=_read_selector(field.child("selector")),
+            engine=field.child("engine").string(choices=ENGINES),
+            port=field.child("port").integer(low=1, high=65535),
+            git_value=field.child("gitValue").string() if field.present("gitValue") else None,
+        )
+    by_selector: dict[tuple[tuple[str, str], ...], str] = {}
+    for name, backend in backends.items():
+        key = tuple(sorted(backend.selector.items()))
+        if key in by_selector:
+            raise node.child(name).child("selector").fail(
+                f"a selector different from backend {by_selector[key]!r} (two backends cannot share pods)"
+            )
+        by_selector[key] = name
+    return backends
+
+
+def _read_selector(node: Field) -> dict[str, str]:
+    if not isinstance(node.value, Mapping) or not node.value:
+        raise node.fail("a non-empty mapping of label keys to values")
+    selector: dict[str, str] = {}
+    for key, field in node.items():
+        if not isinstance(field.value, str):
+            raise field.fail("a string label value (quote values such as true, 1.0 or on)")
+        problem = label_problem(key, field.value)
+        if problem:
+            raise field.fail(f"valid Kubernetes label syntax ({problem})")
+        selector[key] = field.value
+    return selector

@@ -1,0 +1,373 @@
+"""Slack as a structlog sink: milestones (and events at or above `minLevel`) become Slack messages.
+
+Processor order: the Redactor runs before this sink, so only redacted events reach it. The sink only
+enqueues and returns (a log call never waits on Slack); a named background task sends, at most one
+request per second, honouring 429 Retry-After and retrying 5xx and network errors (tenacity); progress
+is coalesced to at most one post per 60 s (a newer one replaces one still unsent); when the queue is full
+the oldest progress message goes and the drop is counted. At exit, `flush()` waits at most 5 s. A Slack
+failure never changes an outcome.
+
+Webhook mode posts one message per milestone. Bot-token mode (`chat.postMessage`, `chat.update`) opens
+one thread per cutover, keeps its head message updated with the current stage, and replies once per
+milestone. Called by the CLI, which builds the sink from the plan's `notify.slack`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+from collections.abc import MutableMapping
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+import structlog
+import tenacity
+
+from cutover import trust
+from cutover.core import milestones
+
+log = structlog.get_logger("cutover.notify")
+
+PROGRESS = (milestones.WAITING, milestones.WARMING)  # how a wait goes: coalesced, one updated message
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+QUEUE_SIZE = 50
+PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
+SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
+FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (docs/guarantees.md #7)
+FLUSH_LOOK = 0.25  # seconds between looks at a flush waiting out a rate limit: is a request in flight again?
+BREAK_AFTER = 3  # failed requests in a row before Slack is left alone for the rest of the process
+QUIET = "_notify_internal"  # marks this module's own log lines so they are never sent to Slack
+
+
+@dataclasses.dataclass
+class Message:
+    key: str  # one thread per cutover: the service and the cutover id when known
+    stage: str
+    event: dict[str, Any]
+
+    @property
+    def progress(self) -> bool:
+        return self.event.get("event") in PROGRESS
+
+
+class ThreadStore(Protocol):
+    """Where a cutover's Slack thread and announced milestones outlive the process (the next hook Job reads
+    them): `cutover.threads.LeaseThreads` keeps them in annotations on the Service's Lease."""
+
+    async def load(self, key: str) -> tuple[str | None, set[str]]: ...
+
+    async def save(self, key: str, ts: str | None, announced: set[str]) -> None: ...
+
+
+class SlackFailed(Exception):
+    def __init__(self, message: str, *, retry_after: float | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retry_after, self.retryable = retry_after, retryable
+
+
+# --- Block Kit (pure) --------------------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def escaped(value: object) -> str:
+    """Text from outside (engine answers, pod messages, commit authors) as Slack shows it literally: `&`, `<`
+    and `>` escaped, so it can neither mention (`<!channel>`) nor link (`<https://...|...>`)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def blocks(message: Message) -> list[dict[str, Any]]:
+    """A header, up to 10 fields and, on failure, the cause and the hint; within Slack's documented limits
+    (header text 150, field 2000, section text 3000 characters; at most 50 blocks)."""
+    event = message.event
+    service = str(event.get("service", "?"))
+    move = f"{event.get('source') or event.get('from') or ''} → {event.get('to') or event.get('backend') or ''}"
+    fields = [("Stage", message.stage)]
+    for key, label in (("elapsed", "Elapsed (s)"), ("budget_left", "Budget left (s)"), ("pods", "Pods"),
+                       ("names", "Names"), ("commit", "Commit"), ("url", "Link"), ("ready", "Ready pods")):
+        if event.get(key) not in (None, "", []):
+            value = event[key]
+            fields.append((label, escaped(", ".join(map(str, value)) if isinstance(value, list) else value)))
+    result: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(escaped(f"cutover {service} {move}".strip()),
+                                                                         150)}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
+                                       for label, value in fields[:10]]},
+    ]
+    if event.get("table"):  # the fitness table, old beside new (docs/fitness.md); a code block keeps its columns
+        lines = "\n".join(escaped(line) for line in event["table"])
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"```\n{lines}\n```", 3000)}})
+    if event.get("cause"):
+        detail = (f"*Cause* `{escaped(event['cause'])}`: {escaped(event.get('message', ''))}\n"
+                  f"*Hint* {escaped(event.get('hint', ''))}")
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(detail, 3000)}})
+    return result[:50]
+
+
+def text(message: Message) -> str:
+    """The plain-text fallback (notifications, screen readers)."""
+    return _clip(escaped(f"cutover {message.event.get('service', '')}: {message.stage}"), 3000)
+
+
+# --- transports --------------------------------------------------------------------------------------------
+
+
+class Webhook:
+    """An incoming webhook: one message per milestone. Only the host is ever logged."""
+
+    def __init__(self, url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url, self.host = url, urlsplit(url).hostname or "?"
+        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False, verify=trust.context())
+
+    async def send(self, message: Message) -> None:
+        response = await self.client.post(self.url, json={"text": text(message), "blocks": blocks(message)})
+        _check(response)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class Bot:
+    """A bot token and a channel: one thread per cutover, its head message updated in place."""
+
+    def __init__(self, token: str, channel: str, *, api: str = "https://slack.com/api",
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.channel, self.host = channel, urlsplit(api).hostname or "?"
+        self.client = httpx.AsyncClient(base_url=api, timeout=5.0, transport=transport, trust_env=False,
+                                        headers={"Authorization": f"Bearer {token}"}, verify=trust.context())
+        self.threads: dict[str, str] = {}  # cutover key -> ts of the head message
+
+    async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self.client.post(f"/{method}", json=body)
+        _check(response)
+        answer: dict[str, Any] = response.json()
+        if not answer.get("ok"):
+            error = str(answer.get("error", "unknown"))
+            raise SlackFailed(f"Slack {method}: {error}", retryable=error in ("ratelimited", "internal_error",
+                                                                               "service_unavailable"))
+        return answer
+
+    async def send(self, message: Message) -> None:
+        head = self.threads.get(message.key)
+        payload = {"channel": self.channel, "text": text(message), "blocks": blocks(message)}
+        if head is None:
+            answer = await self._call("chat.postMessage", payload)
+            self.threads[message.key] = str(answer["ts"])
+            return
+        await self._call("chat.update", {**payload, "ts": head})
+        if not message.progress:  # progress lives in the head message only: no stream of replies
+            await self._call("chat.postMessage", {**payload, "thread_ts": head})
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _check(response: httpx.Response) -> None:
+    if response.status_code == 429:
+        after = response.headers.get("retry-after", "")
+        raise SlackFailed("Slack rate limit (429)", retry_after=float(after) if after.isdigit() else SEND_EVERY)
+    if response.status_code >= 500:
+        raise SlackFailed(f"Slack answered {response.status_code}")
+    if response.status_code >= 400:
+        raise SlackFailed(f"Slack refused the message ({response.status_code})", retryable=False)
+
+
+# --- the queue, the sender and the sink --------------------------------------------------------------------
+
+
+class Outbox:
+    """What waits to be sent, bounded: when full, the oldest progress message gives way."""
+
+    def __init__(self, size: int = QUEUE_SIZE) -> None:
+        self.items: collections.deque[Message] = collections.deque()
+        self.size, self.dropped = size, 0
+        self.ready = asyncio.Event()
+        self.drained = asyncio.Event()  # set whenever nothing waits any more
+        self.drained.set()
+        self._last_progress: dict[str, float] = {}
+
+    def put(self, message: Message, *, now: float) -> None:
+        if message.progress:
+            last = self._last_progress.get(message.key)
+            if last is not None and now - last < PROGRESS_EVERY:
+                return  # coalesced: progress is one updated message, not a stream
+            self._last_progress[message.key] = now
+            stale = next((i for i, item in enumerate(self.items) if item.progress and item.key == message.key), None)
+            if stale is not None:  # still unsent: the newer progress says more, in the older one's place
+                self.items[stale] = message
+                return
+        if len(self.items) >= self.size:
+            oldest = next((item for item in self.items if item.progress), self.items[0])
+            self.items.remove(oldest)
+            self.dropped += 1
+        self.items.append(message)
+        self.drained.clear()
+        self.ready.set()
+
+
+class Breaker:
+    """Slack failing again and again (5xx, timeouts, no connection): stop trying for the rest of the process and
+    say so once, so that a Slack outage costs the work nothing (each flush would otherwise wait its whole budget).
+    A rate limit (429 with Retry-After) is Slack working as documented, not a failure."""
+
+    def __init__(self, after: int = BREAK_AFTER) -> None:
+        self.after, self.failures, self.open = after, 0, False
+
+    def record(self, exc: BaseException | None) -> None:
+        if exc is None:
+            self.failures = 0
+        elif not (isinstance(exc, SlackFailed) and (exc.retry_after is not None or not exc.retryable)):
+            self.failures += 1
+            if self.failures >= self.after:
+                self.trip(f"{self.failures} failures in a row, the last: {exc or type(exc).__name__}")
+
+    def trip(self, why: str) -> None:
+        if not self.open:
+            self.open = True
+            log.warning("slack.circuit_open", why=why, then="no more Slack messages from this process",
+                        **{QUIET: True})
+
+
+class Sender:
+    def __init__(self, transport: Webhook | Bot, outbox: Outbox, *, store: ThreadStore | None = None,
+                 breaker: Breaker | None = None) -> None:
+        self.transport, self.outbox, self.store = transport, outbox, store
+        self.breaker = breaker or Breaker()
+        self._asking_since: float | None = None  # loop time the request in flight was sent
+        self._silent_since: float | None = None  # since when requests went out and Slack answered none
+        self.sent = 0
+        self.task: asyncio.Task[None] | None = None
+        self._announced: dict[str, set[str]] = {}
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="slack sender")
+
+    async def _run(self) -> None:
+        while True:
+            if not self.outbox.items:
+                self.outbox.ready.clear()
+                await self.outbox.ready.wait()
+                continue
+            if self.breaker.open:  # what waits is dropped and counted: flush reports it once
+                self.outbox.dropped += len(self.outbox.items)
+                self.outbox.items.clear()
+                self.outbox.drained.set()
+                continue
+            message = self.outbox.items[0]
+            posted = False
+            try:
+                if await self._fresh(message):
+                    await self._deliver(message)
+                    posted = True
+                    self.sent += 1
+                    await self._remember(message)
+            except Exception as exc:
+                log.warning("slack.dropped", error=str(exc), stage=message.stage, host=self.transport.host,
+                            **{QUIET: True})
+            if self.outbox.items and self.outbox.items[0] is message:
+                self.outbox.items.popleft()
+            if not self.outbox.items:
+                self.outbox.drained.set()
+            if posted:
+                await asyncio.sleep(SEND_EVERY)  # one request a second, per channel
+
+    async def _fresh(self, message: Message) -> bool:
+        """False for a milestone this cutover already announced (a re-run of the same Job says it again)."""
+        if message.key not in self._announced:
+            ts, announced = await self.store.load(message.key) if self.store else (None, set())
+            self._announced[message.key] = announced
+            if ts and isinstance(self.transport, Bot):
+                self.transport.threads.setdefault(message.key, ts)
+        return message.progress or message.stage not in self._announced[message.key]
+
+    async def _remember(self, message: Message) -> None:
+        if message.progress:
+            return
+        self._announced[message.key].add(message.stage)
+        if self.store is not None:
+            ts = self.transport.threads.get(message.key) if isinstance(self.transport, Bot) else None
+            await self.store.save(message.key, ts, self._announced[message.key])
+
+    async def _deliver(self, message: Message) -> None:
+        async for attempt in tenacity.AsyncRetrying(
+                retry=tenacity.retry_if_exception(lambda exc: not self.breaker.open and (
+                    isinstance(exc, httpx.TransportError) or (isinstance(exc, SlackFailed) and exc.retryable))),
+                wait=_wait, stop=tenacity.stop_after_attempt(4), reraise=True):
+            with attempt:
+                now = asyncio.get_running_loop().time()
+                self._asking_since = now
+                self._silent_since = now if self._silent_since is None else self._silent_since
+                try:
+                    await self.transport.send(message)
+                except Exception as exc:
+                    if isinstance(exc, SlackFailed):  # an answer, if not the one hoped for
+                        self._silent_since = None
+                    self.breaker.record(exc)
+                    raise
+                finally:
+                    self._asking_since = None
+                self._silent_since = None
+                self.breaker.record(None)
+
+    async def flush(self, budget: float = FLUSH_BUDGET, *, idle: float = FLUSH_BUDGET) -> None:
+        """Give queued messages up to `budget` seconds while Slack keeps taking them, and at most `idle` seconds
+        without one taken: a Slack that accepts and never answers holds the exit `idle` seconds whatever the
+        budget (the demo's is 30 s, to post its story one message a second), never longer (docs/guarantees.md #7)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + budget
+        while not self.outbox.drained.is_set():
+            now, silent = loop.time(), self._silent_since
+            until = end if silent is None else min(end, silent + idle)  # no answer for `idle` s: done
+            if now >= until:
+                break
+            with contextlib.suppress(TimeoutError):  # between requests (a Retry-After), look again shortly
+                await asyncio.wait_for(self.outbox.drained.wait(), min(until - now, FLUSH_LOOK))
+        if not self.outbox.drained.is_set():  # what is left is counted below, then dropped
+            stuck = self._asking_since is not None and loop.time() - self._asking_since > 1
+            if stuck or self.breaker.failures:  # Slack not answering, or failing: not merely a long queue
+                self.breaker.trip(f"messages still unsent after {min(budget, idle):g}s without an answer"
+                                  if stuck else f"messages still unsent after {budget:g}s")
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.outbox.items or self.outbox.dropped:
+            log.warning("slack.unsent", left=len(self.outbox.items), dropped=self.outbox.dropped,
+                        host=self.transport.host, **{QUIET: True})
+        await self.transport.aclose()
+
+
+def _wait(state: tenacity.RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    asked = getattr(exc, "retry_after", None)
+    return float(asked) if asked is not None else min(8.0, 2.0 ** (state.attempt_number - 1))
+
+
+class SlackSink:
+    """The structlog processor: decides what is worth a message, enqueues it, returns at once."""
+
+    def __init__(self, outbox: Outbox, *, min_level: str = "info") -> None:
+        self.outbox, self.min_level = outbox, LEVELS.get(min_level, 20)
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if event.pop(QUIET, False):
+            return event
+        name = str(event.get("event", ""))
+        stage = milestones.STAGES.get(name)
+        # Outside the milestones only warnings and errors, however low minLevel is: every info line in
+        # Slack is the spam ArgoCD users complain about most (argo-cd#14316).
+        if stage is None and LEVELS.get(method, 20) >= max(self.min_level, LEVELS["warning"]):
+            stage = name
+        if stage is None:
+            return event
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:  # no loop: nothing can send it anyway
+            return event
+        key = str(event.get("cutover_id") or f"{event.get('service', '')}:{event.get('cutover', '')}")
+        self.outbox.put(Message(key, stage, dict(event)), now=now)
+        return event
