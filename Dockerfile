@@ -12,7 +12,7 @@
 # kustomize, for `git.source: kustomize` (the render check builds what ArgoCD builds): the static binary of the
 # official image (kustomize.Dockerfile in kubernetes-sigs/kustomize copies it to /app/kustomize). Pin the digest
 # where the image is built: --build-arg KUSTOMIZE_DIGEST=sha256:... (docker buildx imagetools inspect
-# registry.k8s.io/kustomize/kustomize:v5.5.0); tests/test_packaging.py checks this wiring.
+# registry.k8s.io/kustomize/kustomize:v5.5.0); tests/install/test_packaging.py checks this wiring.
 ARG KUSTOMIZE_DIGEST=""
 FROM registry.k8s.io/kustomize/kustomize:v5.5.0${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize
 

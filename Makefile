@@ -40,7 +40,7 @@ lint: $(STAMP)
 
 # The invariants' state machine over 10,000 random histories instead of 300 (minutes; not part of CI).
 soak: $(STAMP)
-	CUTOVER_HISTORIES=10000 $(BIN)/pytest tests/test_invariants.py -q -o timeout=0 -p no:cacheprovider
+	CUTOVER_HISTORIES=10000 $(BIN)/pytest tests/core/test_invariants.py -q -o timeout=0 -p no:cacheprovider
 
 # The real tier (docs/testing.md): builds what is missing (minutes the first time, nothing after), then runs the
 # scenarios against the real control plane inside a network namespace of its own (root), and prints their table.

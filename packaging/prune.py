@@ -10,7 +10,7 @@
 - cutover/demo: the simulated world behind `cutover demo`. The Dockerfile's context leaves it out already
   (.dockerignore); this keeps an image built from an installed wheel just as free of it.
 
-Usage: python packaging/prune.py SITE_PACKAGES. tests/test_image.py runs cutover against a pruned tree and
+Usage: python packaging/prune.py SITE_PACKAGES. tests/install/test_image.py runs cutover against a pruned tree and
 checks that none of it is ever imported.
 """
 

@@ -100,7 +100,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The fault-injection suite's table: fault, outcome (exit codes of each run), commits, cause."""
     import sys
 
-    rows = getattr(sys.modules.get("test_faults"), "TABLE", None)
+    rows = getattr(sys.modules.get("harness"), "TABLE", None)
     if not rows:
         return
     header = ("area", "fault", "exits", "commits", "cause")

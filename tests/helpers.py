@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import kmock
 
 from cutover.cli import outcome
@@ -57,3 +60,26 @@ def outside_the_selector(text: str) -> list[str]:
         inside = False
         lines.append(line)
     return lines
+
+
+@dataclasses.dataclass
+class Client:
+    """Calls the Service's name once a second, as the poimen client does, and counts failures."""
+
+    url: str
+    sent: int = 0
+    failed: int = 0
+
+    async def run(self) -> None:
+        # A new connection per request, so that each one goes where kube-proxy sends new connections.
+        async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+            while True:
+                self.sent += 1
+                try:
+                    answer = await http.post(self.url, json={"model": "reasoning-long", "max_tokens": 1,
+                                                             "messages": [{"role": "user", "content": "hi"}]})
+                    ok = answer.status_code == 200 and bool(answer.json().get("choices"))
+                except (httpx.HTTPError, ValueError):
+                    ok = False
+                self.failed += 0 if ok else 1
+                await asyncio.sleep(1)

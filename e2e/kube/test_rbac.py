@@ -88,7 +88,7 @@ def test_each_command_is_allowed_what_it_asks(tier: Tier, name: str, args: list[
 def test_no_request_of_the_service_account_was_refused(tier: Tier) -> None:
     """Run after every other scenario (conftest): each of their Jobs ran as the ServiceAccount. While the
     apiserver restarts (test_watch) it refuses until its RBAC caches sync (kubernetes#121635): cutover retries
-    those (tests/test_cluster.py), and they are not the Roles' doing."""
+    those (tests/kube/test_cluster.py), and they are not the Roles' doing."""
     events = tier.audit()
     assert events, "the audit log holds no request of the ServiceAccount"
     refused = [(e["verb"], e["requestURI"], e["responseStatus"]["code"]) for e in events

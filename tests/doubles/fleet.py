@@ -1,6 +1,6 @@
 """Many Services in one simulated world, for the scale run: Service i has its own name, its own vLLM and
 candle-vllm pods (a `fleet` label tells them apart), its own file in the GitOps repository and its own entry
-under the plan's `cutovers:`. Used by bench/run.py and tests/test_scale.py.
+under the plan's `cutovers:`. Used by bench/run.py and tests/flows/test_scale.py.
 """
 
 from __future__ import annotations

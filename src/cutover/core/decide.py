@@ -11,7 +11,7 @@ docs/guarantees.md, one place each:
   #4  one cutover per Service ......... `lease_rules.judge` on the Service's Lease
   #5  a re-run never commits twice .... `git_step` (ALREADY: Git holds it), `held_by` (a rollback's hold),
                                            `rollback_to` (a rollback already in Git is finished, not redone)
-Called by the phases and by tests/test_decide.py (a row per rule) and tests/test_invariants.py.
+Called by the phases and by tests/core/test_decide.py (a row per rule) and tests/core/test_invariants.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A selector may be committed only if it picks at least `minReadyPods` Ready pods 
 within the last 60 s, and none of another backend's pods. The phases list the pods the selector picks just
 before the write (one request) and ask `judge`; a proof that went stale, or pods that stopped being Ready since,
 mean "prove again"; a pod of another backend is final. Used by `phases._advance`; driven through random
-histories by tests/test_invariants.py.
+histories by tests/core/test_invariants.py.
 """
 
 from __future__ import annotations

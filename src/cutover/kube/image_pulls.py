@@ -5,7 +5,7 @@ The kubelet reports a failing pull as `ErrImagePull`, whose message is the conta
 `ImagePullBackOff` between retries, whose message (on kubelets before 1.33) is only `Back-off pulling image
 "…"`. So the last error seen is kept per pod (`PullLog`), and a back-off whose reason was never seen is given
 until the kubelet's back-off, which tops out at 300 s, must have shown an `ErrImagePull` again. The texts
-matched are containerd's and CRI-O's (examples in tests/test_readiness.py).
+matched are containerd's and CRI-O's (examples in tests/kube/test_readiness.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ DEFAULT_PATH = "/etc/cutover/plan.yaml"
 ENGINES = ("vllm", "candle-vllm", "sglang", "llama.cpp", "tgi", "openai")  # a row each in `engines.kinds`
 PROOFS = ("listed", "generate", "auto")
 # The plan format's vocabulary. The wings map these names to real classes (`githost.PROVIDERS`,
-# `sources.SOURCES`) and tests/test_plan.py keeps the two in step; the plan cannot import those registries
+# `sources.SOURCES`) and tests/plan/test_plan.py keeps the two in step; the plan cannot import those registries
 # (their classes import the plan).
 PROVIDERS = ("github", "gitlab", "gitea", "forgejo", "git")  # the Git providers; `git`: plain Git, HTTPS or SSH
 PUBLIC_HOSTS = {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "forgejo"}  # git.provider implied

@@ -16,7 +16,7 @@ import contracts
 from cutover import plan
 from cutover.sources import kustomize_build
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES = "1.33.0"  # the schema version the manifests are checked against
 WORKLOADS = {"pods", "deployments", "statefulsets", "daemonsets", "replicasets", "jobs", "cronjobs", "services",
              "replicationcontrollers", "inferenceservices", "*"}

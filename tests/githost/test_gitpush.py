@@ -29,7 +29,7 @@ from doubles.gitssh import SshGitServer
 from helpers import named
 
 TOKEN = "glpat-" + "S" * 24
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 AUTHOR = Author("cutover", "cutover@example.invalid")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = {"__init__.py", "argocd.py", "contents.py", "engines.py", "gitrepo.py", "hosts.py", "kube.py", "story.py",
         "world.py"}
 TEST_ONLY = {path.name for path in (ROOT / "tests" / "doubles").glob("*.py")} - {"__init__.py"}

@@ -15,7 +15,7 @@ import kubernetes
 
 from cutover.demo.world import World
 
-PRUNE = Path(__file__).parent.parent / "packaging" / "prune.py"
+PRUNE = Path(__file__).parents[2] / "packaging" / "prune.py"
 PROGRAM = """
 import sys
 from cutover.cli import main

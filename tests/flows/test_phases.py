@@ -32,7 +32,7 @@ from helpers import named, told
 
 pytestmark = pytest.mark.looptime
 
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 
 

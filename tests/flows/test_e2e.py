@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from cutover import errors, plan
@@ -24,37 +23,14 @@ from cutover.flows.context import Run
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
-from helpers import told
+from helpers import Client, told
 
 pytestmark = pytest.mark.looptime
 
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 AUTHOR = Author("cutover", "cutover@example.invalid")
 APPS = "argoproj.io/v1alpha1/applications"
-
-
-@dataclasses.dataclass
-class Client:
-    """Calls the Service's name once a second, as the poimen client does, and counts failures."""
-
-    url: str
-    sent: int = 0
-    failed: int = 0
-
-    async def run(self) -> None:
-        # A new connection per request, so that each one goes where kube-proxy sends new connections.
-        async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as http:
-            while True:
-                self.sent += 1
-                try:
-                    answer = await http.post(self.url, json={"model": "reasoning-long", "max_tokens": 1,
-                                                             "messages": [{"role": "user", "content": "hi"}]})
-                    ok = answer.status_code == 200 and bool(answer.json().get("choices"))
-                except (httpx.HTTPError, ValueError):
-                    ok = False
-                self.failed += 0 if ok else 1
-                await asyncio.sleep(1)
 
 
 @dataclasses.dataclass

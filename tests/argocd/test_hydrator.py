@@ -22,8 +22,7 @@ from cutover.flows import phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
-from helpers import named
-from test_e2e import Client
+from helpers import Client, named
 
 pytestmark = pytest.mark.looptime
 

@@ -10,9 +10,9 @@ import pytest
 import structlog
 
 from cutover.cli import main
-from test_plan import BAD, GOOD
+from plans import BAD, GOOD
 
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 
 
 def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str,

@@ -26,7 +26,7 @@ from cutover.demo.world import World
 from cutover.sources import yaml_edit
 from helpers import outside_the_selector
 
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 _world = World.__new__(World)
 _world.port = 8080
 (PLAN,) = plan.parse(_world.plan_text())

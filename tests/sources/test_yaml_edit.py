@@ -13,7 +13,7 @@ from cutover.errors import InvalidInput
 from cutover.plan import GitDocument
 from cutover.sources import yaml_edit
 
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 SERVICE = GitDocument("Service", "reasoning-long-predictor")
 CANDLE = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}
 VLLM = {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",

@@ -30,7 +30,7 @@ from doubles.gitlab import FakeGitLab
 from helpers import named
 
 TOKEN = "ghp_" + "T" * 36
-FIXTURE = (Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml").read_text()
+FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml").read_text()
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 AUTHOR = Author("cutover", "cutover@example.invalid")
 

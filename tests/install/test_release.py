@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 
 import cutover
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_cutover_version_prints_the_one_version() -> None:

@@ -166,7 +166,7 @@ async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover:
     assert any(e.get("cutover") == "[REDACTED]" for e in result.events)
 
 
-FIXTURE = Path(__file__).parent / "fixtures" / "reasoning-long-service.yaml"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.yaml"
 
 
 async def test_a_report_goes_through_the_redactor_as_log_lines_do(cutover: Run, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from ruamel.yaml import YAML
 
 from cutover.sources import kustomize_build
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
 IN_CLUSTER = "https://kubernetes.default.svc"
 # the cluster-scoped kinds the examples could hold; every other kind they hold must be one of NAMESPACED, so that

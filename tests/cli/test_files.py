@@ -17,10 +17,10 @@ import pytest
 from cutover import plan
 from cutover.sources import kustomize_build, yaml_edit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
 
-FILES = Path(__file__).parent / "fixtures" / "files"
+FILES = Path(__file__).parent.parent / "fixtures" / "files"
 EDITABLE = sorted(path.name for path in FILES.iterdir() if path.name != "aliased.yaml")
 WANTED = {"app": "chat-candle", "component": "predictor", "engine": "candle"}
 SELECTOR = ",".join(f"{key}={value}" for key, value in WANTED.items())

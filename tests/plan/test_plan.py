@@ -1,0 +1,146 @@
+"""The plan file: a good plan reads into the model; every bad plan names the field, the expectation and
+what was found (docs/plan.md)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cutover import plan
+from cutover.errors import ExitCode, InvalidInput
+from plans import BAD, GOOD, edit
+
+
+def test_the_spec_example_reads_into_the_model() -> None:
+    (one,) = plan.parse(GOOD)
+    assert one.name == "reasoning-long"
+    assert one.service.ports == (80, 8080)
+    assert one.backends["candle"].selector == {"app.kubernetes.io/name": "llm-reasoning-candle",
+                                               "component": "predictor"}
+    assert one.backends["candle"].engine == "candle-vllm"
+    assert one.target == "candle"
+    assert one.verify.max_wait == 1800.0
+    assert one.verify.request_timeout == 10.0
+    assert one.verify.served_names == ("reasoning-long", "reasoning")
+    assert one.git.document == plan.GitDocument("Service", "reasoning-long-predictor")
+    assert one.argocd == plan.ArgoCD("llm-serving", "argocd", True)
+    assert one.slack is not None and one.slack.webhook_file == "/var/run/secrets/cutover/slack/webhook"
+
+
+def test_defaults_fill_what_the_spec_leaves_optional() -> None:
+    text = GOOD.replace("  proof: auto\n  minReadyPods: 1\n  maxWait: 30m\n  requestTimeout: 10s\n", "")
+    (one,) = plan.parse(text.split("argocd:")[0])
+    assert one.verify == plan.Verify(served_names=("reasoning-long", "reasoning"))
+    assert one.argocd is None and one.rollback_auto is True and one.slack is None
+
+
+def test_several_services_under_cutovers() -> None:
+    body = GOOD.split("kind: CutoverPlan\n", 1)[1]
+    second = body.replace("name: reasoning-long-predictor", "name: chat-predictor").replace(
+        "name: reasoning-long\n", "name: chat\n")
+    text = "apiVersion: cutover/v1alpha1\nkind: CutoverPlan\ncutovers:\n" + "".join(
+        "  - " + textwrap.indent(doc, "    ").lstrip() for doc in (body, second))
+    plans = plan.parse(text)
+    assert [p.name for p in plans] == ["reasoning-long", "chat"]
+    assert [p.service.name for p in plans] == ["reasoning-long-predictor", "chat-predictor"]
+
+
+def test_where_credentials_may_come_from_and_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Git token to git.url's host, api.github.com for github.com, or a host git.apiHosts names; credential
+    files under the Secrets' mount, or under CUTOVER_SECRETS_DIR where a run names another."""
+    (public,) = plan.parse(edit("  apiUrl: null\n", "  apiUrl: https://api.github.com\n"))
+    assert public.git.api_url == "https://api.github.com"
+    (listed,) = plan.parse(edit("  apiUrl: null\n", "  apiUrl: https://git-api.internal/v3\n"
+                                                    "  apiHosts: [git-api.internal]\n"))
+    assert listed.git.api_url == "https://git-api.internal/v3"
+    monkeypatch.setenv("CUTOVER_SECRETS_DIR", "/home/me/.config/cutover/")
+    (local,) = plan.parse(GOOD.replace("/var/run/secrets/cutover/", "/home/me/.config/cutover/"))
+    assert local.git.token_file == "/home/me/.config/cutover/git/token"
+    with pytest.raises(InvalidInput, match=r"a file under /home/me/\.config/cutover/"):
+        plan.parse(GOOD)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("90s", 90.0), ("30m", 1800.0), ("1h", 3600.0), ("1h30m", 5400.0), ("2m5s", 125.0), ("500ms", 0.5),
+    ("2s500ms", 2.5), ("1m", 60.0),
+])
+def test_durations(text: str, expected: float) -> None:
+    assert plan.parse_duration(text) == expected
+
+
+def test_fitness_defaults_and_values() -> None:
+    (off,) = plan.parse(GOOD)
+    assert off.verify.fitness is None  # absent: the names alone decide, as before
+    (defaults,) = plan.parse(edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: {}\n"))
+    assert defaults.verify.fitness == plan.Fitness(requests=3, max_latency=5.0, stream=True, compare=True)
+    (empty,) = plan.parse(edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness:\n"))
+    assert empty.verify.fitness == plan.Fitness()
+    (chosen,) = plan.parse(edit("  requestTimeout: 10s\n", "  requestTimeout: 10s\n  fitness: {requests: 20, "
+                                                             "maxLatency: 750ms, stream: false, compare: false}\n"))
+    assert chosen.verify.fitness == plan.Fitness(requests=20, max_latency=0.75, stream=False, compare=False)
+
+
+
+
+@pytest.mark.parametrize(("why", "text", "field", "words"), BAD, ids=[case[0] for case in BAD])
+def test_bad_plans_name_the_field_and_what_was_found(why: str, text: str, field: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        plan.parse(text, source="plan.yaml")
+    message = caught.value.message
+    assert message.startswith(f"plan.yaml: {field}: expected "), message
+    assert "L" * 36 not in message and "S" * 40 not in message and "hunter2" not in message  # never echoed
+    assert words in message, message
+    assert caught.value.exit_code == ExitCode.INVALID_INPUT
+    assert caught.value.hint
+
+
+def test_not_yaml_at_all() -> None:
+    with pytest.raises(InvalidInput, match=r"^plan.yaml: not valid YAML: ") as caught:
+        plan.parse("service: [unclosed\n", source="plan.yaml")
+    assert caught.value.cause == "invalid_plan"  # as docs/causes.md says, not invalid_input
+
+
+def test_duplicate_keys_are_refused() -> None:
+    with pytest.raises(InvalidInput, match=r"not valid YAML: .*duplicate key") as caught:
+        plan.parse(GOOD + "target: vllm\n", source="plan.yaml")
+    assert caught.value.cause == "invalid_plan" and "yaml.dev" not in caught.value.message
+
+
+def test_a_missing_file_says_where_it_looked(tmp_path: object) -> None:
+    with pytest.raises(InvalidInput, match=re.escape("plan /nowhere/plan.yaml: file not found")):
+        plan.load("/nowhere/plan.yaml")
+
+
+def test_one_service_twice_under_cutovers() -> None:
+    body = GOOD.split("kind: CutoverPlan\n", 1)[1]
+    text = "apiVersion: cutover/v1alpha1\nkind: CutoverPlan\ncutovers:\n" + "".join(
+        "  - " + textwrap.indent(body, "    ").lstrip() for _ in range(2))
+    with pytest.raises(InvalidInput, match=r"cutovers\[1\]\.service: expected a Service not already handled"):
+        plan.parse(text)
+
+
+def test_the_bad_plan_corpus_is_large_enough() -> None:
+    assert len(BAD) >= 15
+
+
+def test_the_plan_configmap_itself_is_a_plan_file() -> None:
+    """--plan takes the ConfigMap a Job mounts (its data."plan.yaml"), as the example ships it (docs/plan.md)."""
+    example = Path(__file__).parents[2] / "manifests" / "examples" / "llm-serving" / "workload" / "plan-configmap.yaml"
+    (one,) = plan.parse(example.read_text(), source="plan-configmap.yaml")
+    assert one.name == "reasoning-long" and one.target in one.backends
+    broken = example.read_text().replace("    target: candle", "    targett: candle", 1)
+    with pytest.raises(InvalidInput, match=r"^plan-configmap.yaml \(data.plan.yaml\): targett: expected"):
+        plan.parse(broken, source="plan-configmap.yaml")
+
+
+def test_the_plans_names_are_the_registries_rows() -> None:
+    """The plan owns the vocabulary, the wings its classes: a name without a class (or the reverse) is caught here."""
+    from cutover import githost, sources
+
+    assert tuple(githost.PROVIDERS) == plan.PROVIDERS
+    assert tuple(sources.SOURCES) == plan.SOURCES
+    assert set(plan.PUBLIC_HOSTS.values()) <= set(plan.PROVIDERS)
+    assert [name for name, kind in sources.SOURCES.items() if kind.renders_itself] == ["kustomize"]
