@@ -139,8 +139,10 @@ def test_the_plan_configmap_itself_is_a_plan_file() -> None:
 def test_the_plans_names_are_the_registries_rows() -> None:
     """The plan owns the vocabulary, the wings its classes: a name without a class (or the reverse) is caught here."""
     from cutover import githost, sources
+    from cutover.engines import kinds
 
     assert tuple(githost.PROVIDERS) == plan.PROVIDERS
-    assert tuple(sources.SOURCES) == plan.SOURCES
+    assert tuple(kinds.ENGINES) == plan.ENGINES
+    assert tuple(sources.SOURCES) == tuple(plan.SOURCES)
     assert set(plan.PUBLIC_HOSTS.values()) <= set(plan.PROVIDERS)
     assert [name for name, kind in sources.SOURCES.items() if kind.renders_itself] == ["kustomize"]

@@ -244,16 +244,16 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
 
 
 async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan]) -> list[Report]:
+    from cutover import sources  # noqa: PLC0415
     from cutover.kube import cluster  # noqa: PLC0415
-    from cutover.sources import kustomize_build  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
         if args.command == "verify":
             plan.backend(args.backend)
         if args.to is not None:
             plan.backend(args.to, field="--to")
-        if plan.git.source == "kustomize" and args.command not in ("verify", "status"):
-            kustomize_build.require()  # kustomize_missing, exit 2
+        if args.command not in ("verify", "status"):
+            sources.check_tools(plan)  # kustomize_missing, exit 2
     main_task = asyncio.current_task()
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -40,8 +40,9 @@ def _check_api_host(api_url: Field, hosts: Field, url: str) -> tuple[str, ...]:
 
 
 def read_git(node: Field) -> GitSettings:
-    source = node.child("source").string(default="manifest", choices=SOURCES)
-    node.mapping(_GIT_KEYS, required=("url", "path") if source == "helm-values" else ("url", "path", "document"))
+    source = node.child("source").string(default="manifest", choices=tuple(SOURCES))
+    needs_document = SOURCES[source].needs_document
+    node.mapping(_GIT_KEYS, required=("url", "path", "document") if needs_document else ("url", "path"))
     url_field = node.child("url")
     url = url_field.string()
     allow_insecure = node.child("allowInsecure").boolean(default=False)
@@ -51,7 +52,7 @@ def read_git(node: Field) -> GitSettings:
         check_url(api_url, api_url.string(), allow_insecure=allow_insecure, ssh_ok=False)
     _check_api_host(api_url, node.child("apiHosts"), url)
     document = node.child("document")
-    if document.value is not None or source != "helm-values":  # a values file has no kind and name
+    if document.value is not None or needs_document:
         document.mapping(("kind", "name"), required=("kind", "name"))
     author = node.child("author")
     if author.value is not None:

@@ -19,7 +19,22 @@ PROOFS = ("listed", "generate", "auto")
 # (their classes import the plan).
 PROVIDERS = ("github", "gitlab", "gitea", "forgejo", "git")  # the Git providers; `git`: plain Git, HTTPS or SSH
 PUBLIC_HOSTS = {"github.com": "github", "gitlab.com": "gitlab", "codeberg.org": "forgejo"}  # git.provider implied
-SOURCES = ("manifest", "kustomize", "helm-values")  # where the selector lives: what kind of file git.path is
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceFormat:
+    """What the plan asks with a `git.source`: a `git.document` to find the Service by (a values file has no kind
+    and name), and whether backends name the scalar the file holds (`backends.<name>.gitValue`)."""
+
+    needs_document: bool = True
+    takes_git_value: bool = False
+
+
+SOURCES: Mapping[str, SourceFormat] = {  # where the selector lives: what kind of file git.path is
+    "manifest": SourceFormat(),
+    "kustomize": SourceFormat(),
+    "helm-values": SourceFormat(needs_document=False, takes_git_value=True),
+}
 GIT_MODES = ("direct", "pull-request")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 

@@ -17,7 +17,7 @@ from cutover.errors import InvalidInput
 from cutover.plan.argocd import read_argocd
 from cutover.plan.field import Field, first_line
 from cutover.plan.git import read_git
-from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, Backend, GitSettings, Plan
+from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, SOURCES, Backend, GitSettings, Plan
 from cutover.plan.notify import read_notify
 from cutover.plan.service import dns_label, read_backends, read_service
 from cutover.plan.verify import read_verify
@@ -131,8 +131,9 @@ def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
 def _check_git_values(backends: Mapping[str, Backend], git: GitSettings, node: Field) -> None:
     """`gitValue` is what a helm-values scalar holds for a backend: only there, and then for every backend or none."""
     valued = [name for name, backend in backends.items() if backend.git_value is not None]
-    if valued and git.source != "helm-values":
-        raise node.child(valued[0]).child("gitValue").fail("no gitValue (it is for git.source helm-values only)")
+    if valued and not SOURCES[git.source].takes_git_value:
+        takers = " or ".join(name for name, source in SOURCES.items() if source.takes_git_value)
+        raise node.child(valued[0]).child("gitValue").fail(f"no gitValue (it is for git.source {takers} only)")
     if valued and len(valued) != len(backends):
         missing = next(name for name in backends if name not in valued)
         raise node.child(missing).child("gitValue").fail("a gitValue on every backend, or on none")

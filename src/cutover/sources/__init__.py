@@ -8,12 +8,13 @@ from collections.abc import Mapping
 
 from cutover.githost.base import GitHost
 from cutover.plan import GitSettings, Plan
+from cutover.sources import kustomize_build
 from cutover.sources.base import Locate, SelectorEdit, Source, SourceKind, Trees
 from cutover.sources.helm import HelmValuesSource
 from cutover.sources.kustomize import KustomizeSource
 from cutover.sources.manifest import ManifestSource
 
-__all__ = ["SOURCES", "SelectorEdit", "Source", "for_plan", "offline"]
+__all__ = ["SOURCES", "SelectorEdit", "Source", "check_tools", "for_plan", "offline"]
 
 SOURCES: Mapping[str, SourceKind] = {  # the classes: `from_settings` builds one, `renders_itself` says who renders
     "manifest": ManifestSource,  # a plain YAML file ArgoCD applies as written
@@ -27,6 +28,12 @@ def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None =
     source path (the default directory to render). A kind that cannot render itself (`renders_itself`) is
     render-checked through the ArgoCD API by the caller that has one (`argocd.render_check.ApiChecked`)."""
     return _for(plan.git, plan=plan, host=host, locate=locate)
+
+
+def check_tools(plan: Plan) -> None:
+    """Before anything connects: a source that renders itself needs kustomize here (`kustomize_missing`, exit 2)."""
+    if SOURCES[plan.git.source].renders_itself:
+        kustomize_build.require()
 
 
 def offline(plan: Plan, *, checkout: Trees) -> Source:
