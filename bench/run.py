@@ -242,12 +242,12 @@ def bench_slack_overhead(events: int) -> float:
     import io
 
     from cutover import logs
-    from cutover.slack import sink
+    from cutover.slack import blocks, sink
 
     async def measure(with_sink: bool) -> float:
         outbox = sink.Outbox(size=10)
         for index in range(10):
-            outbox.put(sink.Message(f"k{index}", "started", {"event": "cutover.started"}), now=0.0)
+            outbox.put(blocks.Message(f"k{index}", "started", {"event": "cutover.started"}), now=0.0)
         logs.configure(fmt="json", stream=io.StringIO(), sinks=[sink.SlackSink(outbox)] if with_sink else [])
         log = structlog.get_logger("cutover")
         start = time.perf_counter()
@@ -264,7 +264,7 @@ def bench_slack_overhead(events: int) -> float:
 async def _slack_messages() -> tuple[int, int]:
     from cutover import logs
     from cutover.githost.github import GitHub
-    from cutover.slack import sink
+    from cutover.slack import sink, transports
     from doubles.slack import FakeSlack
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,7 +279,7 @@ async def _slack_messages() -> tuple[int, int]:
             import io
 
             logs.configure(fmt="json", stream=io.StringIO(), sinks=[sink.SlackSink(outbox)])
-            sender = sink.Sender(sink.Bot(slack.token, "C1", api=slack.url + "/api"), outbox)
+            sender = sink.Sender(transports.Bot(slack.token, "C1", api=slack.url + "/api"), outbox)
             sender.start()
             kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
             host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)

@@ -22,7 +22,8 @@ from cutover.errors import ClusterError, GitError, InvalidInput
 from cutover.githost.github import GitHub
 from cutover.githost.gitpush import GitPush
 from cutover.plan import ArgoCD
-from cutover.slack.sink import Message, Webhook
+from cutover.slack.blocks import Message
+from cutover.slack.transports import Webhook
 from doubles.argocd_api import FakeArgoCDApi
 from doubles.githttp import GitHttpServer
 from doubles.slack import FakeSlack

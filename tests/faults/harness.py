@@ -37,7 +37,7 @@ from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault
 from cutover.demo.world import BACKENDS, JOB_NAMESPACE, NAMESPACE, SERVICE, Script, SimPod, World
 from cutover.demo.world import PODS as PODS_PATH
-from cutover.slack import sink
+from cutover.slack import breaker
 from doubles.githttp import GitHttpServer
 from doubles.gitlab import FakeGitLab
 from doubles.slack import FakeSlack
@@ -319,7 +319,7 @@ def slack_faults(*faults: tuple[int, dict[str, str]]) -> Callable[[Stage], None]
 def slack_always(status: int) -> Callable[[Stage], None]:
     def arrange(stage: Stage) -> None:
         stage.slack.always = status
-        stage.cleanups.append(lambda: _at_most(stage.slack.failed, sink.BREAK_AFTER))
+        stage.cleanups.append(lambda: _at_most(stage.slack.failed, breaker.BREAK_AFTER))
     return arrange
 
 

@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from cutover import logs
-from cutover.slack import sink
+from cutover.slack import blocks, breaker, sink, transports
 from doubles.slack import FakeSlack
 
 pytestmark = pytest.mark.looptime
@@ -34,7 +34,7 @@ def output() -> Iterator[io.StringIO]:
     structlog.reset_defaults()
 
 
-def wire(transport: sink.Webhook | sink.Bot, output: io.StringIO, secrets: list[str],
+def wire(transport: transports.Webhook | transports.Bot, output: io.StringIO, secrets: list[str],
          size: int = sink.QUEUE_SIZE) -> sink.Sender:
     outbox = sink.Outbox(size)
     logs.configure(fmt="json", stream=output, secrets=secrets, sinks=[sink.SlackSink(outbox)])
@@ -54,7 +54,7 @@ def story(log: Any) -> None:
 
 
 async def test_webhook_mode_posts_one_message_per_milestone(slack: FakeSlack, output: io.StringIO) -> None:
-    sender = wire(sink.Webhook(slack.webhook), output, [slack.webhook])
+    sender = wire(transports.Webhook(slack.webhook), output, [slack.webhook])
     log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
     story(log)
     await sender.flush(budget=60)
@@ -67,7 +67,7 @@ async def test_webhook_mode_posts_one_message_per_milestone(slack: FakeSlack, ou
 
 
 async def test_bot_mode_one_thread_with_its_head_updated_in_place(slack: FakeSlack, output: io.StringIO) -> None:
-    bot = sink.Bot(slack.token, "C0123", api=slack.url + "/api")
+    bot = transports.Bot(slack.token, "C0123", api=slack.url + "/api")
     sender = wire(bot, output, [slack.token])
     log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
     story(log)
@@ -84,7 +84,7 @@ async def test_bot_mode_one_thread_with_its_head_updated_in_place(slack: FakeSla
 
 async def test_429_waits_as_asked_and_500_is_retried(slack: FakeSlack, output: io.StringIO) -> None:
     slack.faults = [(429, {"Retry-After": "7"}), (500, {})]
-    sender = wire(sink.Webhook(slack.webhook), output, [slack.webhook])
+    sender = wire(transports.Webhook(slack.webhook), output, [slack.webhook])
     loop = asyncio.get_running_loop()
     start = loop.time()
     structlog.get_logger("cutover").info("cutover.started", service=SERVICE, to="candle")
@@ -95,7 +95,7 @@ async def test_429_waits_as_asked_and_500_is_retried(slack: FakeSlack, output: i
 
 async def test_a_hanging_slack_never_holds_the_exit_longer_than_5s(slack: FakeSlack, output: io.StringIO) -> None:
     slack.hang = True
-    sender = wire(sink.Webhook(slack.webhook), output, [slack.webhook])
+    sender = wire(transports.Webhook(slack.webhook), output, [slack.webhook])
     structlog.get_logger("cutover").info("cutover.completed", service=SERVICE, to="candle")
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -109,7 +109,7 @@ async def test_a_hanging_slack_holds_even_a_long_flush_5s_at_most(slack: FakeSla
     """The demo gives its story 30 s to post (one message a second); a Slack that accepts and never answers
     once made it take 22 s (three hung requests before the breaker opened, then the rest of the budget)."""
     slack.hang = True
-    sender = wire(sink.Webhook(slack.webhook), output, [slack.webhook])
+    sender = wire(transports.Webhook(slack.webhook), output, [slack.webhook])
     log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
     story(log)
     loop = asyncio.get_running_loop()
@@ -120,7 +120,7 @@ async def test_a_hanging_slack_holds_even_a_long_flush_5s_at_most(slack: FakeSla
 
 
 async def test_a_slack_that_answers_gets_the_whole_long_budget(slack: FakeSlack, output: io.StringIO) -> None:
-    sender = wire(sink.Webhook(slack.webhook), output, [slack.webhook])
+    sender = wire(transports.Webhook(slack.webhook), output, [slack.webhook])
     log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
     for n in range(8):
         log.warning(f"engine.slow_{n}")  # eight messages, one a second: more than 5 s in all
@@ -131,7 +131,7 @@ async def test_a_slack_that_answers_gets_the_whole_long_budget(slack: FakeSlack,
 
 
 async def test_an_unreachable_slack_is_dropped_quietly(output: io.StringIO) -> None:
-    sender = wire(sink.Webhook("http://127.0.0.1:9/services/T/B/hidden-token-path"), output,
+    sender = wire(transports.Webhook("http://127.0.0.1:9/services/T/B/hidden-token-path"), output,
                   ["http://127.0.0.1:9/services/T/B/hidden-token-path"])
     structlog.get_logger("cutover").info("cutover.started", service=SERVICE)
     await sender.flush(budget=60)
@@ -142,7 +142,7 @@ async def test_an_unreachable_slack_is_dropped_quietly(output: io.StringIO) -> N
 def test_a_full_queue_drops_the_oldest_progress_and_counts() -> None:
     outbox = sink.Outbox(size=3)
     for index, name in enumerate(("target.waiting", "cutover.started", "names.proven", "git.committed")):
-        outbox.put(sink.Message(f"k{index}", name, {"event": name}), now=index * 100.0)
+        outbox.put(blocks.Message(f"k{index}", name, {"event": name}), now=index * 100.0)
     assert [m.event["event"] for m in outbox.items] == ["cutover.started", "names.proven", "git.committed"]
     assert outbox.dropped == 1
 
@@ -151,7 +151,7 @@ def test_a_newer_progress_replaces_one_still_unsent_in_its_place() -> None:
     outbox = sink.Outbox()
     for at, name in ((0, "cutover.started"), (10, "target.waiting"), (20, "target.ready"), (100, "target.warming"),
                      (130, "target.waiting"), (200, "target.waiting")):
-        outbox.put(sink.Message("k", name, {"event": name, "at": at}), now=float(at))
+        outbox.put(blocks.Message("k", name, {"event": name, "at": at}), now=float(at))
     assert [(m.event["event"], m.event["at"]) for m in outbox.items] == [
         ("cutover.started", 0), ("target.waiting", 200), ("target.ready", 20)]
     assert outbox.dropped == 0
@@ -160,7 +160,7 @@ def test_a_newer_progress_replaces_one_still_unsent_in_its_place() -> None:
 def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
     event = {"event": "cutover.failed", "service": "s" * 500, "to": "candle", "cause": "crash_loop",
              "message": "m" * 5000, "hint": "read the logs", **{f"k{i}": i for i in range(30)}}
-    rendered = sink.blocks(sink.Message("k", "failed", event))
+    rendered = blocks.blocks(blocks.Message("k", "failed", event))
     assert len(rendered[0]["text"]["text"]) <= 150
     assert all(len(field["text"]) <= 2000 for field in rendered[1]["fields"]) and len(rendered[1]["fields"]) <= 10
     assert len(rendered[2]["text"]["text"]) <= 3000 and "`crash_loop`" in rendered[2]["text"]["text"]
@@ -169,7 +169,7 @@ def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
 
 def test_the_fitness_table_is_a_code_block_of_escaped_lines() -> None:
     table = ["             old (vllm)  new (candle)", "context      32768       40960", "note         <!channel>"]
-    rendered = sink.blocks(sink.Message("k", "names proven", {"event": "names.proven", "table": table}))
+    rendered = blocks.blocks(blocks.Message("k", "names proven", {"event": "names.proven", "table": table}))
     block = next(b["text"]["text"] for b in rendered if b.get("text", {}).get("text", "").startswith("```"))
     assert block.splitlines()[1:3] == table[:2]  # columns kept: a code block, lines as they were
     assert "&lt;!channel&gt;" in block and "<!channel>" not in block
@@ -182,7 +182,7 @@ async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: F
     from cutover.slack import threads
 
     def process() -> sink.Sender:  # each hook Job is a new process with a new sender
-        bot = sink.Bot(slack.token, "C0123", api=slack.url + "/api")
+        bot = transports.Bot(slack.token, "C0123", api=slack.url + "/api")
         outbox = sink.Outbox()
         logs.configure(fmt="json", stream=output, sinks=[sink.SlackSink(outbox)])
         sender = sink.Sender(bot, outbox, store=threads.LeaseThreads(kube, namespace=NAMESPACE, service=NAME))
@@ -218,8 +218,8 @@ def test_what_came_from_outside_cannot_mention_or_link() -> None:
     event = {"event": "names.failed", "service": "llm-serving/svc", "cause": "http_status",
              "message": "pod x: <!channel> please <https://evil.example|click> & see", "hint": "a > b",
              "commit": "by Eve <eve@example.invalid>"}
-    message = sink.Message("k", "failed", event)
-    rendered = json.dumps(sink.blocks(message)) + sink.text(message)
+    message = blocks.Message("k", "failed", event)
+    rendered = json.dumps(blocks.blocks(message)) + blocks.text(message)
     assert "<!channel>" not in rendered and "<https://" not in rendered and "<eve@" not in rendered
     assert "&lt;!channel&gt; please &lt;https://evil.example|click&gt; &amp; see" in rendered
     assert "*Cause* `http_status`" in rendered  # our own formatting stays formatting
@@ -229,13 +229,13 @@ async def test_a_failing_slack_is_left_alone_after_three_tries(slack: FakeSlack,
     """Slack answering 500 to everything: three requests, then no more for the rest of the process; the work
     waits for none of it (the flush returns as soon as the breaker opens, not at its budget)."""
     slack.always = 500
-    sender = wire(sink.Webhook(slack.webhook), output, [slack.webhook])
+    sender = wire(transports.Webhook(slack.webhook), output, [slack.webhook])
     log = structlog.get_logger("cutover").bind(service=SERVICE, cutover="reasoning-long")
     story(log)
     loop = asyncio.get_running_loop()
     start = loop.time()
     await sender.flush(budget=60)
-    assert slack.failed == sink.BREAK_AFTER and slack.posted == []
+    assert slack.failed == breaker.BREAK_AFTER and slack.posted == []
     assert loop.time() - start <= 1 + 2 + 0.1  # the backoff between the three tries, nothing more
     lines = [json.loads(line) for line in output.getvalue().splitlines()]
     (opened,) = [line for line in lines if line["event"] == "slack.circuit_open"]
@@ -245,14 +245,14 @@ async def test_a_failing_slack_is_left_alone_after_three_tries(slack: FakeSlack,
 
 
 def test_a_rate_limit_or_a_refusal_does_not_open_the_breaker() -> None:
-    breaker = sink.Breaker(after=2)
+    circuit = breaker.Breaker(after=2)
     for _ in range(5):
-        breaker.record(sink.SlackFailed("429", retry_after=3.0))
-        breaker.record(sink.SlackFailed("400", retryable=False))
-    assert not breaker.open
-    breaker.record(sink.SlackFailed("500"))
-    breaker.record(None)  # a success in between: the count starts again
-    breaker.record(TimeoutError())
-    assert not breaker.open
-    breaker.record(sink.SlackFailed("503"))
-    assert breaker.open
+        circuit.record(transports.SlackFailed("429", retry_after=3.0))
+        circuit.record(transports.SlackFailed("400", retryable=False))
+    assert not circuit.open
+    circuit.record(transports.SlackFailed("500"))
+    circuit.record(None)  # a success in between: the count starts again
+    circuit.record(TimeoutError())
+    assert not circuit.open
+    circuit.record(transports.SlackFailed("503"))
+    assert circuit.open

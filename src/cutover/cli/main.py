@@ -273,7 +273,7 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
 def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Sender | None:
     """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands.
     Its thread and announced milestones live on that plan's Service Lease, for the next Job to find."""
-    from cutover.slack import sink, threads  # noqa: PLC0415
+    from cutover.slack import sink, threads, transports  # noqa: PLC0415
 
     chosen = next((plan for plan in plans if plan.slack), None)
     settings = chosen.slack if chosen else None
@@ -281,11 +281,11 @@ def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube:
         return None
     webhook = _read_secret(settings.webhook_file, "CUTOVER_SLACK_WEBHOOK")
     token = _read_secret(settings.bot_token_file, "CUTOVER_SLACK_BOT_TOKEN")
-    transport: sink.Webhook | sink.Bot
+    transport: transports.Webhook | transports.Bot
     if token and settings.channel:
-        transport = sink.Bot(token, settings.channel)
+        transport = transports.Bot(token, settings.channel)
     elif webhook:
-        transport = sink.Webhook(webhook)
+        transport = transports.Webhook(webhook)
     else:
         return None
     outbox = sink.Outbox()

@@ -39,7 +39,7 @@ from cutover.flows.context import Run
 from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
-from cutover.slack import sink
+from cutover.slack import sink, transports
 from cutover.sources import kustomize_build, yaml_edit
 
 SERVICE_FILE = "k8s/apps/llm-serving/reasoning-long-service.yaml"  # without kustomize: one plain file
@@ -227,16 +227,16 @@ class Narration:
         return event
 
 
-def _slack_from_env() -> sink.Webhook | sink.Bot | None:
+def _slack_from_env() -> transports.Webhook | transports.Bot | None:
     """CUTOVER_SLACK_WEBHOOK, or CUTOVER_SLACK_BOT_TOKEN with CUTOVER_SLACK_CHANNEL: see the messages first."""
     token, channel = os.environ.get("CUTOVER_SLACK_BOT_TOKEN"), os.environ.get("CUTOVER_SLACK_CHANNEL")
     if token and channel:
-        return sink.Bot(token, channel, api=os.environ.get("CUTOVER_SLACK_API", "https://slack.com/api"))
+        return transports.Bot(token, channel, api=os.environ.get("CUTOVER_SLACK_API", "https://slack.com/api"))
     webhook = os.environ.get("CUTOVER_SLACK_WEBHOOK")
-    return sink.Webhook(webhook) if webhook else None
+    return transports.Webhook(webhook) if webhook else None
 
 
-async def _post(outbox: sink.Outbox, transport: sink.Webhook | sink.Bot) -> int:
+async def _post(outbox: sink.Outbox, transport: transports.Webhook | transports.Bot) -> int:
     """After the story: send what it said, in real time (the story itself ran in fake time)."""
     sender = sink.Sender(transport, outbox)
     sender.start()

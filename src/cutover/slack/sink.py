@@ -7,9 +7,9 @@ is coalesced to at most one post per 60 s (a newer one replaces one still unsent
 the oldest progress message goes and the drop is counted. At exit, `flush()` waits at most 5 s. A Slack
 failure never changes an outcome.
 
-Webhook mode posts one message per milestone. Bot-token mode (`chat.postMessage`, `chat.update`) opens
-one thread per cutover, keeps its head message updated with the current stage, and replies once per
-milestone. Called by the CLI, which builds the sink from the plan's `notify.slack`.
+How a message reads is `blocks`, how it travels `transports` (a webhook, or a bot thread per cutover), when
+Slack is left alone `breaker`, where a thread outlives the process `threads`. Called by the CLI, which builds
+the sink from the plan's `notify.slack`.
 """
 
 from __future__ import annotations
@@ -17,167 +17,35 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 from collections.abc import MutableMapping
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import httpx
 import structlog
 import tenacity
 
-from cutover import trust
 from cutover.core import milestones
+from cutover.slack import QUIET
+from cutover.slack.blocks import Message
+from cutover.slack.breaker import Breaker
+from cutover.slack.transports import SEND_EVERY, Bot, SlackFailed, Webhook
 
 log = structlog.get_logger("cutover.notify")
 
-PROGRESS = (milestones.WAITING, milestones.WARMING)  # how a wait goes: coalesced, one updated message
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 QUEUE_SIZE = 50
 PROGRESS_EVERY = 60.0  # seconds between progress posts of one cutover
-SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
 FLUSH_BUDGET = 5.0  # seconds the process waits for Slack at exit (docs/guarantees.md #7)
 FLUSH_LOOK = 0.25  # seconds between looks at a flush waiting out a rate limit: is a request in flight again?
-BREAK_AFTER = 3  # failed requests in a row before Slack is left alone for the rest of the process
-QUIET = "_notify_internal"  # marks this module's own log lines so they are never sent to Slack
-
-
-@dataclasses.dataclass
-class Message:
-    key: str  # one thread per cutover: the service and the cutover id when known
-    stage: str
-    event: dict[str, Any]
-
-    @property
-    def progress(self) -> bool:
-        return self.event.get("event") in PROGRESS
 
 
 class ThreadStore(Protocol):
     """Where a cutover's Slack thread and announced milestones outlive the process (the next hook Job reads
-    them): `cutover.threads.LeaseThreads` keeps them in annotations on the Service's Lease."""
+    them): `cutover.slack.threads.LeaseThreads` keeps them in annotations on the Service's Lease."""
 
     async def load(self, key: str) -> tuple[str | None, set[str]]: ...
 
     async def save(self, key: str, ts: str | None, announced: set[str]) -> None: ...
-
-
-class SlackFailed(Exception):
-    def __init__(self, message: str, *, retry_after: float | None = None, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.retry_after, self.retryable = retry_after, retryable
-
-
-# --- Block Kit (pure) --------------------------------------------------------------------------------------
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def escaped(value: object) -> str:
-    """Text from outside (engine answers, pod messages, commit authors) as Slack shows it literally: `&`, `<`
-    and `>` escaped, so it can neither mention (`<!channel>`) nor link (`<https://...|...>`)."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def blocks(message: Message) -> list[dict[str, Any]]:
-    """A header, up to 10 fields and, on failure, the cause and the hint; within Slack's documented limits
-    (header text 150, field 2000, section text 3000 characters; at most 50 blocks)."""
-    event = message.event
-    service = str(event.get("service", "?"))
-    move = f"{event.get('source') or event.get('from') or ''} → {event.get('to') or event.get('backend') or ''}"
-    fields = [("Stage", message.stage)]
-    for key, label in (("elapsed", "Elapsed (s)"), ("budget_left", "Budget left (s)"), ("pods", "Pods"),
-                       ("names", "Names"), ("commit", "Commit"), ("url", "Link"), ("ready", "Ready pods")):
-        if event.get(key) not in (None, "", []):
-            value = event[key]
-            fields.append((label, escaped(", ".join(map(str, value)) if isinstance(value, list) else value)))
-    result: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _clip(escaped(f"cutover {service} {move}".strip()),
-                                                                         150)}},
-        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
-                                       for label, value in fields[:10]]},
-    ]
-    if event.get("table"):  # the fitness table, old beside new (docs/fitness.md); a code block keeps its columns
-        lines = "\n".join(escaped(line) for line in event["table"])
-        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"```\n{lines}\n```", 3000)}})
-    if event.get("cause"):
-        detail = (f"*Cause* `{escaped(event['cause'])}`: {escaped(event.get('message', ''))}\n"
-                  f"*Hint* {escaped(event.get('hint', ''))}")
-        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(detail, 3000)}})
-    return result[:50]
-
-
-def text(message: Message) -> str:
-    """The plain-text fallback (notifications, screen readers)."""
-    return _clip(escaped(f"cutover {message.event.get('service', '')}: {message.stage}"), 3000)
-
-
-# --- transports --------------------------------------------------------------------------------------------
-
-
-class Webhook:
-    """An incoming webhook: one message per milestone. Only the host is ever logged."""
-
-    def __init__(self, url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.url, self.host = url, urlsplit(url).hostname or "?"
-        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False, verify=trust.context())
-
-    async def send(self, message: Message) -> None:
-        response = await self.client.post(self.url, json={"text": text(message), "blocks": blocks(message)})
-        _check(response)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
-class Bot:
-    """A bot token and a channel: one thread per cutover, its head message updated in place."""
-
-    def __init__(self, token: str, channel: str, *, api: str = "https://slack.com/api",
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.channel, self.host = channel, urlsplit(api).hostname or "?"
-        self.client = httpx.AsyncClient(base_url=api, timeout=5.0, transport=transport, trust_env=False,
-                                        headers={"Authorization": f"Bearer {token}"}, verify=trust.context())
-        self.threads: dict[str, str] = {}  # cutover key -> ts of the head message
-
-    async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = await self.client.post(f"/{method}", json=body)
-        _check(response)
-        answer: dict[str, Any] = response.json()
-        if not answer.get("ok"):
-            error = str(answer.get("error", "unknown"))
-            raise SlackFailed(f"Slack {method}: {error}", retryable=error in ("ratelimited", "internal_error",
-                                                                               "service_unavailable"))
-        return answer
-
-    async def send(self, message: Message) -> None:
-        head = self.threads.get(message.key)
-        payload = {"channel": self.channel, "text": text(message), "blocks": blocks(message)}
-        if head is None:
-            answer = await self._call("chat.postMessage", payload)
-            self.threads[message.key] = str(answer["ts"])
-            return
-        await self._call("chat.update", {**payload, "ts": head})
-        if not message.progress:  # progress lives in the head message only: no stream of replies
-            await self._call("chat.postMessage", {**payload, "thread_ts": head})
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
-def _check(response: httpx.Response) -> None:
-    if response.status_code == 429:
-        after = response.headers.get("retry-after", "")
-        raise SlackFailed("Slack rate limit (429)", retry_after=float(after) if after.isdigit() else SEND_EVERY)
-    if response.status_code >= 500:
-        raise SlackFailed(f"Slack answered {response.status_code}")
-    if response.status_code >= 400:
-        raise SlackFailed(f"Slack refused the message ({response.status_code})", retryable=False)
-
-
-# --- the queue, the sender and the sink --------------------------------------------------------------------
 
 
 class Outbox:
@@ -208,29 +76,6 @@ class Outbox:
         self.items.append(message)
         self.drained.clear()
         self.ready.set()
-
-
-class Breaker:
-    """Slack failing again and again (5xx, timeouts, no connection): stop trying for the rest of the process and
-    say so once, so that a Slack outage costs the work nothing (each flush would otherwise wait its whole budget).
-    A rate limit (429 with Retry-After) is Slack working as documented, not a failure."""
-
-    def __init__(self, after: int = BREAK_AFTER) -> None:
-        self.after, self.failures, self.open = after, 0, False
-
-    def record(self, exc: BaseException | None) -> None:
-        if exc is None:
-            self.failures = 0
-        elif not (isinstance(exc, SlackFailed) and (exc.retry_after is not None or not exc.retryable)):
-            self.failures += 1
-            if self.failures >= self.after:
-                self.trip(f"{self.failures} failures in a row, the last: {exc or type(exc).__name__}")
-
-    def trip(self, why: str) -> None:
-        if not self.open:
-            self.open = True
-            log.warning("slack.circuit_open", why=why, then="no more Slack messages from this process",
-                        **{QUIET: True})
 
 
 class Sender:
