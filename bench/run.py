@@ -46,12 +46,12 @@ import looptime
 import structlog
 
 from cutover import plan
+from cutover.core.repository import Author, GitHost
 from cutover.core.trailers import Trailers
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, World
 from cutover.flows import wait, writeback
-from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab

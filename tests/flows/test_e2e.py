@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from cutover import errors, plan
+from cutover.core.repository import Author
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, Script, World
 from cutover.flows import phases
 from cutover.flows.context import Run
-from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from helpers import Client, told

@@ -16,6 +16,7 @@ import argocd_observed
 from conftest import GIT_TOKEN
 from cutover import plan
 from cutover.core import decide, milestones
+from cutover.core.repository import Author
 from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
@@ -24,7 +25,6 @@ from cutover.demo.world import BACKENDS, Script, World
 from cutover.errors import CutoverError, LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
 from cutover.flows import phases, writeback
 from cutover.flows.context import Run
-from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from cutover.sources import yaml_edit
@@ -451,7 +451,7 @@ def test_previous_backend(now: str, trailers: Trailers | None, previous: str) ->
     world = World.__new__(World)
     world.port = 8080
     (the_plan,) = plan.parse(world.plan_text())
-    from cutover.githost.base import Commit
+    from cutover.core.views import Commit
 
     last = Commit("abc", "t", "a", None, trailers) if trailers else None
     assert decide.previous_backend(the_plan, now, last) == previous

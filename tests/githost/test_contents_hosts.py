@@ -15,6 +15,7 @@ import pytest
 from contracts import Recorder, spec
 from cutover import plan
 from cutover.core import proofs
+from cutover.core.repository import Author, GitHost
 from cutover.core.trailers import Trailers
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
@@ -22,7 +23,6 @@ from cutover.demo.hosts import FakeHost, Fault
 from cutover.demo.world import World
 from cutover.errors import GitError, InvalidInput
 from cutover.flows import writeback
-from cutover.githost.base import Author, GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab

@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from cutover import plan
+from cutover.core.repository import Author
 from cutover.core.trailers import Trailers
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import World
 from cutover.errors import GitError
 from cutover.flows import writeback
 from cutover.githost import gitpush
-from cutover.githost.base import Author, HostUnavailable
+from cutover.githost.base import HostUnavailable
 from cutover.githost.gitpush import GitPush
 from cutover.sources import yaml_edit
 from doubles.githttp import GitHttpServer

@@ -179,13 +179,14 @@ async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: F
                                                                       world: Any, kube: Any) -> None:
     from cutover.demo.world import NAMESPACE
     from cutover.demo.world import SERVICE as NAME
+    from cutover.kube import lease
     from cutover.slack import threads
 
     def process() -> sink.Sender:  # each hook Job is a new process with a new sender
         bot = transports.Bot(slack.token, "C0123", api=slack.url + "/api")
         outbox = sink.Outbox()
         logs.configure(fmt="json", stream=output, sinks=[sink.SlackSink(outbox)])
-        sender = sink.Sender(bot, outbox, store=threads.LeaseThreads(kube, namespace=NAMESPACE, service=NAME))
+        sender = sink.Sender(bot, outbox, store=threads.LeaseThreads(lease.Notes(kube, NAMESPACE, NAME)))
         sender.start()
         return sender
 
@@ -209,8 +210,8 @@ async def test_a_later_job_finds_the_thread_and_announces_nothing_twice(slack: F
     assert set(heads) == set(replies) == {"1700000000.000001"}
     stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
     assert stages.count("started") == 1 and "verified" in stages
-    lease = world.kube.stored("coordination.k8s.io/v1/leases", NAMESPACE, f"cutover-{NAME}")
-    assert lease["metadata"]["annotations"]["cutover.dev/slack-thread-ts"] == "1700000000.000001"
+    stored = world.kube.stored("coordination.k8s.io/v1/leases", NAMESPACE, f"cutover-{NAME}")
+    assert stored["metadata"]["annotations"]["cutover.dev/slack-thread-ts"] == "1700000000.000001"
 
 
 def test_what_came_from_outside_cannot_mention_or_link() -> None:

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 
 from cutover import plan
+from cutover.core.repository import FileVersion
 from cutover.demo.world import World
 from cutover.errors import InvalidInput
-from cutover.githost.base import FileVersion
 from cutover.sources import yaml_edit
 from cutover.sources.helm import HelmValuesSource
 

@@ -273,6 +273,7 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
 def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Sender | None:
     """Slack as a log sink, from the first plan that configures it; none in a dry run or for read-only commands.
     Its thread and announced milestones live on that plan's Service Lease, for the next Job to find."""
+    from cutover.kube import lease  # noqa: PLC0415
     from cutover.slack import sink, threads, transports  # noqa: PLC0415
 
     chosen = next((plan for plan in plans if plan.slack), None)
@@ -291,7 +292,7 @@ def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube:
     outbox = sink.Outbox()
     session.redactor.add([value for value in (webhook, token) if value])
     session.sinks.add(sink.SlackSink(outbox, min_level=settings.min_level))  # behind the redactor
-    store = threads.LeaseThreads(kube, namespace=chosen.service.namespace, service=chosen.service.name)
+    store = threads.LeaseThreads(lease.Notes(kube, chosen.service.namespace, chosen.service.name))
     sender = sink.Sender(transport, outbox, store=store)
     sender.start()
     return sender

@@ -28,6 +28,7 @@ import structlog
 from cutover import logs, plan
 from cutover.cli import outcome
 from cutover.core import milestones
+from cutover.core.repository import Author
 from cutover.core.results import Result
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
@@ -36,7 +37,6 @@ from cutover.demo.world import NAMESPACE, SERVICE, Script, SimPod, World
 from cutover.errors import CutoverError
 from cutover.flows import phases
 from cutover.flows.context import Run
-from cutover.githost.base import Author
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from cutover.slack import sink, transports

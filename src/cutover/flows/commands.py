@@ -14,11 +14,11 @@ import structlog
 
 from cutover import sources
 from cutover.core import decide
+from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
 from cutover.flows.wait import prove_backend
-from cutover.githost.base import FileVersion, GitHost
 from cutover.kube import readiness
 from cutover.kube.cluster import Cluster
 from cutover.plan import GitDocument, Plan, label_problem

@@ -16,11 +16,11 @@ import structlog
 from cutover import sources
 from cutover.argocd import operation
 from cutover.argocd.api import ArgoCDApi
-from cutover.argocd.render_check import ApiChecked
 from cutover.core.clock import Clock
+from cutover.core.repository import Author, GitHost
 from cutover.core.views import ApplicationView, ServiceView
 from cutover.errors import ClusterError
-from cutover.githost.base import Author, GitHost
+from cutover.flows.argocd_render import ApiChecked
 from cutover.kube.cluster import Cluster
 from cutover.plan import Plan
 

@@ -20,9 +20,11 @@ import tenacity
 
 from cutover import sources
 from cutover.core import decide, milestones
+from cutover.core.repository import Author, ChangeRequest, FileVersion, GitHost
 from cutover.core.trailers import Trailers
+from cutover.core.views import Commit
 from cutover.errors import GitError
-from cutover.githost.base import Author, ChangeRequest, Commit, FileVersion, GitHost, StaleVersion
+from cutover.githost.base import StaleVersion
 from cutover.plan import Plan
 from cutover.sources import SelectorEdit, Source
 

@@ -1,4 +1,4 @@
-"""Git hosts behind one protocol (`base.GitHost`), chosen by the plan's `git.provider` from `PROVIDERS`: a
+"""Git hosts behind one protocol (`core.repository.GitHost`), chosen by the plan's `git.provider` from `PROVIDERS`: a
 registry of the classes themselves, one row per provider. Adding one (Bitbucket, say) is a module here and a row
 below, and its name in `plan.PROVIDERS`.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cutover.githost.base import GitHost
+from cutover.core.repository import GitHost
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab

@@ -1,5 +1,7 @@
-"""One protocol for every Git host: read a file with its version, write it with compare-and-swap, read the
-file's recent history. Providers implement `GitHost` in a module each; `writeback` tells the story.
+"""What every Git provider shares: the HTTP host (`HttpHost`: answers capped, archives unpacked with care,
+redirects checked), the retry policy (`retrying`), how answers become errors (`classify`). The protocol itself,
+`GitHost`, and the values it trades in live in `cutover.core.repository`; providers implement it in a module
+each; `flows.writeback` tells the story.
 
 Errors here are the Git branch of the tree in `cutover.errors`:
 
@@ -11,20 +13,17 @@ Errors here are the Git branch of the tree in `cutover.errors`:
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import base64
 import binascii
-import dataclasses
 import email.utils
 import io
 import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Self
+from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -32,12 +31,11 @@ import structlog
 import tenacity
 
 from cutover import trust
-from cutover.core.views import Commit
+from cutover.core.repository import GitHost
 from cutover.errors import GitError, InvalidInput
 from cutover.plan import GitSettings, secrets
 
-__all__ = ["Author", "ChangeRequest", "ChangeState", "Commit", "FileVersion", "GitHost", "HostUnavailable", "HttpHost",
-           "StaleVersion", "Written", "classify", "escaped", "retrying", "token"]
+__all__ = ["HostUnavailable", "HttpHost", "StaleVersion", "classify", "escaped", "retrying", "token"]
 
 log = structlog.get_logger("cutover.git")
 
@@ -65,40 +63,6 @@ class HostUnavailable(GitError):
     def __init__(self, message: str, *, retry_after: float | None = None, hint: str = "") -> None:
         super().__init__(message, hint=hint or "the Git host is overloaded or rate limiting; retried")
         self.retry_after = retry_after
-
-
-@dataclasses.dataclass(frozen=True)
-class FileVersion:
-    content: str
-    version: str  # what the host compares on write: a blob sha, or a commit id
-    head: str | None = None  # the branch's commit when read, where the host tells it
-
-
-@dataclasses.dataclass(frozen=True)
-class Written:
-    sha: str
-    url: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class ChangeRequest:
-    """A pull or merge request that carries the selector change."""
-
-    number: str
-    url: str
-    branch: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ChangeState:
-    state: str  # open | merged | closed
-    merge_sha: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Author:
-    name: str
-    email: str
 
 
 def decoded(content: str, *, where: str) -> str:
@@ -205,58 +169,6 @@ def _too_large(what: str, why: str) -> GitError:
     return GitError(f"{what}: {why}", cause="git_archive_too_large",
                     hint="cutover renders from a GitOps repository's text; render a smaller repository (its own "
                          "for the workload), or keep large files out of it")
-
-
-class GitHost(abc.ABC):
-    """A branch of a repository on some host."""
-
-    name: str = "git"
-
-    @classmethod
-    @abc.abstractmethod
-    def connect(cls, settings: GitSettings) -> Self:
-        """A client for the plan's repository and branch, with its credentials (`githost.PROVIDERS` names the class)."""
-
-    @abc.abstractmethod
-    async def read(self, path: str, *, ref: str | None = None) -> FileVersion:
-        """The file at the branch head, or at `ref` (a commit, or its 7-character prefix)."""
-
-    @abc.abstractmethod
-    async def write(self, path: str, content: str, *, expected: FileVersion, message: str,
-                    author: Author) -> Written:
-        """Commit `content`, only if the file is still at `expected` (StaleVersion otherwise)."""
-
-    @abc.abstractmethod
-    async def history(self, path: str, *, limit: int = 20, page: int = 1) -> list[Commit]:
-        """The commits that touched `path`, newest first: `limit` of them, the `page`-th such batch."""
-
-    @abc.abstractmethod
-    async def snapshot(self, ref: str, into: Path) -> Path:
-        """The whole tree at `ref` (the branch or a commit), written out under `into`: what ArgoCD renders from."""
-
-    async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
-        """Commit `content` at `path` on `branch`, made anew from the base branch's head; that commit's sha. A
-        candidate for ArgoCD's API to render before anything reaches the base branch (it renders only what Git
-        holds); `drop` removes the branch again."""
-        raise InvalidInput(f"argocd.server: {self.name} cannot hold a scratch branch", cause="not_implemented",
-                           hint="render-check through the ArgoCD API with another provider")
-
-    async def drop(self, branch: str) -> None:
-        """Delete `branch` (a scratch branch); best effort."""
-        return
-
-    async def open_change(self, path: str, rewrite: Callable[[str], str], *, message: str, author: Author,
-                          branch: str, title: str, body: str) -> ChangeRequest:
-        """Make `branch` from the base branch's head, commit `rewrite(file as it is there)` on it and open a
-        request to merge it. An open request from that branch is returned as it is: a re-run opens no second."""
-        raise InvalidInput(f"git.mode pull-request: {self.name} has no pull requests", cause="not_implemented",
-                           hint="use mode: direct with this provider")
-
-    async def change_state(self, change: ChangeRequest) -> ChangeState:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
 
 
 class HttpHost(GitHost):

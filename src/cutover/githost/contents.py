@@ -15,21 +15,11 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
+from cutover.core.repository import Author, ChangeRequest, ChangeState, FileVersion, Written
 from cutover.core.trailers import Trailers
+from cutover.core.views import Commit
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import (
-    Author,
-    ChangeRequest,
-    ChangeState,
-    Commit,
-    FileVersion,
-    HttpHost,
-    Written,
-    decoded,
-    escaped,
-    token,
-    unpack,
-)
+from cutover.githost.base import HttpHost, decoded, escaped, token, unpack
 from cutover.plan import GitSettings
 
 log = structlog.get_logger("cutover.git")

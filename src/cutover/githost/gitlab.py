@@ -17,20 +17,11 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from cutover.core.repository import Author, ChangeRequest, ChangeState, FileVersion, Written
 from cutover.core.trailers import Trailers
+from cutover.core.views import Commit
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import (
-    Author,
-    ChangeRequest,
-    ChangeState,
-    Commit,
-    FileVersion,
-    HttpHost,
-    Written,
-    decoded,
-    token,
-    unpack,
-)
+from cutover.githost.base import HttpHost, decoded, token, unpack
 from cutover.plan import GitSettings
 
 STALE = "has changed since you started editing it"

@@ -27,20 +27,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cutover import trust
+from cutover.core.repository import Author, FileVersion, GitHost, Written
 from cutover.core.trailers import Trailers
+from cutover.core.views import Commit
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import (
-    Author,
-    Commit,
-    FileVersion,
-    GitHost,
-    HostUnavailable,
-    StaleVersion,
-    Written,
-    retrying,
-    token,
-    unpack,
-)
+from cutover.githost.base import HostUnavailable, StaleVersion, retrying, token, unpack
 from cutover.plan import GitSettings
 
 SSH_KEY_FILE = "/var/run/secrets/cutover/git/ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret

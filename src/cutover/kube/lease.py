@@ -220,3 +220,19 @@ async def notes(cluster: Cluster, *, namespace: str, service: str) -> dict[str, 
     except ClusterError:
         return {}
     return dict(current.annotations) if current else {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Notes:
+    """The Service's Lease annotations as a small store that outlives each holder, for a wing that keeps something
+    for the next hook Job (the Slack thread store) without knowing the Lease: `read` and `add`, both best effort."""
+
+    cluster: Cluster
+    namespace: str
+    service: str
+
+    async def read(self) -> dict[str, str]:
+        return await notes(self.cluster, namespace=self.namespace, service=self.service)
+
+    async def add(self, values: Mapping[str, str]) -> None:
+        await annotate(self.cluster, namespace=self.namespace, service=self.service, notes=values)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cutover.githost.base import GitHost
+from cutover.core.repository import GitHost
 from cutover.plan import GitSettings, Plan
 from cutover.sources import kustomize_build
 from cutover.sources.base import Locate, SelectorEdit, Source, SourceKind, Trees
@@ -26,7 +26,7 @@ SOURCES: Mapping[str, SourceKind] = {  # the classes: `from_settings` builds one
 def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None = None) -> Source:
     """The plan's source; `host` for the kinds that render from the repository, `locate` for the Application's
     source path (the default directory to render). A kind that cannot render itself (`renders_itself`) is
-    render-checked through the ArgoCD API by the caller that has one (`argocd.render_check.ApiChecked`)."""
+    render-checked through the ArgoCD API by the caller that has one (`flows.argocd_render.ApiChecked`)."""
     return _for(plan.git, plan=plan, host=host, locate=locate)
 
 

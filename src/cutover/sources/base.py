@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from cutover.githost.base import FileVersion
+from cutover.core.repository import FileVersion
 from cutover.plan import GitSettings, Plan, ServiceRef
 from cutover.sources.yaml_edit import SelectorEdit
 

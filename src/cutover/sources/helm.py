@@ -15,8 +15,8 @@ from typing import ClassVar
 
 import structlog
 
+from cutover.core.repository import FileVersion
 from cutover.errors import InvalidInput
-from cutover.githost.base import FileVersion
 from cutover.plan import Backend, GitDocument, GitSettings, Plan
 from cutover.sources import render_check, yaml_edit
 from cutover.sources.base import SelectorEdit

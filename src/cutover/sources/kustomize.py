@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import structlog
 
-from cutover.githost.base import FileVersion
+from cutover.core.repository import FileVersion
 from cutover.plan import GitSettings, ServiceRef
 from cutover.sources import kustomize_build, render_check, yaml_edit
 from cutover.sources.base import Locate, SelectorEdit, Trees

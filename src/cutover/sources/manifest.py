@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
-from cutover.githost.base import FileVersion
+from cutover.core.repository import FileVersion
 from cutover.plan import GitDocument, GitSettings
 from cutover.sources import yaml_edit
 from cutover.sources.base import SelectorEdit

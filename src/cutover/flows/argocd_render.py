@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import structlog
 
 from cutover.argocd.api import ArgoCDApi
-from cutover.githost.base import Author, FileVersion, GitHost
+from cutover.core.repository import Author, FileVersion, GitHost
 from cutover.plan import Plan
 from cutover.sources import render_check
 from cutover.sources.base import SelectorEdit, Source
