@@ -146,3 +146,4 @@ def test_the_plans_names_are_the_registries_rows() -> None:
     assert tuple(sources.SOURCES) == tuple(plan.SOURCES)
     assert set(plan.PUBLIC_HOSTS.values()) <= set(plan.PROVIDERS)
     assert [name for name, kind in sources.SOURCES.items() if kind.renders_itself] == ["kustomize"]
+    assert [name for name, kind in sources.SOURCES.items() if kind.needs_kustomize] == ["kustomize"]

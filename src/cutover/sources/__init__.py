@@ -1,6 +1,7 @@
 """Selector sources, chosen by the plan's `git.source` from `SOURCES`: what kind of file `git.path` is. Each kind is
-a module here with a `from_settings` constructor and the row's traits (`renders_itself`); `base.Source` is the
-protocol they keep. A new layout is a module, a row below and its name in `plan.SOURCES`."""
+a module here with a `from_settings` constructor and the row's traits (`renders_itself`, `needs_kustomize`);
+`base.Source` is the protocol they keep. A new layout is a module, a row below and its `SourceFormat` in
+`plan.SOURCES`."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def for_plan(plan: Plan, *, host: GitHost | None = None, locate: Locate | None =
 
 
 def check_tools(plan: Plan) -> None:
-    """Before anything connects: a source that renders itself needs kustomize here (`kustomize_missing`, exit 2)."""
-    if SOURCES[plan.git.source].renders_itself:
+    """Before anything connects: the programs the plan's source needs are here (`kustomize_missing`, exit 2)."""
+    if SOURCES[plan.git.source].needs_kustomize:
         kustomize_build.require()
 
 

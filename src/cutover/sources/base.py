@@ -60,6 +60,7 @@ class SourceKind(Protocol):
     """A row of `sources.SOURCES`: the class of a kind of source, with its traits."""
 
     renders_itself: bool  # it renders what ArgoCD will apply (kustomize); else the ArgoCD API checks, if any
+    needs_kustomize: bool  # the program must be here before anything connects (`kustomize_missing`, exit 2)
 
     def from_settings(self, settings: GitSettings, *, host: Trees | None, service: ServiceRef, plan: Plan,
                       locate: Locate | None) -> Source:

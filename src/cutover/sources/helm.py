@@ -32,6 +32,7 @@ class HelmValuesSource:
     backends: Mapping[str, Backend]
     kind: str = "helm-values"
     renders_itself: ClassVar[bool] = False  # the ArgoCD API renders it, when there is one
+    needs_kustomize: ClassVar[bool] = False
     note: str | None = "Not render-checked: a Helm values edit, and no ArgoCD API (argocd.server) to render the chart."
 
     @classmethod

@@ -39,6 +39,7 @@ class KustomizeSource:
     locate: Locate | None = None
     kind: str = "kustomize"
     renders_itself: ClassVar[bool] = True  # builds the tree with real kustomize before every commit
+    needs_kustomize: ClassVar[bool] = True
     note: str | None = ("Render-checked: kustomize build of the candidate and current revision; one Service with "
                         "the target's selector, nothing else changed.")
     _trees: dict[tuple[str, str], Path] = dataclasses.field(default_factory=dict)

@@ -23,6 +23,7 @@ class ManifestSource:
     selector_path: str
     kind: str = "manifest"
     renders_itself: ClassVar[bool] = False  # the ArgoCD API renders it, when there is one
+    needs_kustomize: ClassVar[bool] = False
     note: str | None = None
 
     @classmethod
