@@ -42,7 +42,8 @@ def cutover(world: World, tmp_path: Path) -> Run:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cutover", *args, env=environ, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 30)
+        async with asyncio.timeout(30):
+            out, err = await process.communicate()
         result = Result(process.returncode or 0, out.decode(), err.decode())
         assert TOKEN not in result.stdout + result.stderr
         return result
@@ -322,7 +323,13 @@ async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World,
         lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
         assert lease is not None and lease["spec"]["holderIdentity"].startswith(f"cutover-postsync-abc-{process.pid}#")
         process.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(process.communicate(), 20)
+        try:
+            async with asyncio.timeout(20):
+                out, _ = await process.communicate()
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            pytest.fail("no exit 20 s after SIGTERM; its log:\n" + log_file.read_text()[-6000:])
     assert process.returncode == 143
     assert out.decode().strip().splitlines()[-1] == "cutover postsync: terminated, nothing half-done (exit 143)"
     lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
@@ -387,7 +394,8 @@ async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path)
             sys.executable, "-m", "cutover", "demo", stdin=asyncio.subprocess.DEVNULL,
             env={"PATH": os.environ["PATH"], "CUTOVER_SLACK_WEBHOOK": slack.webhook},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 60)
+        async with asyncio.timeout(60):
+            out, err = await process.communicate()
     assert process.returncode == 0, err.decode()[-2000:]
     lines = out.decode().strip().splitlines()
     assert lines[-1] == f"cutover demo: {len(slack.posted)} message(s) posted to Slack (127.0.0.1)"

@@ -32,7 +32,8 @@ async def run(*argv: str, cwd: Path, scratch: Path | None = None) -> tuple[int, 
     environ = {"PATH": os.environ["PATH"], "CUTOVER_TERMINATION_LOG": str(log)}
     process = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=environ, stdin=asyncio.subprocess.PIPE,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(process.communicate(), 30)
+    async with asyncio.timeout(30):
+        out, _ = await process.communicate()
     return process.returncode or 0, out
 
 

@@ -52,7 +52,8 @@ async def test_cutover_runs_on_the_pruned_packages(world: World, tmp_path: Path)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", PROGRAM, "verify", "--backend", "vllm", env=environ,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 30)
+    async with asyncio.timeout(30):
+        out, err = await process.communicate()
     assert process.returncode == 0, err.decode()[-2000:]
     assert "cutover verify: OK — backend vllm proven" in out.decode()
     assert f"PRUNED-IMPORTS [] FROM {site}" in out.decode()

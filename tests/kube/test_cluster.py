@@ -204,6 +204,19 @@ async def test_a_watch_refused_after_an_outage_resumes(world: World, kube: clust
     assert len(requests(world, watch=True)) >= 3
 
 
+async def test_a_cancel_that_lands_as_the_pods_change_is_kept(world: World, kube: cluster.Cluster) -> None:
+    """A SIGTERM cancels the wait as a pod update arrives: the wait must end, not go on with the Lease held
+    (3.11's wait_for dropped exactly this cancel, python/cpython#86296; the CLI's SIGTERM test met it under load)."""
+    world.add_pod("candle", Script(pull=3600))
+    watch = cluster.PodWatch(kube, NAMESPACE, BACKENDS["candle"]["labels"])
+    waiter = asyncio.create_task(watch.changed(60))
+    await asyncio.sleep(0)  # the wait has begun
+    await watch.relist()  # a change: the waiter is woken, but has not run yet
+    assert waiter.cancel()  # the cancel is accepted, so it must be delivered
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+
+
 @pytest.mark.looptime
 async def test_a_dropped_watch_reconnects(world: World, kube: cluster.Cluster) -> None:
     world.kube["watch", PODS] << fail_first(1, 500)

@@ -145,7 +145,8 @@ class EngineDouble:
             if self.engine == "candle-vllm":
                 await stream.write(b": keep-alive-text\n\n")
             try:
-                await asyncio.wait_for(self._closing.wait(), KEEP_ALIVE)
+                async with asyncio.timeout(KEEP_ALIVE):
+                    await self._closing.wait()
             except TimeoutError:
                 continue
 

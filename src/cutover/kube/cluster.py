@@ -387,9 +387,13 @@ class PodWatch:
             raise self.error
 
     async def changed(self, at_most: float | None) -> bool:
-        """Wait until the pod set changes or `at_most` seconds pass (loop clock); True on a change."""
+        """Wait until the pod set changes or `at_most` seconds pass (loop clock); True on a change.
+
+        `asyncio.timeout`, not `wait_for`: before Python 3.12, `wait_for` swallows a cancel that lands as the
+        change does (python/cpython#86296), so a SIGTERM met a pod update and the Job waited on, Lease held."""
         try:
-            await asyncio.wait_for(self._changed.wait(), at_most)
+            async with asyncio.timeout(at_most):
+                await self._changed.wait()
         except TimeoutError:
             return False
         self._changed.clear()
