@@ -170,9 +170,7 @@ class Sender:
             until = end if silent is None else min(end, silent + idle)  # no answer for `idle` s: done
             if now >= until:
                 break
-            # between requests (a Retry-After), look again shortly; asyncio.timeout keeps a SIGTERM that lands as
-            # the outbox drains, which wait_for drops before Python 3.12 (python/cpython#86296)
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError):  # between requests (a Retry-After), look again shortly
                 async with asyncio.timeout(min(until - now, FLUSH_LOOK)):
                     await self.outbox.drained.wait()
         if not self.outbox.drained.is_set():  # what is left is counted below, then dropped
