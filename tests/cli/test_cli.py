@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cutover.demo.world import World
+from cutover.demo.world import Script, World
 
 TOKEN = "ghp_" + "Z" * 36  # token-shaped: must never reach any output
 
@@ -125,6 +125,24 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     assert body["backends"]["candle"]["engineProof"] == "generate"
     outcome = result.stderr.strip().splitlines()[-1]  # the outcome line beside it, on stderr
     assert outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
+
+
+async def test_status_says_where_a_pending_target_fits(cutover: Run, world: World) -> None:
+    """docs/capacity.md: the verdict with its figures, before anyone waits on the target."""
+    world.add_node("gpu-1", gpus=1)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    world.add_pod("candle", Script(fault="unschedulable"), gpus=1)
+    await world.settled()
+    result = await cutover("status", "--output", "json")
+    assert result.code == 0
+    body: dict[str, Any] = json.loads(result.stdout)
+    assert body["strategy"] == "parallel" and "capacity" not in body["backends"]["vllm"]
+    found = body["backends"]["candle"]["capacity"]
+    assert found["fit"] == "fits_once_source_gone" and found["source"] == "vllm"
+    assert found["figures"] == ["gpu-1: nvidia.com/gpu 1 allocatable, vllm holds 1, others 0, 0 free"]
+    text = await cutover("status")
+    assert "  capacity: candle fits only once vllm's pods are gone; candle needs 1 nvidia.com/gpu per pod" in \
+        text.stdout + text.stderr
 
 
 async def test_a_failure_with_json_output_is_one_json_document_too(cutover: Run, world: World) -> None:

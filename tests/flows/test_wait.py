@@ -285,3 +285,63 @@ async def test_a_rate_limited_pull_is_waited_through_with_the_reason_shown(
     assert proven.proofs and not named(events, "target.failed_fast")
     lines = [line for event in named(events, "target.waiting") for line in event["pods"]]
     assert any("image pull failing, waited through: 429 Too Many Requests" in line for line in lines), lines
+
+
+# --- capacity (docs/capacity.md) --------------------------------------------------------------------------------
+
+
+def one_gpu_cluster(world: World) -> None:
+    """The reference cluster's shape at its smallest: one card, and vLLM holds it."""
+    world.add_node("gpu-1", gpus=1)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+
+
+async def test_parallel_stops_at_once_when_the_source_holds_the_card(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
+    """Never a 30-minute wait for a pod that cannot schedule, never a gap nobody consented to: exit 3 within
+    seconds, with the figures, naming the strategies that can proceed."""
+    one_gpu_cluster(world)
+    world.add_pod("candle", Script(fault="unschedulable"), gpus=1)
+    plan = make_plan()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(TargetNotReady) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert loop.time() - start <= 5
+    assert caught.value.cause == "capacity_held_by_source" and caught.value.exit_code == 3
+    assert "candle fits only once vllm's pods are gone; candle needs 1 nvidia.com/gpu per pod for 1 pod; " \
+           "gpu-1: nvidia.com/gpu 1 allocatable, vllm holds 1, others 0, 0 free" in caught.value.message
+    assert "bridge and recreate" in caught.value.hint and "docs/capacity.md" in caught.value.hint
+    (judged,) = named(events, "capacity.judged")
+    assert judged["fit"] == "fits_once_source_gone" and judged["source"] == "vllm" and judged["fitsOnceSourceGone"] == 1
+    (failed,) = named(events, "target.failed_fast")
+    assert failed["cause"] == "capacity_held_by_source" and "gpu-1:" in failed["message"]
+
+
+async def test_a_target_larger_than_what_the_source_frees_is_unschedulable_with_the_figures(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    one_gpu_cluster(world)
+    world.add_pod("candle", Script(fault="unschedulable"), gpus=2)
+    plan = make_plan()
+    with pytest.raises(TargetNotReady) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert caught.value.cause == "unschedulable"
+    assert "candle fits nowhere, even with vllm's pods gone; candle needs 2 nvidia.com/gpu" in caught.value.message
+
+
+async def test_room_the_scheduler_has_not_seen_yet_is_waited_for_then_its_word_is_taken(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
+    """The figures say it fits (a card on gpu-2 is free) while the pod is still marked Unschedulable: the
+    scheduler retries a parked pod when the cluster changes, so the wait gives it CAPACITY_GRACE, no more."""
+    one_gpu_cluster(world)
+    world.add_node("gpu-2", gpus=1)
+    world.add_pod("candle", Script(fault="unschedulable"), gpus=1)
+    plan = make_plan()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(TargetNotReady) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert loop.time() - start == pytest.approx(wait.CAPACITY_GRACE, abs=1)
+    assert caught.value.cause == "unschedulable" and "yet the scheduler still refuses it after 60s" in \
+        caught.value.message
+    assert {event["fit"] for event in named(events, "capacity.judged")} == {"fits_now"}

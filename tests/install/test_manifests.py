@@ -152,7 +152,20 @@ def test_no_role_writes_services_pods_or_workloads() -> None:
         if set(rule["verbs"]) & {"get", "update", "patch"} and set(rule["resources"]) & {"applications", "leases"}:
             assert rule.get("resourceNames"), f"{meta['name']}: {rule}"
     assert not [rule for _, rule in rules if "events.k8s.io" in rule["apiGroups"]]  # never used
-    assert not [doc for _, doc in DOCS if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    # cluster-wide, only the optional capacity reader (docs/capacity.md): nodes and pods, listed, nothing else
+    cluster_wide = [(path, doc) for path, doc in DOCS if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert {(str(path), doc["kind"]) for path, doc in cluster_wide} == {
+        ("manifests/capacity/clusterrole-capacity.yaml", "ClusterRole"),
+        ("manifests/capacity/clusterrole-capacity.yaml", "ClusterRoleBinding")}
+    (reader,) = [doc for _, doc in cluster_wide if doc["kind"] == "ClusterRole"]
+    assert reader["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+                               {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+
+
+def test_the_base_grants_nothing_cluster_wide() -> None:
+    """The capacity reader is opt-in: the base and the workload Component hold no cluster-scoped role."""
+    for directory in (Path("manifests/base"), Path("manifests/workload")):
+        assert not [doc for doc in built(directory) if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 
 
 def test_in_its_own_namespace_cutover_only_reads_pods() -> None:

@@ -147,3 +147,25 @@ def test_the_plans_names_are_the_registries_rows() -> None:
     assert set(plan.PUBLIC_HOSTS.values()) <= set(plan.PROVIDERS)
     assert [name for name, kind in sources.SOURCES.items() if kind.renders_itself] == ["kustomize"]
     assert [name for name, kind in sources.SOURCES.items() if kind.needs_kustomize] == ["kustomize"]
+
+
+def test_handoff_defaults_to_parallel_and_reads_its_keys() -> None:
+    (one,) = plan.parse(GOOD)
+    assert one.handoff == plan.Handoff(strategy="parallel", drain_timeout=300.0)
+    (timed,) = plan.parse(GOOD + "handoff: {strategy: parallel, drainTimeout: 2m}\n")
+    assert timed.handoff.drain_timeout == 120.0 and timed.handoff.bridge is None
+
+
+@pytest.mark.parametrize("section", [
+    "handoff: {strategy: bridge, bridge: vllm}",
+    "handoff: {strategy: recreate, maxGap: 45m}",
+    "handoff: {retire: {after: 24h}}",
+])
+def test_what_this_version_does_not_carry_out_is_refused_after_it_is_checked(section: str) -> None:
+    """bridge, recreate and retire are read and checked like every key, then refused by name: never run as
+    parallel, which would wait 30 minutes for a pod that cannot schedule."""
+    with pytest.raises(InvalidInput) as caught:
+        plan.parse(GOOD + section + "\n", source="plan.yaml")
+    assert caught.value.cause == "strategy_unavailable" and caught.value.exit_code == ExitCode.INVALID_INPUT
+    assert caught.value.message.startswith("plan.yaml: handoff.")
+    assert "not carried out by this version" in caught.value.message and "docs/capacity.md" in caught.value.hint

@@ -130,6 +130,7 @@ def _status(status: Status, plan: Plan) -> Report:
              f"→ backend {live or '(none of the plan)'}; target {plan.target}"]
     lines += [f"  backend {name}: {info['ready']}/{info['pods']} Ready ({', '.join(info['states']) or 'no pods'})"
               for name, info in state["backends"].items()]
+    lines += [f"  capacity: {info['capacity']['summary']}" for info in state["backends"].values() if "capacity" in info]
     summary = ("nothing to do: the Service already selects the target" if live == plan.target
                else f"the Service selects {live or 'no plan backend'}; the plan's target is {plan.target}")
     return Report(summary=summary, lines=lines, data=state)

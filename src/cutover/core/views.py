@@ -44,6 +44,52 @@ class ContainerView:
 
 
 @dataclasses.dataclass(frozen=True)
+class Requirement:
+    """One matchExpression of a required node affinity term: `key` `operator` `values` (Kubernetes'
+    NodeSelectorRequirement); `field` for a matchFields entry (metadata.name)."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+    field: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Toleration:
+    key: str | None = None  # None with Exists: every taint
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str | None = None  # None: every effect
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a pod may be scheduled, as far as plain label matches say it (kube/capacity.py)."""
+
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    terms: tuple[tuple[Requirement, ...], ...] = ()  # required node affinity: any term, every requirement in it
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeView:
+    """A node as the capacity judgment reads it: its labels, taints and what it can hold (milli-units)."""
+
+    name: str
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    allocatable: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False  # spec.unschedulable: cordoned
+
+
+@dataclasses.dataclass(frozen=True)
 class PodView:
     namespace: str
     name: str
@@ -56,6 +102,9 @@ class PodView:
     unschedulable_message: str | None = None  # condition PodScheduled=False, reason Unschedulable
     created_at: datetime | None = None
     containers: tuple[ContainerView, ...] = ()
+    node_name: str | None = None  # spec.nodeName: where the scheduler bound it
+    requests: Mapping[str, int] = dataclasses.field(default_factory=dict)  # what it holds, in milli-units
+    placement: Placement | None = None  # where it may go (nodeSelector, required node affinity, tolerations)
 
     def matches(self, selector: Mapping[str, str]) -> bool:
         return all(self.labels.get(key) == value for key, value in selector.items())

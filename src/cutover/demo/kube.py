@@ -30,7 +30,7 @@ Key = tuple[str, str, str]  # (resource path "group/version/plural", namespace, 
 
 KINDS = {  # plural -> (apiVersion, kind) for the resources the simulated world serves
     "pods": ("v1", "Pod"), "services": ("v1", "Service"), "events": ("v1", "Event"),
-    "namespaces": ("v1", "Namespace"),
+    "namespaces": ("v1", "Namespace"), "nodes": ("v1", "Node"),
     "endpointslices": ("discovery.k8s.io/v1", "EndpointSlice"),
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
     "leases": ("coordination.k8s.io/v1", "Lease"),

@@ -85,6 +85,8 @@ class SimPod:
                                    model_id=SERVED_NAMES[0])
         self.restarts = 0
         self.extra_labels: dict[str, str] = {}
+        self.gpus = 0  # nvidia.com/gpu it requests (and limits), as a model server does
+        self.node: str | None = None  # the node it is bound to; None while the scheduler has not placed it
         self.started_loop_time: float | None = None
         self.ready_at: float | None = None  # loop time the pod last turned Ready
         self.task: asyncio.Task[None] | None = None
@@ -100,7 +102,10 @@ class SimPod:
                          "labels": {**spec["labels"], **self.extra_labels}},
             "spec": {"containers": [{"name": "engine", "image": f"example.invalid/{spec['engine']}:1",
                                      "ports": [{"containerPort": self.world.port, "name": "http"}],
-                                     "startupProbe": probe}]},
+                                     "startupProbe": probe,
+                                     **({"resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}
+                                        if self.gpus else {})}],
+                     **({"nodeName": self.node} if self.node else {})},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
                        "containerStatuses": [{"name": "engine", "ready": False, "restartCount": 0,
                                               "state": {"waiting": {"reason": "ContainerCreating"}}}]},
@@ -262,14 +267,22 @@ class World:
                          "kubernetes.io/metadata.name": JOB_NAMESPACE}}}],
                                   "ports": [{"protocol": "TCP", "port": self.port}]}]}})
 
+    def add_node(self, name: str, *, gpus: int) -> None:
+        """A node with `gpus` nvidia.com/gpu allocatable, for the capacity judgment (docs/capacity.md)."""
+        self.kube.apply("/v1/nodes", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                                      "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110",
+                                                                 "nvidia.com/gpu": str(gpus)}}})
+
     def add_pod(self, backend: str, script: Script | None = None, *, ready: bool = False,
-                labels: Mapping[str, str] | None = None) -> SimPod:
+                labels: Mapping[str, str] | None = None, gpus: int = 0, node: str | None = None) -> SimPod:
         """A pod of `backend` that starts now on its script; `ready=True` makes one already serving. `labels`
-        are added to the backend's (the scale run tells many Services' pods apart by one)."""
+        are added to the backend's (the scale run tells many Services' pods apart by one); `gpus` it requests,
+        on `node` where it is bound."""
         number = next(self._names)
         name = f"{SERVICE}-{backend}-{number:05x}"
         pod = SimPod(self, backend, name, f"127.77.{self.number}.{number}", script or Script())
         pod.extra_labels = dict(labels or {})
+        pod.gpus, pod.node = gpus, node
         self.pods[name] = pod
         self.kube.apply(PODS, pod.manifest())
         if ready:

@@ -18,7 +18,7 @@ from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
-from cutover.flows.wait import prove_backend
+from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import readiness
 from cutover.kube.cluster import Cluster
 from cutover.plan import GitDocument, Plan, label_problem
@@ -47,11 +47,17 @@ async def status(cluster: Cluster, plan: Plan) -> Status:
             "pods": len(views), "ready": sum(1 for pod in views if pod.ready),
             "states": [f"{pod.name}={readiness.pod_state(pod)}" for pod in sorted(views, key=lambda p: p.name)],
         }
+    target_pods = pods[list(plan.backends).index(plan.target)][0]
+    pending = next((pod for pod in sorted(target_pods, key=lambda p: p.name)
+                    if pod.unschedulable_message is not None and not pod.deleting), None)
+    if pending is not None:  # docs/capacity.md: where the target fits, before anyone waits on it
+        verdict = await judge_capacity(cluster, plan, plan.backends[plan.target], pending)
+        backends[plan.target]["capacity"] = {**verdict.as_data(), "summary": verdict.summary()}
     return Status({"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
                                "ports": [port.port for port in service.ports]},
                    "selector": selector_text(service.selector),
                    "liveBackend": decide.backend_of(plan, service.selector), "target": plan.target,
-                   "backends": backends})
+                   "strategy": plan.handoff.strategy, "backends": backends})
 
 
 async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Shown:

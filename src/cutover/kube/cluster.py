@@ -33,9 +33,17 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from cutover import logs
-from cutover.core.views import ApplicationView, EndpointView, LeaseView, PodView, PolicyView, ServiceView
+from cutover.core.views import ApplicationView, EndpointView, LeaseView, NodeView, PodView, PolicyView, ServiceView
 from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable, InvalidInput
-from cutover.kube.payloads import application_view, endpoint_views, lease_view, pod_view, policy_view, service_view
+from cutover.kube.payloads import (
+    application_view,
+    endpoint_views,
+    lease_view,
+    node_view,
+    pod_view,
+    policy_view,
+    service_view,
+)
 
 log = structlog.get_logger("cutover.cluster")
 
@@ -208,6 +216,30 @@ class Cluster:
         body = await self.get(f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": selector_text(selector)},
                               what=f"list pods in {namespace}")
         return [pod_view(item) for item in body.get("items", [])], body["metadata"].get("resourceVersion", "")
+
+    async def nodes(self) -> list[NodeView] | None:
+        """Every node, or None where the optional ClusterRole cutover-capacity is not granted (docs/capacity.md)."""
+        try:
+            body = await self.get("/api/v1/nodes", what="list nodes")
+        except ClusterError as exc:
+            if exc.cause == "cluster_forbidden":
+                return None
+            raise
+        return [node_view(item) for item in body.get("items", [])]
+
+    async def bound_pods(self, namespace: str) -> tuple[list[PodView], bool]:
+        """The non-terminal pods bound to a node, cluster-wide where cutover-capacity is granted (True), else only
+        `namespace`'s (False): what the capacity judgment counts as held."""
+        query = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
+        try:
+            body, everywhere = await self.get("/api/v1/pods", query=query, what="list pods of every namespace"), True
+        except ClusterError as exc:
+            if exc.cause != "cluster_forbidden":
+                raise
+            body, everywhere = await self.get(f"/api/v1/namespaces/{namespace}/pods", query=query,
+                                              what=f"list pods in {namespace}"), False
+        pods = [pod_view(item) for item in body.get("items", [])]
+        return [pod for pod in pods if pod.node_name], everywhere
 
     async def pod(self, namespace: str, name: str) -> PodView | None:
         """One pod by name, or None when there is none (a Lease holder's pod, say)."""

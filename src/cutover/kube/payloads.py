@@ -16,13 +16,19 @@ from cutover.core.views import (
     EndpointView,
     HydratorView,
     LeaseView,
+    NodeView,
+    Placement,
     PodView,
     PolicyView,
     Probe,
+    Requirement,
     ServicePort,
     ServiceView,
     SourceView,
+    Taint,
+    Toleration,
 )
+from cutover.kube import capacity
 
 
 def _time(value: str | None) -> datetime | None:
@@ -52,6 +58,62 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         ready=(conditions.get("Ready") or {}).get("status") == "True",
         deleting=bool(meta.get("deletionTimestamp")), unschedulable_message=unschedulable,
         created_at=_time(meta.get("creationTimestamp")), containers=containers,
+        node_name=spec.get("nodeName") or None, requests=pod_requests(spec), placement=placement(spec),
+    )
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """What the scheduler counts a pod as holding (its NodeResourcesFit filter): the sum of the containers' and
+    the sidecars' requests, at least each plain init container's, plus the pod overhead and one `pods`; a
+    request left out where a limit is set is the limit, as the API server defaults it. Milli-units."""
+    def requests(container: Mapping[str, Any]) -> dict[str, int]:
+        resources = container.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        return {name: _quantity(value) for name, value in merged.items()}
+
+    total: dict[str, int] = {"pods": 1000}
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for container in [*(spec.get("containers") or ()), *sidecars]:
+        for name, amount in requests(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in spec.get("initContainers") or ():
+        if container.get("restartPolicy") != "Always":
+            for name, amount in requests(container).items():
+                total[name] = max(total.get(name, 0), amount)
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + _quantity(value)
+    return total
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return capacity.milli(value)
+    except ValueError:
+        return 0  # the API server refuses a malformed quantity; nothing to count
+
+
+def placement(spec: Mapping[str, Any]) -> Placement:
+    """nodeSelector, the required node affinity's terms and the tolerations: what `capacity.admits` matches."""
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = tuple(
+        tuple(Requirement(str(need.get("key", "")), str(need.get("operator", "")),
+                          tuple(str(v) for v in need.get("values") or ()), field=kind == "matchFields")
+              for kind in ("matchExpressions", "matchFields") for need in term.get(kind) or ())
+        for term in affinity.get("nodeSelectorTerms") or ())
+    tolerations = tuple(Toleration(key=t.get("key"), operator=t.get("operator") or "Equal", value=t.get("value") or "",
+                                   effect=t.get("effect") or None) for t in spec.get("tolerations") or ())
+    return Placement(node_selector=dict(spec.get("nodeSelector") or {}), terms=terms, tolerations=tolerations)
+
+
+def node_view(obj: Mapping[str, Any]) -> NodeView:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    return NodeView(
+        name=meta.get("name", ""), labels=dict(meta.get("labels") or {}),
+        allocatable={name: _quantity(value) for name, value in (status.get("allocatable") or {}).items()},
+        taints=tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+                     for t in spec.get("taints") or ()),
+        unschedulable=bool(spec.get("unschedulable")),
     )
 
 

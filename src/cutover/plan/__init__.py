@@ -18,12 +18,14 @@ from cutover.plan.model import (
     PROVIDERS,
     PUBLIC_HOSTS,
     SOURCES,
+    STRATEGIES,
     ArgoCD,
     Backend,
     Fitness,
     GitAuthor,
     GitDocument,
     GitSettings,
+    Handoff,
     Plan,
     ServiceRef,
     Slack,
@@ -35,6 +37,6 @@ from cutover.plan.model import (
 from cutover.plan.reader import MAX_PLAN, load, parse, resolve_path
 
 __all__ = ["API_VERSION", "DEFAULT_PATH", "ENGINES", "GIT_MODES", "KIND", "LOG_LEVELS", "MAX_PLAN", "PROOFS",
-           "PROVIDERS", "PUBLIC_HOSTS", "SOURCES", "ArgoCD", "Backend", "Fitness", "GitAuthor", "GitDocument",
-           "GitSettings", "Plan", "ServiceRef", "Slack", "SourceFormat", "Verify", "label_problem", "load", "parse",
-           "parse_duration", "resolve_path"]
+           "PROVIDERS", "PUBLIC_HOSTS", "SOURCES", "STRATEGIES", "ArgoCD", "Backend", "Fitness", "GitAuthor",
+           "GitDocument", "GitSettings", "Handoff", "Plan", "ServiceRef", "Slack", "SourceFormat", "Verify",
+           "label_problem", "load", "parse", "parse_duration", "resolve_path"]

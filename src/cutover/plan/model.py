@@ -131,6 +131,23 @@ class Slack:
     min_level: str = "info"
 
 
+STRATEGIES = ("parallel", "bridge", "recreate")  # docs/capacity.md: how a handoff makes room for the target
+AVAILABLE_STRATEGIES = ("parallel",)  # what this version carries out; the others are read, checked and refused
+DRAIN_TIMEOUT = 300.0  # seconds: handoff.drainTimeout's default
+
+
+@dataclasses.dataclass(frozen=True)
+class Handoff:
+    """docs/capacity.md: how the target gets room (`strategy`), and what happens to the source after the switch."""
+
+    strategy: str = "parallel"  # parallel (make-before-break) | bridge | recreate
+    bridge: str | None = None  # bridge: the backend that carries the bridged names while the source is freed
+    bridge_names: tuple[str, ...] = ()  # the names the bridge must serve (default: every served name)
+    max_gap: float | None = None  # recreate: seconds of gap consented to
+    drain_timeout: float = DRAIN_TIMEOUT  # seconds to wait for in-flight requests before a free
+    retire_after: float | None = None  # seconds after a verified switch until the source is freed
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     name: str
@@ -142,6 +159,7 @@ class Plan:
     argocd: ArgoCD | None = None
     rollback_auto: bool = True
     slack: Slack | None = None
+    handoff: Handoff = Handoff()
 
     def backend(self, name: str, *, field: str = "--backend") -> Backend:
         if name not in self.backends:

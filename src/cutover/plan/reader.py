@@ -17,6 +17,7 @@ from cutover.errors import InvalidInput
 from cutover.plan.argocd import read_argocd
 from cutover.plan.field import Field, first_line
 from cutover.plan.git import read_git
+from cutover.plan.handoff import read_handoff
 from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, SOURCES, Backend, GitSettings, Plan
 from cutover.plan.notify import read_notify
 from cutover.plan.service import dns_label, read_backends, read_service
@@ -74,7 +75,8 @@ def _is_plan_configmap(data: Any) -> bool:
         and isinstance(data["data"].get("plan.yaml"), str)
 
 
-_PLAN_KEYS = ("metadata", "service", "backends", "target", "verify", "git", "argocd", "rollback", "notify")
+_PLAN_KEYS = ("metadata", "service", "backends", "target", "verify", "git", "argocd", "rollback", "notify",
+              "handoff")
 
 
 def _read_root(root: Field) -> list[Plan]:
@@ -114,17 +116,21 @@ def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
         rollback.mapping(("auto",))
     git = read_git(node.child("git"))
     _check_git_values(backends, git, node.child("backends"))
+    name = dns_label(meta.child("name"))  # it names branches and Leases: no '/' or '..' reaches a URL
+    service, verify = read_service(node.child("service")), read_verify(node.child("verify"))
     return Plan(
-        name=dns_label(meta.child("name")),  # it names branches and Leases: no '/' or '..' reaches a URL
-        service=read_service(node.child("service")),
+        name=name,
+        service=service,
         backends=backends,
         target=target.string(),
-        verify=read_verify(node.child("verify")),
+        verify=verify,
         git=git,
         argocd=read_argocd(node.child("argocd"), allow_insecure=git.allow_insecure) if node.present("argocd")
         else None,
         rollback_auto=rollback.child("auto").boolean(default=True),
         slack=read_notify(node.child("notify")),
+        handoff=read_handoff(node.child("handoff"), backends=backends, target=target.string(),
+                             served=verify.served_names),
     )
 
 

@@ -1,0 +1,91 @@
+"""The plan's `handoff:` section (docs/capacity.md): how the target gets room when the cluster cannot hold both
+engines, and what happens to the source after the switch. Every key is read and checked against the rest of the plan;
+the strategies this version does not carry out yet are then refused by name (exit 2), never silently run as
+`parallel`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cutover.errors import InvalidInput
+from cutover.plan.field import Field
+from cutover.plan.model import AVAILABLE_STRATEGIES, DRAIN_TIMEOUT, STRATEGIES, Backend, Handoff
+
+_KEYS = ("strategy", "bridge", "bridgeNames", "maxGap", "drainTimeout", "retire")
+
+
+def read_handoff(node: Field, *, backends: Mapping[str, Backend], target: str,
+                 served: tuple[str, ...]) -> Handoff:
+    if node.value is None:
+        return Handoff()
+    node.mapping(_KEYS)
+    strategy = node.child("strategy").string(default="parallel", choices=STRATEGIES)
+    handoff = Handoff(strategy=strategy, bridge=_bridge(node, strategy, backends=backends, target=target),
+                      bridge_names=_bridge_names(node, strategy, served),
+                      max_gap=_max_gap(node, strategy),
+                      drain_timeout=node.child("drainTimeout").duration(default=DRAIN_TIMEOUT),
+                      retire_after=_retire_after(node.child("retire")))
+    _refuse_unavailable(node, handoff)
+    return handoff
+
+
+def _bridge(node: Field, strategy: str, *, backends: Mapping[str, Backend], target: str) -> str | None:
+    field = node.child("bridge")
+    if strategy != "bridge":
+        if field.value is not None:
+            raise field.fail("no bridge (it is for handoff.strategy: bridge only)")
+        return None
+    if field.value is None:
+        raise field.fail("the backend that serves the names while the source is freed (bridge needs one)")
+    name = field.string()
+    if name not in backends or name == target:
+        others = ", ".join(other for other in backends if other != target) or "none"
+        raise field.fail(f"a backend of the plan other than the target ({others})")
+    return name
+
+
+def _bridge_names(node: Field, strategy: str, served: tuple[str, ...]) -> tuple[str, ...]:
+    field = node.child("bridgeNames")
+    if field.value is None:
+        return served if strategy == "bridge" else ()
+    if strategy != "bridge":
+        raise field.fail("no bridgeNames (they are for handoff.strategy: bridge only)")
+    if not isinstance(field.value, list) or not field.value:
+        raise field.fail("a non-empty list of served names")
+    names = tuple(field.child(index).string() for index in range(len(field.value)))
+    for index, name in enumerate(names):
+        if name not in served:
+            raise field.child(index).fail(f"one of verify.servedNames ({', '.join(served)})")
+    return names
+
+
+def _max_gap(node: Field, strategy: str) -> float | None:
+    field = node.child("maxGap")
+    if strategy != "recreate":
+        if field.value is not None:
+            raise field.fail("no maxGap (it is for handoff.strategy: recreate only)")
+        return None
+    if field.value is None:
+        raise field.fail("a duration such as '45m': recreate opens a gap in service, and maxGap is the consent to it")
+    return field.duration(default=0.0)
+
+
+def _retire_after(node: Field) -> float | None:
+    if node.value is None:
+        return None
+    node.mapping(("after",), required=("after",))
+    return node.child("after").duration(default=0.0)
+
+
+def _refuse_unavailable(node: Field, handoff: Handoff) -> None:
+    """Read and checked, but not carried out by this version: refused by name rather than run as `parallel`."""
+    if handoff.strategy not in AVAILABLE_STRATEGIES:
+        raise InvalidInput(
+            f"{node.source}: handoff.strategy: {handoff.strategy} is not carried out by this version of cutover "
+            f"(available: {', '.join(AVAILABLE_STRATEGIES)})", cause="strategy_unavailable",
+            hint="free or add capacity so that both backends fit, and use strategy parallel (docs/capacity.md)")
+    if handoff.retire_after is not None:
+        raise InvalidInput(f"{node.source}: handoff.retire: retiring the source is not carried out by this version "
+                           "of cutover", cause="strategy_unavailable",
+                           hint="remove handoff.retire and scale the source down through Git once the switch is "
+                                "verified (docs/capacity.md)")
