@@ -261,6 +261,9 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
     assert "    +    app.kubernetes.io/name: llm-reasoning-candle             # the vLLM deployment" in result.stdout
     assert [m for m, _, _ in host.requests] == ["GET"]  # read only: a plan never writes
     assert len(repo.log()) == 1
+    # the demo's vLLM runs without --shutdown-timeout: deleting it after the switch would cut its streams
+    assert "  drain safety: vllm: reasoning-long-predictor-vllm-00001 runs vLLM without --shutdown-timeout" in \
+        result.stdout
 
 
 async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Run, world: World,

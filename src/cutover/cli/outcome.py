@@ -148,6 +148,8 @@ def _shown(shown: Shown, plan: Plan) -> Report:
                             f"[{shown.unprovable['cause']}]")
         report.data["targetProof"] = shown.unprovable
     report.lines += _diff_lines(shown, plan, report.data)
+    report.lines += [f"  drain safety: {warning}" for warning in shown.drain]
+    report.data["drainSafety"] = list(shown.drain)
     return report
 
 

@@ -41,6 +41,8 @@ class ContainerView:
     last_terminated_reason: str | None = None  # lastState.terminated.reason, e.g. OOMKilled
     startup_probe: Probe | None = None
     has_readiness_gate: bool = False
+    argv: tuple[str, ...] = ()  # command and args as the pod spec gives them (a shell's -c string is one word)
+    pre_stop_sleep: float | None = None  # seconds its preStop hook sleeps (a `sleep` action or `sleep N`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +107,7 @@ class PodView:
     node_name: str | None = None  # spec.nodeName: where the scheduler bound it
     requests: Mapping[str, int] = dataclasses.field(default_factory=dict)  # what it holds, in milli-units
     placement: Placement | None = None  # where it may go (nodeSelector, required node affinity, tolerations)
+    grace_period: float = 30.0  # spec.terminationGracePeriodSeconds: SIGTERM to SIGKILL
 
     def matches(self, selector: Mapping[str, str]) -> bool:
         return all(self.labels.get(key) == value for key, value in selector.items())

@@ -16,7 +16,7 @@ from cutover import sources
 from cutover.core import decide
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
-from cutover.engines import kinds
+from cutover.engines import kinds, shutdown
 from cutover.errors import CutoverError, InvalidInput
 from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import readiness
@@ -68,7 +68,18 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
         proven = await prove_backend(cluster, plan, plan.backend(plan.target), wait=False)
     except CutoverError as exc:
         unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
-    return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path)
+    return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
+                 await _drain_safety(cluster, plan, state.state["liveBackend"]))
+
+
+async def _drain_safety(cluster: Cluster, plan: Plan, live: str | None) -> tuple[str, ...]:
+    """What deleting the pods of the backend the switch leaves would cut (docs/capacity.md): warnings, never a
+    refusal."""
+    if live is None or live == plan.target:
+        return ()
+    backend = plan.backends[live]
+    pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
+    return tuple(shutdown.warnings(live, backend.engine, pods))
 
 
 async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ plain dicts and the adapter stays about I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -59,6 +60,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         deleting=bool(meta.get("deletionTimestamp")), unschedulable_message=unschedulable,
         created_at=_time(meta.get("creationTimestamp")), containers=containers,
         node_name=spec.get("nodeName") or None, requests=pod_requests(spec), placement=placement(spec),
+        grace_period=float(spec.get("terminationGracePeriodSeconds", 30)),
     )
 
 
@@ -125,7 +127,21 @@ def _container_view(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Conta
         restarts=int(status.get("restartCount", 0)), waiting_reason=waiting.get("reason"),
         waiting_message=waiting.get("message"), last_terminated_reason=last.get("reason"),
         startup_probe=_probe(spec.get("startupProbe")),
+        argv=tuple(str(word) for word in (*(spec.get("command") or ()), *(spec.get("args") or ()))),
+        pre_stop_sleep=_pre_stop_sleep((spec.get("lifecycle") or {}).get("preStop") or {}),
     )
+
+
+_SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+(\d+(?:\.\d+)?)")
+
+
+def _pre_stop_sleep(hook: Mapping[str, Any]) -> float | None:
+    """Seconds a preStop hook sleeps: the `sleep` action (Kubernetes 1.30+), or an exec of `sleep N` (alone or in a
+    shell line); None when it does not sleep, or waits on something else (a script polling the engine)."""
+    if "sleep" in hook:
+        return float((hook["sleep"] or {}).get("seconds", 0))
+    found = _SLEEP.search(" ".join(str(word) for word in ((hook.get("exec") or {}).get("command") or ())))
+    return float(found.group(1)) if found else None
 
 
 def service_view(obj: Mapping[str, Any]) -> ServiceView:
