@@ -203,10 +203,18 @@ def test_without_the_cluster_wide_read_a_source_that_holds_no_gpu_frees_none() -
     assert judged(nodes=nodes, bound=cpu_only, seen_all=False).fit is capacity.Fit.NOWHERE
 
 
-def test_unreadable_nodes_leave_the_fit_unknown() -> None:
+def test_unreadable_nodes_leave_the_fit_unknown_unless_the_source_holds_what_is_short() -> None:
+    """Without the ClusterRole neither nodes nor other namespaces can be read: a source holding the resource the
+    scheduler found short is the one fact left, and the verdict stays a possibility."""
     verdict = judged(nodes=None, bound=[])
     assert verdict.fit is capacity.Fit.UNKNOWN and not verdict.held_by_source
     assert verdict.unseen is not None and "cutover-capacity" in verdict.unseen
+    _, bound = reference_cluster()
+    maybe = judged(nodes=None, bound=[p for p in bound if p.namespace == "llm-serving"], seen_all=False)
+    assert maybe.fit is capacity.Fit.MAYBE_ONCE_SOURCE_GONE and maybe.held_by_source
+    assert maybe.summary().startswith("candle may fit once vllm's pods are gone; candle needs 4 cpu")
+    cpu_only = [pod("vllm-0", node="cpu-1", gpus=0, labels=VLLM)]
+    assert judged(nodes=None, bound=cpu_only, seen_all=False).fit is capacity.Fit.UNKNOWN
 
 
 def test_the_schedulers_words_name_what_is_short() -> None:

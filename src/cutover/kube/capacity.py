@@ -119,8 +119,14 @@ def judge(*, target: str, pending: PodView, needed: int, nodes: Sequence[NodeVie
     demand_text = ", ".join(f"{shown(name, amount)} {name}" for name, amount in sorted(demand.items())
                             if name != "pods")
     if nodes is None:
-        return Verdict(Fit.UNKNOWN, target, source, needed, 0, 0, demand=demand_text,
-                       unseen="the nodes could not be read (grant the optional ClusterRole cutover-capacity)")
+        # Nothing of the nodes is known: the source holding what the scheduler found short is the one fact left,
+        # said as a possibility (docs/capacity.md), never as a verdict on figures that were not read.
+        held = _held(source_pods)
+        maybe = any(amount > 0 for on in held.values() for name, amount in on.items() if name in (short or demand))
+        return Verdict(Fit.MAYBE_ONCE_SOURCE_GONE if maybe and needed > 0 else Fit.UNKNOWN, target, source, needed,
+                       0, 0, demand=demand_text,
+                       unseen="the nodes and the pods bound to them could not be read (grant the optional "
+                              "ClusterRole cutover-capacity)")
     placement = pending.placement or Placement()
     eligible = [node for node in nodes if admits(node, placement)]
     held, by_source = _held(bound), _held(source_pods)
