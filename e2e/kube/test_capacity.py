@@ -18,6 +18,10 @@ HELD = "app.kubernetes.io/name=capacity-held"
 def crowded(tier: Tier) -> Iterator[Tier]:
     """The holder Running on the GPU node, the held target Pending with the scheduler's own message."""
     tier.apply(FIXTURES / "capacity")
+    tier.wait("the holder bound to the GPU node", lambda: [
+        pod.spec.node_name for pod in tier.core.list_namespaced_pod(
+            "llm-serving", label_selector="app.kubernetes.io/name=capacity-holder").items] == ["kwok-gpu-0"], 60)
+    tier.apply(FIXTURES / "capacity" / "held.yaml")
 
     def pending() -> bool:
         pods = tier.core.list_namespaced_pod("llm-serving", label_selector=HELD).items
@@ -26,6 +30,7 @@ def crowded(tier: Tier) -> Iterator[Tier]:
 
     tier.wait("the held target Pending for memory", pending, 60)
     yield tier
+    tier.kubectl("delete", "-f", str(FIXTURES / "capacity" / "held.yaml"), "--wait=false")
     tier.kubectl("delete", "-k", str(FIXTURES / "capacity"), "--wait=false")
     tier.kubectl("delete", "-k", str(ROOT / "manifests" / "capacity"), "--ignore-not-found")
 
