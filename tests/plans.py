@@ -128,6 +128,25 @@ BAD = [
     ("missing required field", edit("target: candle\n", ""), "target", "a value (this field is required)"),
     ("wrong apiVersion", edit("apiVersion: cutover/v1alpha1", "apiVersion: cutover/v1"), "apiVersion",
      "'cutover/v1alpha1', found 'cutover/v1'"),
+    # backends.<name>.workload (docs/capacity.md)
+    ("workload of an unknown kind", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Pod, name: v}\n"),
+     "backends.vllm.workload.kind", "one of Deployment, StatefulSet, InferenceService, found 'Pod'"),
+    ("workload name not an object name", edit("    engine: vllm\n",
+                                              "    engine: vllm\n    workload: {kind: Deployment, name: V_1}\n"),
+     "backends.vllm.workload.name", "a Kubernetes object name"),
+    ("workload path with ..", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: v, "
+                                                        "path: ../../etc/x.yaml}\n"),
+     "backends.vllm.workload.path", "without '..'"),
+    ("valuesKey without its file", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, "
+                                                             "name: v, valuesKey: engine.replicas}\n"),
+     "backends.vllm.workload.path", "the values file that holds valuesKey"),
+    ("valuesKey on an InferenceService", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: "
+                                                                   "InferenceService, name: v, valuesKey: a, path: "
+                                                                   "v.yaml}\n"),
+     "backends.vllm.workload.valuesKey", "no valuesKey (an InferenceService is stopped by its annotation"),
+    ("workload unknown key", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: v, "
+                                                        "replicas: 0}\n"),
+     "backends.vllm.workload.replicas", "no such key (known here: kind, name, path, valuesKey)"),
     # handoff (docs/capacity.md)
     ("unknown strategy", GOOD + "handoff: {strategy: blue-green}\n", "handoff.strategy",
      "one of parallel, bridge, recreate, found 'blue-green'"),

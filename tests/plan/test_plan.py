@@ -169,3 +169,13 @@ def test_what_this_version_does_not_carry_out_is_refused_after_it_is_checked(sec
     assert caught.value.cause == "strategy_unavailable" and caught.value.exit_code == ExitCode.INVALID_INPUT
     assert caught.value.message.startswith("plan.yaml: handoff.")
     assert "not carried out by this version" in caught.value.message and "docs/capacity.md" in caught.value.hint
+
+
+def test_a_backend_names_what_holds_its_gpus() -> None:
+    (one,) = plan.parse(edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: InferenceService, "
+                                                    "name: reasoning, path: k8s/isvc.yaml}\n"))
+    assert one.backends["vllm"].workload == plan.Workload("InferenceService", "reasoning", "k8s/isvc.yaml")
+    assert one.backends["candle"].workload is None
+    (values,) = plan.parse(edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: v, "
+                                                       "path: values.yaml, valuesKey: engine.vllm.replicas}\n"))
+    assert values.backends["vllm"].workload == plan.Workload("Deployment", "v", "values.yaml", "engine.vllm.replicas")

@@ -2,7 +2,9 @@
 
 Git history is the state the commands read back, so the trailers are a format: `Cutover-Id`, `Cutover-From`,
 `Cutover-To`, `Cutover-Plan`, the Service's `Cutover-Service-Uid` and `Cutover-Cluster-Ip` recorded before
-the switch, and `Cutover-Hold` on a rollback. Written by `writeback`, read back through the Git providers.
+the switch, and `Cutover-Hold` on a rollback; a commit that frees or restores a backend's workload
+(docs/capacity.md) says so with `Cutover-Step`, `Cutover-Backend` and what the field held before (`Cutover-Previous`,
+`Cutover-Added`). Written by `writeback`, read back through the Git providers.
 """
 
 from __future__ import annotations
@@ -25,11 +27,18 @@ class Trailers:
     service_uid: str | None = None
     cluster_ip: str | None = None
     hold: str | None = None  # a rollback holds the Service on this backend
+    # docs/capacity.md: a commit that frees or restores a backend's workload instead of switching the selector
+    step: str | None = None  # Cutover-Step: free | restore (absent: a selector switch)
+    backend: str | None = None  # Cutover-Backend: the backend freed or restored
+    previous: str | None = None  # Cutover-Previous: the field's value before a free (`absent`), written back later
+    added: str | None = None  # Cutover-Added: mappings the free added on the way to the field (a restore drops them)
 
     # field, trailer key, rendered even when empty
     _KEYS = (("id", "Cutover-Id", True), ("source", "Cutover-From", True), ("to", "Cutover-To", True),
              ("plan", "Cutover-Plan", True), ("service_uid", "Cutover-Service-Uid", False),
-             ("cluster_ip", "Cutover-Cluster-Ip", False), ("hold", "Cutover-Hold", False))
+             ("cluster_ip", "Cutover-Cluster-Ip", False), ("hold", "Cutover-Hold", False),
+             ("step", "Cutover-Step", False), ("backend", "Cutover-Backend", False),
+             ("previous", "Cutover-Previous", False), ("added", "Cutover-Added", False))
 
     def render(self) -> str:
         """The trailer block: the last paragraph of a commit message."""

@@ -31,6 +31,7 @@ from cutover.plan.model import (
     Slack,
     SourceFormat,
     Verify,
+    Workload,
     label_problem,
     parse_duration,
 )
@@ -39,4 +40,4 @@ from cutover.plan.reader import MAX_PLAN, load, parse, resolve_path
 __all__ = ["API_VERSION", "DEFAULT_PATH", "ENGINES", "GIT_MODES", "KIND", "LOG_LEVELS", "MAX_PLAN", "PROOFS",
            "PROVIDERS", "PUBLIC_HOSTS", "SOURCES", "STRATEGIES", "ArgoCD", "Backend", "Fitness", "GitAuthor",
            "GitDocument", "GitSettings", "Handoff", "Plan", "ServiceRef", "Slack", "SourceFormat", "Verify",
-           "label_problem", "load", "parse", "parse_duration", "resolve_path"]
+           "Workload", "label_problem", "load", "parse", "parse_duration", "resolve_path"]

@@ -63,7 +63,7 @@ def read_git(node: Field) -> GitSettings:
         api_url=api_url.value,
         allow_insecure=allow_insecure,
         branch=_read_branch(node.child("branch")),
-        path=_read_repo_path(node.child("path")),
+        path=read_repo_path(node.child("path")),
         document=GitDocument(kind=document.child("kind").string(), name=document.child("name").string())
         if document.value is not None else GitDocument("", ""),
         selector_path=_read_selector_path(node.child("selectorPath")),
@@ -83,7 +83,7 @@ def _read_render(node: Field) -> str | None:
     if node.value is None:
         return None
     node.mapping(("path",), required=("path",))
-    return _read_repo_path(node.child("path")).rstrip("/") or "."
+    return read_repo_path(node.child("path")).rstrip("/") or "."
 
 
 def check_url(node: Field, url: str, *, allow_insecure: bool, ssh_ok: bool) -> None:
@@ -108,7 +108,7 @@ def _read_provider(node: Field, url: str) -> str:
     raise node.fail(f"one of {', '.join(PROVIDERS)} (cannot tell from the host {host!r})")
 
 
-def _read_repo_path(node: Field) -> str:
+def read_repo_path(node: Field) -> str:
     path = node.string()
     if path.startswith("/") or ".." in PurePosixPath(path).parts or "\\" in path:
         raise node.fail("a path relative to the repository root, without '..'")

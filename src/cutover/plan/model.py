@@ -44,6 +44,19 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "InferenceService")  # what holds a backend's GPUs (docs/capacity.md)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """docs/capacity.md: what holds a backend's resources in Git, and so what a handoff frees and restores."""
+
+    kind: str  # Deployment | StatefulSet (freed at spec.replicas: 0) | InferenceService (serving.kserve.io/stop)
+    name: str
+    path: str | None = None  # the file that holds it, when not git.path; a kustomization.yaml: its `replicas:` entry
+    values_key: str | None = None  # a Helm values key that holds its replicas (a dotted path), instead of the object
+
+
 @dataclasses.dataclass(frozen=True)
 class Backend:
     name: str
@@ -51,6 +64,7 @@ class Backend:
     engine: str
     port: int
     git_value: str | None = None  # helm-values with a scalar selectorPath: what Git holds for this backend
+    workload: Workload | None = None  # docs/capacity.md: what frees it, for the strategies that free a backend
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,9 +6,12 @@ import re
 from collections.abc import Mapping
 
 from cutover.plan.field import Field
-from cutover.plan.model import ENGINES, Backend, ServiceRef, label_problem
+from cutover.plan.git import read_repo_path
+from cutover.plan.model import ENGINES, WORKLOAD_KINDS, Backend, ServiceRef, Workload, label_problem
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_VALUES_KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 
 
 def dns_label(node: Field) -> str:
@@ -35,13 +38,14 @@ def read_backends(node: Field) -> dict[str, Backend]:
         raise node.fail("a mapping of at least two backends (the one serving now and the target)")
     backends: dict[str, Backend] = {}
     for name, field in node.items():
-        field.mapping(("selector", "engine", "port", "gitValue"), required=("selector", "engine", "port"))
+        field.mapping(("selector", "engine", "port", "gitValue", "workload"), required=("selector", "engine", "port"))
         backends[name] = Backend(
             name=name,
             selector=_read_selector(field.child("selector")),
             engine=field.child("engine").string(choices=ENGINES),
             port=field.child("port").integer(low=1, high=65535),
             git_value=field.child("gitValue").string() if field.present("gitValue") else None,
+            workload=_read_workload(field.child("workload")) if field.present("workload") else None,
         )
     by_selector: dict[tuple[tuple[str, str], ...], str] = {}
     for name, backend in backends.items():
@@ -66,3 +70,25 @@ def _read_selector(node: Field) -> dict[str, str]:
             raise field.fail(f"valid Kubernetes label syntax ({problem})")
         selector[key] = field.value
     return selector
+
+
+def _read_workload(node: Field) -> Workload:
+    """docs/capacity.md: the object that holds the backend's GPUs, where it is written, and so the one field that
+    frees it (spec.replicas, a kustomization's `replicas:` entry, a values key, or KServe's stop annotation)."""
+    node.mapping(("kind", "name", "path", "valuesKey"), required=("kind", "name"))
+    kind = node.child("kind").string(choices=WORKLOAD_KINDS)
+    name_field = node.child("name")
+    name = name_field.string()
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise name_field.fail("a Kubernetes object name (a DNS subdomain: lowercase alphanumerics, '-' and '.')")
+    path = read_repo_path(node.child("path")) if node.present("path") else None
+    key_field = node.child("valuesKey")
+    values_key = key_field.string() if key_field.value is not None else None
+    if values_key is not None:
+        if kind == "InferenceService":
+            raise key_field.fail("no valuesKey (an InferenceService is stopped by its annotation, not by replicas)")
+        if not _VALUES_KEY.match(values_key):
+            raise key_field.fail("a dotted path of keys, such as engine.vllm.replicas")
+        if path is None:
+            raise node.child("path").fail("the values file that holds valuesKey")
+    return Workload(kind=kind, name=name, path=path, values_key=values_key)
