@@ -129,7 +129,8 @@ BAD = [
     ("wrong apiVersion", edit("apiVersion: cutover/v1alpha1", "apiVersion: cutover/v1"), "apiVersion",
      "'cutover/v1alpha1', found 'cutover/v1'"),
     # backends.<name>.workload (docs/capacity.md)
-    ("workload of an unknown kind", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Pod, name: v}\n"),
+    ("workload of an unknown kind", edit("    engine: vllm\n",
+                                         "    engine: vllm\n    workload: {kind: Pod, name: v}\n"),
      "backends.vllm.workload.kind", "one of Deployment, StatefulSet, InferenceService, found 'Pod'"),
     ("workload name not an object name", edit("    engine: vllm\n",
                                               "    engine: vllm\n    workload: {kind: Deployment, name: V_1}\n"),

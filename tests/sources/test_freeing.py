@@ -76,7 +76,8 @@ CASES = [
     ("a kustomization's replicas entry", KUSTOMIZATION,
      Workload("Deployment", "llm-reasoning", path="k8s/overlays/prod/kustomization.yaml"), "unused",
      "-    count: 1\n+    count: 0\n", "1"),
-    ("a Helm values key", VALUES, Workload("StatefulSet", "vllm", path="values.yaml", values_key="engine.vllm.replicas"),
+    ("a Helm values key", VALUES,
+     Workload("StatefulSet", "vllm", path="values.yaml", values_key="engine.vllm.replicas"),
      "unused", "-    replicas: 1  # per node\n+    replicas: 0  # per node\n", "1"),
     ("an InferenceService", ISVC, Workload("InferenceService", "reasoning"), "k8s/isvc.yaml",
      "+  annotations:\n+    serving.kserve.io/stop: \"true\"\n", "absent"),
@@ -152,5 +153,5 @@ def test_the_guard_refuses_an_edit_that_changes_more_than_the_field() -> None:
     with pytest.raises(GuardFailed, match=r"changed more than spec\.replicas"):
         field_edit.guard(sneaky)
     extra_line = field_edit.FieldEdit(DEPLOYMENT, honest.after.replace("# (see", "#  (see"), field, "1", 0)
-    with pytest.raises(GuardFailed, match="changed 2 lines for spec.replicas, at most 1"):
+    with pytest.raises(GuardFailed, match=r"changed 2 lines for spec\.replicas, at most 1"):
         field_edit.guard(extra_line)

@@ -54,6 +54,7 @@ class EngineDouble:
         self.cold_answers = 0  # the first this many generations are cold
         self.cold_until: float | None = None  # loop time until which every generation is cold
         self.generations = 0
+        self.in_flight = 0  # generations being answered now: vLLM's vllm:num_requests_running
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, json body)
         self.request_times: list[float] = []  # loop time of each request
         self._runner: web.AppRunner | None = None
@@ -85,6 +86,26 @@ class EngineDouble:
         body = await request.json() if request.can_read_body else None
         self.requests.append((request.method, request.path, body))
         self.request_times.append(asyncio.get_running_loop().time())
+        if request.method == "POST":
+            self.in_flight += 1
+            try:
+                return await self._answer(request, body)
+            finally:
+                self.in_flight -= 1
+        if (request.method, request.path) == ("GET", "/metrics") and self.engine == "vllm":
+            return self._metrics()
+        return await self._answer(request, body)
+
+    def _metrics(self) -> web.Response:
+        """vLLM's Prometheus exposition of its in-flight gauge (docs.vllm.ai, design/metrics), one label set per
+        engine core and model; candle-vllm has no /metrics (a 404, like any unknown route)."""
+        text = ("# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+                "# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{engine="0",model_name="{self.served_names[0]}"}} '
+                f"{float(self.in_flight)}\n")
+        return web.Response(text=text, content_type="text/plain")
+
+    async def _answer(self, request: web.Request, body: Any) -> web.StreamResponse:
         fault = await self._fault(request)
         if fault is not None:
             return fault

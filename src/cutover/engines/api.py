@@ -151,6 +151,16 @@ async def _generate(client: httpx.AsyncClient, base: str, profile: Profile, name
     return None
 
 
+async def metrics(client: httpx.AsyncClient, base: str) -> str | None:
+    """The engine's /metrics in Prometheus' text format; None when it has none (404)."""
+    status, body = await call(client, "GET", f"{base}/metrics")
+    if status == 404:
+        return None
+    if status != 200:
+        raise Refusal(Problem("http_status", f"GET /metrics answered {status}", retryable=True, status=status))
+    return body.decode("utf-8", errors="replace")
+
+
 def json_of(body: bytes, what: str) -> Any:
     try:
         return json.loads(body)

@@ -22,10 +22,11 @@ class Profile:
     lists_every_name: bool  # /v1/models holds every served name (else one id only)
     generate_path: str
     chat: bool  # the generation route takes chat messages rather than a prompt
+    in_flight: str | None = None  # the /metrics gauge of requests running (docs/capacity.md); None: no such gauge
 
 
 ENGINES: Mapping[str, Profile] = {profile.engine: profile for profile in (
-    Profile("vllm", "/health", True, "/v1/completions", chat=False),
+    Profile("vllm", "/health", True, "/v1/completions", chat=False, in_flight="vllm:num_requests_running"),
     Profile("candle-vllm", None, False, "/v1/chat/completions", chat=True),
     Profile("sglang", "/health", False, "/v1/completions", chat=False),
     Profile("llama.cpp", "/health", False, "/v1/completions", chat=False),
