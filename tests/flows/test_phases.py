@@ -61,7 +61,8 @@ async def test_no_change_pending_passes_at_once(world: World, kube: cluster.Clus
 
 
 async def test_a_change_to_a_ready_backend_is_proven(world: World, kube: cluster.Cluster, host: GitHub,
-                                                     repo: BareRepo, make_plan: Any) -> None:
+                                                     repo: BareRepo, make_plan: Any,
+                                                     events: list[dict[str, Any]]) -> None:
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
     the_plan = make_plan()
@@ -70,6 +71,9 @@ async def test_a_change_to_a_ready_backend_is_proven(world: World, kube: cluster
     assert report.data["backend"] == "candle" and report.data["proof"]["pods"][0]["names"] == [
         "reasoning-long", "reasoning"]
     assert len(candle.engine.requests) == 2
+    # docs/capacity.md: the vLLM being left runs without --shutdown-timeout; said as a warning, the gate still passes
+    (unsafe,) = named(events, "drain.unsafe")
+    assert unsafe["backend"] == "vllm" and "without --shutdown-timeout" in unsafe["message"]
 
 
 async def test_the_revision_being_synced_not_the_branch_head(world: World, kube: cluster.Cluster, host: GitHub,
@@ -169,6 +173,30 @@ async def test_postsync_waits_proves_commits_once_and_asks_argocd_to_refresh(
     names = [e["event"] for e in events]
     assert names.index("target.ready") < names.index("names.proven") < names.index("git.committed") < \
         names.index("argocd.refresh_requested")
+
+
+async def test_postsync_on_a_full_gpu_node_stops_at_once_and_commits_nothing(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """The reference cluster's case (docs/capacity.md): vLLM holds the only card, candle cannot schedule. PostSync
+    under strategy parallel stops within seconds with exit 3 capacity_held_by_source, never a 30-minute wait, never a
+    gap; the Lease is given back and nothing reaches Git."""
+    seed_application(world)
+    world.add_node("gpu-1", gpus=1)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    world.add_pod("candle", Script(fault="unschedulable"), gpus=1)
+    the_plan = make_plan()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(TargetNotReady) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    assert loop.time() - start <= 5
+    assert caught.value.cause == "capacity_held_by_source" and caught.value.exit_code == 3
+    assert "vllm holds 1" in caught.value.message and "bridge and recreate" in caught.value.hint
+    assert cutover_commits(repo) == []
+    lease_object = world.kube.stored(LEASES, "llm-serving", "cutover-reasoning-long-predictor")
+    assert lease_object is not None and lease_object["spec"].get("holderIdentity") is None  # released
+    assert named(events, "capacity.judged")[0]["fit"] == "fits_once_source_gone"
 
 
 async def test_postsync_again_before_argocd_applied_commits_nothing(

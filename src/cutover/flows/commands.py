@@ -16,8 +16,9 @@ from cutover import sources
 from cutover.core import decide
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
-from cutover.engines import kinds, shutdown
+from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
+from cutover.flows import drain
 from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import readiness
 from cutover.kube.cluster import Cluster
@@ -69,17 +70,7 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     except CutoverError as exc:
         unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
-                 await _drain_safety(cluster, plan, state.state["liveBackend"]))
-
-
-async def _drain_safety(cluster: Cluster, plan: Plan, live: str | None) -> tuple[str, ...]:
-    """What deleting the pods of the backend the switch leaves would cut (docs/capacity.md): warnings, never a
-    refusal."""
-    if live is None or live == plan.target:
-        return ()
-    backend = plan.backends[live]
-    pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
-    return tuple(shutdown.warnings(live, backend.engine, pods))
+                 await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target))
 
 
 async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | None:

@@ -1,7 +1,8 @@
 """Draining a backend the Service no longer selects (docs/capacity.md): read its pods' in-flight gauge every second
 until each reads 0 twice in a row, or wait `handoff.drainTimeout` for an engine without one; bounded by the timeout
 either way, then the caller frees it with a warning naming what still ran. Measured and reported (`drain.*`
-events). The rule is `engines.drain`; this module only reads and waits. Called before any free.
+events). The rule is `engines.drain`; this module only reads and waits. Called before any free. Beside it, `safety`:
+what deleting the backend a switch leaves would cut (`engines.shutdown`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import structlog
 
 from cutover.core.clock import Clock
 from cutover.core.views import PodView
-from cutover.engines import api, drain, kinds
-from cutover.plan import Backend
+from cutover.engines import api, drain, kinds, shutdown
+from cutover.kube.cluster import Cluster
+from cutover.plan import Backend, Plan
 
 log = structlog.get_logger("cutover")
 
@@ -89,3 +91,13 @@ def _done(backend: Backend, seconds: float, *, complete: bool, by: str, reads: d
                             + ", ".join(f"{pod} {value:g}" for pod, value in drained.running.items()),
                     hint="raise handoff.drainTimeout, or accept that these requests are cut when it is freed")
     return drained
+
+
+async def safety(cluster: Cluster, plan: Plan, *, leaving: str | None, to: str) -> tuple[str, ...]:
+    """What deleting the pods of the backend a switch to `to` leaves would cut (docs/capacity.md): warnings, never a
+    refusal; `cutover plan` shows them and the PreSync gate logs them."""
+    if leaving is None or leaving == to:
+        return ()
+    backend = plan.backends[leaving]
+    pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
+    return tuple(shutdown.warnings(leaving, backend.engine, pods))

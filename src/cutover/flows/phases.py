@@ -31,7 +31,7 @@ from cutover.core.results import (
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView
 from cutover.errors import CutoverError, VerificationFailed
-from cutover.flows import advance, sync, verification, writeback
+from cutover.flows import advance, drain, sync, verification, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
@@ -73,9 +73,13 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         log.warning("presync.unknown_selector", revision=shown, selector=dict(wanted),
                     hint="the selector in Git is no backend of the plan: not ours to gate")
         return Gated(shown, changed=True)
-    log.info("presync.gating", revision=shown, to=step.backend, live=decide.backend_of(plan, live.selector))
+    leaving = decide.backend_of(plan, live.selector)
+    log.info("presync.gating", revision=shown, to=step.backend, live=leaving)
     proven = await prove_backend(run.cluster, plan, plan.backend(step.backend), wait=True)
     await advance.no_foreign_pods(run, step.backend)
+    for warning in await drain.safety(run.cluster, plan, leaving=leaving, to=step.backend):
+        log.warning("drain.unsafe", backend=leaving, message=warning,
+                    hint="the switch cuts nothing; deleting that backend's pods later will (docs/capacity.md)")
     return Gated(shown, True, step.backend, proven)
 
 
