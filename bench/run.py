@@ -24,6 +24,8 @@ Ratios are taken inside one run because these machines are noisy. Measured:
  14. the cost of fitness (docs/fitness.md) on a warm target of 2 pods, `verify.fitness: {requests: 3, maxLatency: 1s}`:
      requests per target pod per proof beyond the name proof's, and the time a proof takes with fitness less
      the time without, real time, with the engine doubles answering at once and in 50 ms
+ 15. the drain of an idle vLLM source (docs/capacity.md): its length in fake time, real time, /metrics reads
+ 16. the capacity judgment on a 500-node cluster with 30 pods bound to each
 """
 
 from __future__ import annotations
@@ -48,15 +50,17 @@ import structlog
 from cutover import plan
 from cutover.core.repository import Author, GitHost
 from cutover.core.trailers import Trailers
+from cutover.core.views import NodeView, Placement, PodView
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, World
-from cutover.flows import wait, writeback
+from cutover.engines import api as engine_api
+from cutover.flows import drain, wait, writeback
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
 from cutover.githost.gitpush import GitPush
-from cutover.kube import cluster
+from cutover.kube import capacity, cluster
 from cutover.sources import yaml_edit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the doubles only tests and benchmarks use
@@ -494,6 +498,58 @@ def bench_fitness(runs: int) -> dict[str, dict[str, float]]:
     return {f"{latency * 1000:.0f} ms": asyncio.run(_fitness(latency, runs)) for latency in (0.0, 0.05)}
 
 
+async def _drain_idle(runs: int) -> dict[str, float]:
+    """docs/capacity.md: the drain of an idle vLLM source of 2 pods: its length in fake time (one poll: the second
+    idle read), the real time it takes, and /metrics reads per pod."""
+    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    with tempfile.TemporaryDirectory() as tmp:
+        async with World() as world:
+            world.admit_jobs()
+            sources = [world.add_pod("vllm", ready=True) for _ in range(2)]
+            await world.settled()
+            (the_plan,) = plan.parse(world.plan_text())
+            kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
+            try:
+                pods, _ = await kube.pods("llm-serving", the_plan.backends["vllm"].selector)
+                real, fake = [], []
+                async with engine_api.new_client(timeout=5) as client:
+                    for _ in range(runs):
+                        began, loop_began = time.perf_counter(), asyncio.get_running_loop().time()
+                        await drain.drain_backend(client, the_plan.backends["vllm"], pods, within=300)
+                        real.append(time.perf_counter() - began)
+                        fake.append(asyncio.get_running_loop().time() - loop_began)
+            finally:
+                await kube.aclose()
+    reads = sum(1 for pod in sources for _, path, _ in pod.engine.requests if path == "/metrics")
+    return {"fake": statistics.median(fake), "real": statistics.median(real), "reads": reads / len(sources) / runs}
+
+
+def bench_drain(runs: int) -> dict[str, float]:
+    loop = looptime.new_event_loop(start=0)
+    try:
+        return loop.run_until_complete(_drain_idle(runs))
+    finally:
+        loop.close()
+
+
+def bench_capacity(runs: int) -> float:
+    """The capacity judgment (docs/capacity.md) on a 500-node cluster with 30 pods bound to each: real time."""
+    nodes = [NodeView(f"n{i}", {"gpu": "yes"}, {"nvidia.com/gpu": 8000, "cpu": 64000, "pods": 110000})
+             for i in range(500)]
+    bound = [PodView("ns", f"p{i}-{j}", "", {}, node_name=f"n{i}", requests={"nvidia.com/gpu": 250, "cpu": 2000,
+                                                                            "pods": 1000})
+             for i in range(500) for j in range(30)]
+    pending = PodView("ns", "t", "", {}, requests={"nvidia.com/gpu": 1000, "cpu": 4000, "pods": 1000},
+                      placement=Placement(node_selector={"gpu": "yes"}))
+    took = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        capacity.judge(target="t", pending=pending, needed=1, nodes=nodes, bound=bound, source="s",
+                       source_pods=bound[:30], short=("nvidia.com/gpu",))
+        took.append(time.perf_counter() - began)
+    return statistics.median(took)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -512,6 +568,8 @@ def main() -> int:
     renders = bench_render_checks(2 if args.smoke else 10)
     switch = bench_switch(2 if args.smoke else 10)
     fitness = bench_fitness(2 if args.smoke else 10)
+    drained = bench_drain(2 if args.smoke else 10)
+    judged = bench_capacity(2 if args.smoke else 20)
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -543,6 +601,11 @@ def main() -> int:
          f"{fitness['0 ms']['requests']:.0f}", "≤ 7"),
         *((f"14. time fitness adds to a proof, warm target, engine answering in {name} (s)",
            f"{value['added']:.3f}", "≤ 2 (2 × maxLatency)") for name, value in fitness.items()),
+        ("15. drain of an idle vLLM source, 2 pods: length in fake time (s)", f"{drained['fake']:.1f}",
+         "1 (the second idle read)"),
+        ("15. drain of an idle vLLM source, 2 pods: real time (s)", f"{drained['real']:.3f}", ""),
+        ("15. drain of an idle vLLM source: /metrics reads per pod", f"{drained['reads']:.0f}", "2"),
+        ("16. capacity judgment, 500 nodes × 30 bound pods (s)", f"{judged:.3f}", "≤ 0.5"),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -555,7 +618,8 @@ def main() -> int:
     print(json.dumps({"latency": latency, "requests_per_pod": {k: v[0] for k, v in requests.items()}, "cli": cli,
                       "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
                       "scale": scale, "ready_to_commit": to_commit, "render_checks": renders,
-                      "ready_to_switched": switch, "fitness": fitness}))
+                      "ready_to_switched": switch, "fitness": fitness, "drain": drained,
+                      "capacity_judgment": judged}))
     return 0
 
 
