@@ -128,6 +128,14 @@ BAD = [
     ("missing required field", edit("target: candle\n", ""), "target", "a value (this field is required)"),
     ("wrong apiVersion", edit("apiVersion: cutover/v1alpha1", "apiVersion: cutover/v1"), "apiVersion",
      "'cutover/v1alpha1', found 'cutover/v1'"),
+    # names that reach request paths and branch names (SPEC §4)
+    ("backend name not a DNS label", edit("  candle:\n", "  \"candle/../../main#\":\n").replace(
+        "target: candle", "target: \"candle/../../main#\""), "backends.candle/../../main#",
+     "a DNS label (lowercase alphanumerics and '-', at most 63), found 'candle/../../main#'"),
+    ("argocd application with a slash", edit("application: llm-serving", "application: ../x"), "argocd.application",
+     "a Kubernetes object name"),
+    ("argocd namespace not a DNS label", edit("  namespace: argocd\n", "  namespace: Argo_CD\n"),
+     "argocd.namespace", "a DNS label"),
     # backends.<name>.workload (docs/capacity.md)
     ("workload of an unknown kind", edit("    engine: vllm\n",
                                          "    engine: vllm\n    workload: {kind: Pod, name: v}\n"),

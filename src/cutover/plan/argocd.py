@@ -6,6 +6,7 @@ from cutover.plan.field import Field
 from cutover.plan.git import check_url
 from cutover.plan.model import ArgoCD
 from cutover.plan.secrets import secret_file
+from cutover.plan.service import dns_label, object_name
 
 
 def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
@@ -13,9 +14,11 @@ def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
     server = node.child("server")
     if server.value is not None:  # plain http:// only with git.allowInsecure, as for the Git host
         check_url(server, server.string(), allow_insecure=allow_insecure, ssh_ok=False)
+    namespace = node.child("namespace")
     return ArgoCD(
-        application=node.child("application").string(),
-        namespace=node.child("namespace").string(default="argocd"),
+        # both go into API request paths (the Application, or the ArgoCD API's): names, nothing else
+        application=object_name(node.child("application")),
+        namespace=dns_label(namespace) if namespace.value is not None else "argocd",
         refresh=node.child("refresh").boolean(default=True),
         server=server.value,
         token_file=secret_file(node.child("tokenFile")),

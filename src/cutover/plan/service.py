@@ -21,6 +21,14 @@ def dns_label(node: Field) -> str:
     return value
 
 
+def object_name(node: Field, *, default: str | None = None) -> str:
+    """A Kubernetes object name (a DNS subdomain, at most 253): it goes into API request paths."""
+    value = node.string(default=default)
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise node.fail("a Kubernetes object name (a DNS subdomain: lowercase alphanumerics, '-' and '.')")
+    return value
+
+
 def read_service(node: Field) -> ServiceRef:
     node.mapping(("namespace", "name", "ports"), required=("namespace", "name"))
     ports = node.child("ports")
@@ -38,6 +46,8 @@ def read_backends(node: Field) -> dict[str, Backend]:
         raise node.fail("a mapping of at least two backends (the one serving now and the target)")
     backends: dict[str, Backend] = {}
     for name, field in node.items():
+        # SPEC §4: a backend's name goes into branch names, trailers and URLs: a DNS label, checked here by name
+        dns_label(Field(field.source, field.path, name))
         field.mapping(("selector", "engine", "port", "gitValue", "workload"), required=("selector", "engine", "port"))
         backends[name] = Backend(
             name=name,
@@ -77,10 +87,7 @@ def _read_workload(node: Field) -> Workload:
     frees it (spec.replicas, a kustomization's `replicas:` entry, a values key, or KServe's stop annotation)."""
     node.mapping(("kind", "name", "path", "valuesKey"), required=("kind", "name"))
     kind = node.child("kind").string(choices=WORKLOAD_KINDS)
-    name_field = node.child("name")
-    name = name_field.string()
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        raise name_field.fail("a Kubernetes object name (a DNS subdomain: lowercase alphanumerics, '-' and '.')")
+    name = object_name(node.child("name"))
     path = read_repo_path(node.child("path")) if node.present("path") else None
     key_field = node.child("valuesKey")
     values_key = key_field.string() if key_field.value is not None else None
