@@ -318,6 +318,25 @@ async def test_parallel_stops_at_once_when_the_source_holds_the_card(
     assert failed["cause"] == "capacity_held_by_source" and "gpu-1:" in failed["message"]
 
 
+async def test_without_the_clusterrole_it_asks_first_and_says_what_it_could_not_see(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
+    """The operator did not apply manifests/capacity: cutover asks (SelfSubjectAccessReview) before it reads, so the
+    audit log holds no refusal, and the verdict stays a possibility (the real tier's scenario, e2e/kube)."""
+    one_gpu_cluster(world)
+    world.kube.denied = {("list", "nodes"), ("list", "pods")}
+    world.add_pod("candle", Script(fault="unschedulable"), gpus=1)
+    plan = make_plan()
+    with pytest.raises(TargetNotReady) as caught:
+        await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    assert caught.value.cause == "capacity_held_by_source"
+    assert "cannot be scheduled: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu" in caught.value.message
+    assert "candle may fit once vllm's pods are gone" in caught.value.message
+    assert "could not be read (grant the optional ClusterRole cutover-capacity)" in caught.value.message
+    paths = {request.url.path for request in world.kube}
+    assert "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" in paths
+    assert "/api/v1/nodes" not in paths and "/api/v1/pods" not in paths  # never a read that would be refused
+
+
 async def test_a_target_larger_than_what_the_source_frees_is_unschedulable_with_the_figures(
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
     one_gpu_cluster(world)

@@ -69,6 +69,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
         self.version = next(self.versions)
         self.epoch = datetime.now(UTC)
         self.served = 0  # requests answered, counted also when the log below is trimmed
+        self.denied: set[tuple[str, str]] = set()  # (verb, resource) a SelfSubjectAccessReview says no to
         self.keep: int | None = None  # with a number, keep only that many of the latest requests in kmock's log
         self.loop0: float | None = None
         self.last_loop_time = 0.0
@@ -100,6 +101,8 @@ class KubeEmulator(kmock.KubernetesScaffold):
         self.served += 1
         if self.keep is not None and len(self._requests) > 2 * self.keep:
             del self._requests[:-self.keep]
+        if request.resource is not None and request.resource.plural == "selfsubjectaccessreviews":
+            return self._review(request)
         if request.resource is not None and request.resource.plural not in KINDS:
             # the real apiserver knows no such resource: 404, not an empty list (e2e/test_contract.py)
             return aiohttp.web.json_response(
@@ -109,6 +112,15 @@ class KubeEmulator(kmock.KubernetesScaffold):
         if request.method == "POST" and response.status == 200 and not response.prepared:
             response.set_status(201)  # a create answers 201 Created, as the real apiserver does (e2e/test_contract)
         return response
+
+    def _review(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """A SelfSubjectAccessReview, answered as the real apiserver does (201, the review with its status): the
+        emulator has no RBAC, so everything is allowed but what a test put in `denied` ((verb, resource) pairs)."""
+        review = dict(request.data or {})
+        wanted = (review.get("spec") or {}).get("resourceAttributes") or {}
+        allowed = (wanted.get("verb"), wanted.get("resource")) not in self.denied
+        review["status"] = {"allowed": allowed, **({} if allowed else {"reason": "no RBAC rule allows it"})}
+        return aiohttp.web.json_response(review, status=201)
 
     def align(self, now: datetime) -> None:
         """From here on, tell time as `now` does: a second world made later in the same fake-time loop would

@@ -100,7 +100,7 @@ def placement_failure(failure: readiness.Failure, verdict: capacity.Verdict, pla
     if verdict.held_by_source and plan.handoff.strategy == "parallel":
         return readiness.Failure(
             cause="capacity_held_by_source", pod=failure.pod,
-            message=f"pod {failure.pod} cannot be scheduled: {verdict.summary()}",
+            message=f"{failure.message}; {verdict.summary()}",
             hint=f"strategy parallel never opens a gap nobody consented to; the strategies that can proceed are "
                  f"bridge and recreate (handoff.strategy, docs/capacity.md: not yet carried out by this version): "
                  f"until then add capacity for {verdict.target}, or free {verdict.source} through Git yourself and "

@@ -217,25 +217,34 @@ class Cluster:
                               what=f"list pods in {namespace}")
         return [pod_view(item) for item in body.get("items", [])], body["metadata"].get("resourceVersion", "")
 
+    async def may(self, verb: str, resource: str) -> bool:
+        """Whether this identity may `verb` a core `resource` cluster-wide: a SelfSubjectAccessReview (which every
+        authenticated identity may create), asked before an optional read so that a read the operator did not
+        grant is never a refusal in the audit log. An answer that cannot be had counts as no."""
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": {"verb": verb, "group": "", "resource": resource}}}
+        try:
+            answer = await self.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                                        body=review, what=f"ask whether cutover may {verb} {resource}")
+        except ClusterError as exc:
+            log.info("cluster.access_unknown", verb=verb, resource=resource, error=exc.message)
+            return False
+        return bool((answer.get("status") or {}).get("allowed"))
+
     async def nodes(self) -> list[NodeView] | None:
         """Every node, or None where the optional ClusterRole cutover-capacity is not granted (docs/capacity.md)."""
-        try:
-            body = await self.get("/api/v1/nodes", what="list nodes")
-        except ClusterError as exc:
-            if exc.cause == "cluster_forbidden":
-                return None
-            raise
+        if not await self.may("list", "nodes"):
+            return None
+        body = await self.get("/api/v1/nodes", what="list nodes")
         return [node_view(item) for item in body.get("items", [])]
 
     async def bound_pods(self, namespace: str) -> tuple[list[PodView], bool]:
         """The non-terminal pods bound to a node, cluster-wide where cutover-capacity is granted (True), else only
         `namespace`'s (False): what the capacity judgment counts as held."""
         query = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
-        try:
+        if await self.may("list", "pods"):
             body, everywhere = await self.get("/api/v1/pods", query=query, what="list pods of every namespace"), True
-        except ClusterError as exc:
-            if exc.cause != "cluster_forbidden":
-                raise
+        else:
             body, everywhere = await self.get(f"/api/v1/namespaces/{namespace}/pods", query=query,
                                               what=f"list pods in {namespace}"), False
         pods = [pod_view(item) for item in body.get("items", [])]
