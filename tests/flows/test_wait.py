@@ -318,6 +318,33 @@ async def test_parallel_stops_at_once_when_the_source_holds_the_card(
     assert failed["cause"] == "capacity_held_by_source" and "gpu-1:" in failed["message"]
 
 
+async def test_room_that_appears_within_the_grace_is_used(
+        world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan], events: list[dict[str, Any]]) -> None:
+    """The scheduler places the pod 10 s into the grace; it then loads for 110 s, well past the grace's end, and is
+    proven: the grace ends with the pod placed, and the wait goes on on the startup timeline as usual."""
+    one_gpu_cluster(world)
+    world.add_node("gpu-2", gpus=1)
+    candle = world.add_pod("candle", Script(fault="unschedulable"), gpus=1)
+
+    async def scheduled_later() -> None:
+        await asyncio.sleep(10)
+        world.kube.merge("/v1/pods", NAMESPACE, candle.name, {"spec": {"nodeName": "gpu-2"}, "status": {"conditions": [
+            {"type": "PodScheduled", "status": "True"}]}})
+        await candle._start()
+        await asyncio.sleep(110)
+        await candle.engine.bind()
+        candle.become_ready()
+
+    placing = asyncio.create_task(scheduled_later())
+    plan = make_plan()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    proven = await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
+    await placing
+    assert proven.backend == "candle" and loop.time() - start == pytest.approx(120, abs=1)
+    assert {event["fit"] for event in named(events, "capacity.judged")} == {"fits_now"}
+
+
 async def test_without_the_clusterrole_it_asks_first_and_says_what_it_could_not_see(
         world: World, kube: cluster.Cluster, make_plan: Callable[..., Plan]) -> None:
     """The operator did not apply manifests/capacity: cutover asks (SelfSubjectAccessReview) before it reads, so the

@@ -141,7 +141,9 @@ class _Wait:
                  budget=self.settings.max_wait)
         while True:
             found = self.assess()
-            if found.failure is not None:
+            if found.failure is None:
+                self.capacity_until = None  # a pod unschedulable later gets a grace of its own
+            else:
                 failure = await self._final(found.failure)
                 if failure is not None:
                     raise await self._failed(failure)
@@ -190,8 +192,8 @@ class _Wait:
     def _sleep(self, found: readiness.Assessment) -> float:
         now = self.clock.monotonic()
         wakes = [self.next_progress, now + found.budget_left]
-        if self.capacity_until is not None:
-            wakes.append(max(now, self.capacity_until))
+        if self.capacity_until is not None and self.capacity_until > now:
+            wakes.append(self.capacity_until)
         if found.satisfied:
             wakes.append(self.next_proof)
         return max(SLACK, min(wakes) - now)
