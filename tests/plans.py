@@ -128,7 +128,7 @@ BAD = [
     ("missing required field", edit("target: candle\n", ""), "target", "a value (this field is required)"),
     ("wrong apiVersion", edit("apiVersion: cutover/v1alpha1", "apiVersion: cutover/v1"), "apiVersion",
      "'cutover/v1alpha1', found 'cutover/v1'"),
-    # names that reach request paths and branch names (SPEC §4)
+    # names that reach request paths and branch names (docs/plan.md)
     ("backend name not a DNS label", edit("  candle:\n", "  \"candle/../../main#\":\n").replace(
         "target: candle", "target: \"candle/../../main#\""), "backends.candle/../../main#",
      "a DNS label (lowercase alphanumerics and '-', at most 63), found 'candle/../../main#'"),

@@ -46,7 +46,7 @@ def read_backends(node: Field) -> dict[str, Backend]:
         raise node.fail("a mapping of at least two backends (the one serving now and the target)")
     backends: dict[str, Backend] = {}
     for name, field in node.items():
-        # SPEC §4: a backend's name goes into branch names, trailers and URLs: a DNS label, checked here by name
+        # docs/plan.md: a backend's name goes into branch names, trailers and URLs: a DNS label, checked by name
         dns_label(Field(field.source, field.path, name))
         field.mapping(("selector", "engine", "port", "gitValue", "workload"), required=("selector", "engine", "port"))
         backends[name] = Backend(
