@@ -7,14 +7,16 @@ no /health, lists one id (created in milliseconds) and accepts any model name, e
 until `cold_until`), as engines do while they compile and warm up. `stream: true` answers with server-sent
 events as each engine writes them (vLLM: `data: {chunk}` and `data: [DONE]`; candle-vllm: the same through
 axum, with a `: keep-alive-text` comment every 100 ms while nothing else is sent). Fault switches make a
-bound engine slow, 503, garbage, huge or resetting, or break its streams (`stream-no-done`,
-`stream-stall`, `stream-error`); `Blackhole` makes connects time out, as a NetworkPolicy that drops
-packets does. Used by the demo and the tests.
+bound engine slow, 503, garbage, huge, a compression bomb or resetting, or break its streams
+(`stream-no-done`, `stream-stall`, `stream-error`, `stream-endless-line`); `Blackhole` makes connects time out,
+as a NetworkPolicy that drops packets does. Used by the demo and the tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import gzip
 import json
 import socket
 import time
@@ -23,8 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-FAULTS = (None, "slow", "503", "garbage", "huge", "reset", "no-token", "stream-no-done", "stream-stall",
-          "stream-error")
+FAULTS = (None, "slow", "503", "garbage", "huge", "bomb", "reset", "no-token", "stream-no-done", "stream-stall",
+          "stream-error", "stream-endless-line")
 KEEP_ALIVE = 0.1  # seconds between candle-vllm's keep-alive comments (axum KeepAlive, KEEP_ALIVE_INTERVAL)
 
 
@@ -37,6 +39,13 @@ CANNED: dict[str, tuple[int, bytes, dict[str, str]]] = {
              {"Content-Type": "application/json", "Content-Encoding": "gzip"}),
     "huge": (200, b"[" + b" " * (2 << 20) + b"]", {"Content-Type": "application/json"}),
 }
+
+
+@functools.cache
+def bomb() -> bytes:
+    """A few KiB that inflate to 16 MiB through two gzip layers (`Content-Encoding: gzip, gzip`): what a hostile or
+    broken proxy can send; made once, when a test first asks for it."""
+    return gzip.compress(gzip.compress(b" " * (16 << 20), compresslevel=9), compresslevel=9)
 
 
 class EngineDouble:
@@ -138,6 +147,11 @@ class EngineDouble:
         stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
                                                          "Cache-Control": "no-cache"})
         await stream.prepare(request)
+        if self.fault == "stream-endless-line":  # one data line that never ends: 2.5 MiB without a newline
+            for _ in range(40):
+                await stream.write(b"data: " + b"x" * (64 << 10))
+            await stream.write_eof()
+            return stream
         for chunk in self._chunks(json.loads(answer.body)):  # type: ignore[arg-type]
             await stream.write(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n")
             if self.fault == "stream-stall":
@@ -207,6 +221,9 @@ class EngineDouble:
         if self.fault in CANNED:
             status, body, headers = CANNED[self.fault]
             return web.Response(status=status, body=body, headers=headers)
+        if self.fault == "bomb":
+            return web.Response(status=200, body=bomb(), headers={"Content-Type": "application/json",
+                                                                  "Content-Encoding": "gzip, gzip"})
         if self.fault == "reset":
             assert request.transport is not None
             request.transport.abort()

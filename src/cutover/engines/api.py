@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from cutover.core.proofs import PodProof, Problem
+from cutover.engines import bounded
 from cutover.engines.kinds import ENGINES, Profile
 
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
@@ -176,11 +177,15 @@ async def call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
     path = httpx.URL(url).path
     async with classified(method, path, deadline(client)), client.stream(method, url, **kwargs) as response:
         body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > BODY_CAP:
-                raise Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
-                                      retryable=False, status=response.status_code))
+        try:  # the raw bytes, inflated here under the cap (engines.bounded): httpx would inflate a chunk whole
+            decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=BODY_CAP)
+            async for chunk in response.aiter_raw():
+                body += decoder.feed(chunk)
+        except bounded.TooLarge:
+            raise Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
+                                  retryable=False, status=response.status_code)) from None
+        except bounded.BadEncoding as exc:
+            raise Refusal(Problem("bad_encoding", f"{method} {path}: {exc}", retryable=True)) from None
         return response.status_code, bytes(body)
 
 
@@ -224,5 +229,7 @@ def _is_refused(exc: BaseException) -> bool:
 
 
 def new_client(*, timeout: float) -> httpx.AsyncClient:
-    # trust_env=False: a proxy set for the Job's egress must not carry traffic meant for pod IPs.
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False)
+    # trust_env=False: a proxy set for the Job's egress must not carry traffic meant for pod IPs. Identity asked:
+    # what comes compressed anyway is inflated under the cap (`call`, engines.bounded).
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False,
+                             headers={"Accept-Encoding": "identity"})

@@ -19,7 +19,7 @@ import httpx
 
 from cutover.core.proofs import Problem, Side
 from cutover.core.views import PodView
-from cutover.engines import api, sse
+from cutover.engines import api, bounded, sse
 from cutover.engines.fitness import PodTrial, Sample, StreamCheck, context_of, live
 from cutover.engines.kinds import ENGINES, Profile
 from cutover.plan import Backend, Fitness, Plan
@@ -79,20 +79,33 @@ class _Stream:
     """What one streamed answer delivered so far."""
 
     def __init__(self, start: float) -> None:
-        self.start, self.chunks, self.done, self.size = start, 0, False, 0
+        self.start, self.chunks, self.done = start, 0, False
         self.first: float | None = None  # when the first data event came
         self.broken: str | None = None
         self.reader = sse.Reader()
 
     async def read(self, response: httpx.Response) -> None:
-        async for line in response.aiter_lines():
-            self.size += len(line) + 1
-            if self.size > api.BODY_CAP:
-                self.broken = f"the stream passed {api.BODY_CAP} bytes after {_chunks(self.chunks)}"
-                return
+        """The stream's lines, decoded and split under the cap (engines.bounded): a line that never ends, or a body
+        that inflates past the cap, breaks the stream instead of filling the Job's memory."""
+        try:
+            decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=api.BODY_CAP)
+            lines = bounded.Lines(cap=bounded.LINE_CAP)
+            async for raw in response.aiter_raw():
+                if self._fed(lines.feed(decoder.feed(raw))):
+                    return
+            self._fed(lines.end())
+        except bounded.TooLarge as exc:
+            self.broken = f"the stream passed its bound ({exc}) after {_chunks(self.chunks)}"
+        except bounded.BadEncoding as exc:
+            self.broken = f"{exc} after {_chunks(self.chunks)}"
+
+    def _fed(self, lines: list[str]) -> bool:
+        """Each line to the event reader; True when the stream is over."""
+        for line in lines:
             event = self.reader.feed(line)
             if event is not None and self._take(event.data):
-                return
+                return True
+        return False
 
     def _take(self, data: str) -> bool:
         """Count one data event; True when the stream is over (done or broken)."""
