@@ -4,6 +4,7 @@ refusal becomes; never the token in an error."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,35 @@ SETTINGS = ArgoCD(application="llm-serving", namespace="argocd", server="https:/
 TOKEN = "argocd-token-" + "Z" * 20
 
 
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __aiter__(self) -> Any:
+        for start in range(0, len(self.body), 1 << 16):
+            yield self.body[start:start + (1 << 16)]
+
+
+def streamed(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
+    """An answer whose body arrives as a stream, as over a socket (httpx reads a body given as bytes at once)."""
+    return httpx.Response(status, headers=headers, stream=_Body(body))
+
+
+class _Streaming(httpx.AsyncBaseTransport):
+    """The mock's answers with their bodies streamed: the client reads raw bytes under its cap."""
+
+    def __init__(self, mock: httpx.MockTransport) -> None:
+        self.mock = mock
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        answer = await self.mock.handle_async_request(request)
+        if answer.is_stream_consumed or hasattr(answer, "_content"):
+            return streamed(answer.status_code, answer.content, dict(answer.headers))
+        return answer
+
+
 def client(handler: httpx.MockTransport) -> ArgoCDApi:
-    return ArgoCDApi(SETTINGS, token=TOKEN, transport=handler)
+    return ArgoCDApi(SETTINGS, token=TOKEN, transport=_Streaming(handler))
 
 
 async def test_manifests_of_one_source_and_of_a_position() -> None:
@@ -102,3 +130,33 @@ async def test_a_body_dripped_slowly_meets_the_whole_answer_deadline() -> None:
     await api.aclose()
     assert "no whole answer within 60s" in caught.value.message
     assert loop.time() - began <= 6 * 60 + 60  # six attempts of 60 s and their backoff, not 100 × 20 s each
+
+
+BOMB = gzip.compress(b" " * (64 << 20), compresslevel=9)  # 64 MiB decoded from ~64 KiB
+
+
+@pytest.mark.parametrize(("why", "body", "headers", "words"), [
+    ("a proxy's HTML page", b"<html>login</html>", {}, "not a JSON object"),
+    ("a JSON list", b"[1, 2]", {}, "not a JSON object"),
+    ("manifests that are no strings", b'{"manifests": [{"kind": "Service"}]}', {},
+     "`manifests` is not a list of strings"),
+    ("a manifest that is no JSON", b'{"manifests": ["kind: Service"]}', {}, "a manifest"),
+    ("a compression bomb", BOMB, {"Content-Encoding": "gzip"}, "decodes to more than 33554432 bytes"),
+    ("an encoding nobody asked for", b"x", {"Content-Encoding": "zstd"},
+     "Content-Encoding zstd is not one cutover decodes"),
+])
+async def test_a_malformed_answer_is_a_named_cause_not_an_internal_error(why: str, body: bytes,
+                                                                       headers: dict[str, str], words: str) -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return streamed(200, body, headers)
+
+    api = client(httpx.MockTransport(answer))
+    with pytest.raises(ClusterError) as caught:
+        await api.manifests("abc")
+    await api.aclose()
+    assert caught.value.cause == "argocd_api_malformed" and words in caught.value.message and caught.value.hint
+    assert TOKEN not in caught.value.message
+    assert seen[0].headers["Accept-Encoding"] == "identity"

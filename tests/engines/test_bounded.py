@@ -8,9 +8,10 @@ import zlib
 
 import pytest
 
+from cutover.core import bounded
 from cutover.demo.engines import bomb
 from cutover.demo.world import World
-from cutover.engines import api, bounded, trials
+from cutover.engines import api, trials
 from cutover.engines.kinds import ENGINES
 
 

@@ -20,6 +20,7 @@ import structlog
 import tenacity
 
 from cutover import trust
+from cutover.core import bounded
 from cutover.errors import ArgoCDError, ArgoCDUnavailable
 from cutover.plan import ArgoCD, secrets
 
@@ -27,6 +28,7 @@ log = structlog.get_logger("cutover.argocd")
 
 TIMEOUT = 30.0  # seconds per request; a render of a large chart takes a few
 DEADLINE = 60.0  # seconds for one whole answer
+ANSWER_CAP = 32 << 20  # bytes an answer may decode to: an Application's rendered manifests, well within the Job's 192Mi
 TOKEN_ENV = "CUTOVER_ARGOCD_TOKEN"  # noqa: S105 -- the name of a variable, not a token
 
 __all__ = ["ArgoCDApi", "token"]
@@ -54,7 +56,8 @@ class ArgoCDApi:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         assert settings.server is not None
         self.settings = settings
-        headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity",
+                   **({"Authorization": f"Bearer {token}"} if token else {})}
         self.client = httpx.AsyncClient(base_url=settings.server.rstrip("/"), headers=headers, timeout=TIMEOUT,
                                         transport=transport, trust_env=False, follow_redirects=False,
                                         verify=trust.context())  # SSL_CERT_FILE for a private CA
@@ -83,15 +86,20 @@ class ArgoCDApi:
             params.append(("revision", revision))
         else:
             params += [("revisions", revision), ("sourcePositions", str(position + 1))]
-        body = await self._get(self._app("/manifests"), params=params, what=f"render the manifests of {revision[:12]}")
-        return [json.loads(manifest) for manifest in body.get("manifests") or ()]
+        what = f"render the manifests of {revision[:12]}"
+        body = await self._get(self._app("/manifests"), params=params, what=what)
+        manifests = body.get("manifests") or ()
+        if not isinstance(manifests, list) or not all(isinstance(one, str) for one in manifests):
+            raise ArgoCDError(f"ArgoCD API: {what}: `manifests` is not a list of strings", cause="argocd_api_malformed",
+                              hint="is argocd.server really argocd-server (not a proxy's page)?")
+        return [_json(manifest.encode(), what=f"{what}, a manifest") for manifest in manifests]
 
     async def _get(self, url: str, *, params: Any, what: str) -> dict[str, Any]:
         async for attempt in _retrying():
             with attempt:
                 try:
                     async with asyncio.timeout(DEADLINE):  # httpx's timeout bounds each read, not a dripped body
-                        response = await self.client.get(url, params=params)
+                        status, body = await self._read(url, params=params, what=what)
                 except TimeoutError as exc:
                     raise ArgoCDUnavailable(f"ArgoCD API: {what}: no whole answer within {DEADLINE:g}s",
                                              hint="argocd-server answers too slowly; retried") from exc
@@ -102,17 +110,43 @@ class ArgoCDApi:
                                            hint="set SSL_CERT_FILE to a bundle holding argocd-server's CA") from exc
                     raise ArgoCDUnavailable(f"ArgoCD API: {what}: {type(exc).__name__}",
                                              hint="check argocd.server and the Job's egress") from exc
-                if response.status_code >= 500 or response.status_code == 429:
-                    raise ArgoCDUnavailable(f"ArgoCD API answered {response.status_code} to {what}")
-                if response.status_code in (401, 403):
-                    raise ArgoCDError(f"ArgoCD API refused {what} ({response.status_code})",
+                if status >= 500 or status == 429:
+                    raise ArgoCDUnavailable(f"ArgoCD API answered {status} to {what}")
+                if status in (401, 403):
+                    raise ArgoCDError(f"ArgoCD API refused {what} ({status})",
                                        cause="argocd_api_forbidden",
                                        hint="the ArgoCD account needs `applications, get` on this Application's "
                                             "project; check argocd.tokenFile")
-                if response.status_code != 200:
-                    raise ArgoCDError(f"ArgoCD API answered {response.status_code} to {what}: "
-                                       f"{response.text[:200]}", cause="argocd_api_error",
+                if status != 200:
+                    raise ArgoCDError(f"ArgoCD API answered {status} to {what}: "
+                                       f"{body[:200].decode('utf-8', errors='replace')}", cause="argocd_api_error",
                                        hint="check argocd.application and argocd.namespace")
-                answer: dict[str, Any] = response.json()
-                return answer
+                return _json(body, what=what)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read(self, url: str, *, params: Any, what: str) -> tuple[int, bytes]:
+        """The status and the body, decoded under ANSWER_CAP (core.bounded): httpx would inflate a chunk whole."""
+        async with self.client.stream("GET", url, params=params) as response:
+            body = bytearray()
+            try:
+                decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=ANSWER_CAP)
+                async for chunk in response.aiter_raw():
+                    body += decoder.feed(chunk)
+            except (bounded.TooLarge, bounded.BadEncoding) as exc:
+                raise ArgoCDError(f"ArgoCD API: {what}: {exc}", cause="argocd_api_malformed",
+                                  hint=f"argocd-server's answer is over {ANSWER_CAP >> 20} MiB decoded or cannot be "
+                                       "decoded; is argocd.server really argocd-server (not a proxy's page)?") from exc
+            return response.status_code, bytes(body)
+
+
+def _json(body: bytes, *, what: str) -> dict[str, Any]:
+    """The answer as a JSON object; anything else is a named cause, not an internal error."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ArgoCDError(f"ArgoCD API: {what}: the answer is not a JSON object ({body[:60]!r})",
+                          cause="argocd_api_malformed",
+                          hint="is argocd.server really argocd-server (not a proxy's page)?")
+    return answer

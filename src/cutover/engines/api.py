@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
+from cutover.core import bounded
 from cutover.core.proofs import PodProof, Problem
-from cutover.engines import bounded
 from cutover.engines.kinds import ENGINES, Profile
 
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
@@ -177,7 +177,7 @@ async def call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
     path = httpx.URL(url).path
     async with classified(method, path, deadline(client)), client.stream(method, url, **kwargs) as response:
         body = bytearray()
-        try:  # the raw bytes, inflated here under the cap (engines.bounded): httpx would inflate a chunk whole
+        try:  # the raw bytes, inflated here under the cap (core.bounded): httpx would inflate a chunk whole
             decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=BODY_CAP)
             async for chunk in response.aiter_raw():
                 body += decoder.feed(chunk)
@@ -230,6 +230,6 @@ def _is_refused(exc: BaseException) -> bool:
 
 def new_client(*, timeout: float) -> httpx.AsyncClient:
     # trust_env=False: a proxy set for the Job's egress must not carry traffic meant for pod IPs. Identity asked:
-    # what comes compressed anyway is inflated under the cap (`call`, engines.bounded).
+    # what comes compressed anyway is inflated under the cap (`call`, core.bounded).
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False,
                              headers={"Accept-Encoding": "identity"})

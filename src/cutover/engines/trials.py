@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 
+from cutover.core import bounded
 from cutover.core.proofs import Problem, Side
 from cutover.core.views import PodView
-from cutover.engines import api, bounded, sse
+from cutover.engines import api, sse
 from cutover.engines.fitness import PodTrial, Sample, StreamCheck, context_of, live
 from cutover.engines.kinds import ENGINES, Profile
 from cutover.plan import Backend, Fitness, Plan
@@ -85,7 +86,7 @@ class _Stream:
         self.reader = sse.Reader()
 
     async def read(self, response: httpx.Response) -> None:
-        """The stream's lines, decoded and split under the cap (engines.bounded): a line that never ends, or a body
+        """The stream's lines, decoded and split under the cap (core.bounded): a line that never ends, or a body
         that inflates past the cap, breaks the stream instead of filling the Job's memory."""
         try:
             decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=api.BODY_CAP)

@@ -1,4 +1,4 @@
-"""Engine answers read under a cap on what they decode to (docs/security.md): pure, no I/O.
+"""Answers read under a cap on what they decode to (docs/security.md), for every wing that reads one: pure, no I/O.
 
 cutover asks every engine for `Accept-Encoding: identity`, but a proxy in front of one may compress all the same, and
 httpx inflates a compressed chunk whole before anyone can count it: a few KiB of `Content-Encoding: gzip, gzip` became
