@@ -24,7 +24,7 @@ class BadEncoding(Exception):
 
 class Decoder:
     """Raw body chunks in, decoded bytes out, never more than `cap` in all (`Content-Encoding` layers undone in
-    reverse order, as RFC 9110 §8.4 lists them in the order they were applied)."""
+    reverse order, as RFC 9110 (Content-Encoding) lists them in the order they were applied)."""
 
     def __init__(self, content_encoding: str, *, cap: int) -> None:
         names = [name.strip().lower() for name in content_encoding.split(",") if name.strip()]
