@@ -250,9 +250,10 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
 
     repo = BareRepo(tmp_path / "gitops.git")
     repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
-    world.add_pod("vllm", ready=True)
+    vllm = world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     await world.settled()
+    world.kube.merge("/v1/pods", "llm-serving", vllm.name, {"spec": {"terminationGracePeriodSeconds": 30}})
     async with FakeContentsHost(repo, token=TOKEN) as host:
         result = await cutover("plan", plan=world.plan_text(git_api_url=host.url))
     assert result.code == 0, result.stderr
@@ -261,9 +262,9 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
     assert "    +    app.kubernetes.io/name: llm-reasoning-candle             # the vLLM deployment" in result.stdout
     assert [m for m, _, _ in host.requests] == ["GET"]  # read only: a plan never writes
     assert len(repo.log()) == 1
-    # the demo's vLLM runs without --shutdown-timeout: deleting it after the switch would cut its streams
-    assert "  drain safety: vllm: reasoning-long-predictor-vllm-00001 runs vLLM without --shutdown-timeout" in \
-        result.stdout
+    # its grace period (30 s) no longer covers vLLM's --shutdown-timeout (60 s): deleting it would cut its streams
+    assert "  drain safety: vllm: reasoning-long-predictor-vllm-00001's terminationGracePeriodSeconds (30s) is " \
+           "below its preStop sleep plus --shutdown-timeout (60s)" in result.stdout
 
 
 async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Run, world: World,

@@ -39,7 +39,9 @@ BACKENDS: dict[str, dict[str, Any]] = {
              "labels": {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
                         "serving.kserve.io/inferenceservice": "reasoning"},
              # vLLM's own /health, checked by the kubelet: 120 × 15 s = 30 minutes to start
-             "probe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 15, "failureThreshold": 120}},
+             "probe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 15, "failureThreshold": 120},
+             # drained on SIGTERM (docs/capacity.md): a minute for the answers in flight, within the grace period
+             "args": ["--served-model-name", *SERVED_NAMES, "--shutdown-timeout", "60"], "grace": 90},
     "candle": {"engine": "candle-vllm",
                "labels": {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"},
                # candle-vllm has no /health: a TCP probe, since it binds only once loaded
@@ -103,8 +105,10 @@ class SimPod:
             "spec": {"containers": [{"name": "engine", "image": f"example.invalid/{spec['engine']}:1",
                                      "ports": [{"containerPort": self.world.port, "name": "http"}],
                                      "startupProbe": probe,
+                                     **({"args": spec["args"]} if "args" in spec else {}),
                                      **({"resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}
                                         if self.gpus else {})}],
+                     **({"terminationGracePeriodSeconds": spec["grace"]} if "grace" in spec else {}),
                      **({"nodeName": self.node} if self.node else {})},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
                        "containerStatuses": [{"name": "engine", "ready": False, "restartCount": 0,
