@@ -7,6 +7,7 @@ when a redirect leaves the origin, and GitLab's token travels as `PRIVATE-TOKEN`
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import ssl
@@ -46,13 +47,14 @@ class Elsewhere:
         self.seen: list[dict[str, str]] = []
         self.url = ""
         self.body: bytes | None = None  # served instead of the repository's archive
+        self.headers: dict[str, str] = {}  # sent besides
 
     async def _serve(self, request: web.Request) -> web.Response:
         self.seen.append(dict(request.headers))
         if request.path == "/loop":
             raise web.HTTPFound(f"{self.url}/loop")
         body = self.body if self.body is not None else self.repo.archive("main", prefix="gitops-main")
-        return web.Response(body=body, content_type="application/x-gzip")
+        return web.Response(body=body, content_type="application/x-gzip", headers=self.headers)
 
 
 @pytest.fixture
@@ -189,3 +191,15 @@ async def test_a_download_larger_than_the_cap_stops_there(repo: BareRepo, elsewh
     with pytest.raises(GitError) as caught:
         await snapshot(repo, tmp_path / "tree", moved_to=f"{elsewhere.url}/big")
     assert caught.value.cause == "git_archive_too_large" and "larger than 32 MiB" in caught.value.message
+
+
+async def test_an_archive_that_inflates_past_the_cap_in_transit_stops_there(repo: BareRepo, elsewhere: Elsewhere,
+                                                                           tmp_path: Path) -> None:
+    """A few hundred KiB with `Content-Encoding: gzip` that inflate to 64 MiB: inflated under ARCHIVE_CAP as it
+    arrives (core/bounded.py), not chunk by chunk whole, and refused at the cap."""
+    elsewhere.body = gzip.compress(b"\0" * (64 << 20), compresslevel=9)
+    elsewhere.headers = {"Content-Encoding": "gzip"}
+    with pytest.raises(GitError) as caught:
+        await snapshot(repo, tmp_path / "tree", moved_to=f"{elsewhere.url}/bomb")
+    assert caught.value.cause == "git_archive_too_large" and "larger than 32 MiB" in caught.value.message
+    assert elsewhere.seen[0].get("Accept-Encoding") == "identity"

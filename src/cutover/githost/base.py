@@ -22,6 +22,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import quote, urlsplit
@@ -31,6 +32,7 @@ import structlog
 import tenacity
 
 from cutover import trust
+from cutover.core import bounded
 from cutover.core.repository import GitHost
 from cutover.errors import GitError, InvalidInput
 from cutover.plan import GitSettings, secrets
@@ -102,7 +104,7 @@ def redirected(response: httpx.Response, *, what: str) -> httpx.Request:
         raise GitError(f"{what}: answered {response.status_code}, redirecting to {where}, which is not followed",
                        cause="git_redirect", hint="an archive is followed only from https to https; check git.url "
                                                   "and git.apiUrl")
-    return httpx.Request("GET", target, headers={"User-Agent": "cutover"})
+    return httpx.Request("GET", target, headers={"User-Agent": "cutover", "Accept-Encoding": "identity"})
 
 
 def unpack(archive: bytes | IO[bytes], into: Path, *, what: str) -> Path:
@@ -176,7 +178,9 @@ class HttpHost(GitHost):
 
     def __init__(self, *, api_url: str, headers: dict[str, str], transport: httpx.AsyncBaseTransport | None = None,
                  timeout: float = 30.0, ca_file: str | None = None) -> None:
-        self.client = httpx.AsyncClient(base_url=api_url.rstrip("/"), headers={"User-Agent": "cutover", **headers},
+        # identity asked: what comes compressed anyway is inflated under the caps (`_decoded`)
+        self.client = httpx.AsyncClient(base_url=api_url.rstrip("/"),
+                                        headers={"User-Agent": "cutover", "Accept-Encoding": "identity", **headers},
                                         timeout=timeout, transport=transport, trust_env=False,
                                         verify=trust.context(ca_file))
 
@@ -264,26 +268,40 @@ class HttpHost(GitHost):
                                               "(or SSL_CERT_FILE for every HTTPS client)")
 
 
+async def _decoded(response: httpx.Response, *, cap: int) -> AsyncIterator[bytes]:
+    """The body's raw bytes inflated under `cap` (core.bounded; identity is asked, but a proxy may compress): httpx
+    would inflate each chunk whole before anything could count it."""
+    decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=cap)
+    async for raw in response.aiter_raw():
+        yield decoder.feed(raw)
+
+
 async def _capped(response: httpx.Response, *, cap: int, what: str) -> bytes:
     body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > cap:
-            raise GitError(f"{what}: the answer is larger than {cap >> 20} MiB", cause="git_rejected",
-                           hint="point git.apiUrl at the hosting API (a proxy may be answering)")
+    try:
+        async for chunk in _decoded(response, cap=cap):
+            body += chunk
+    except bounded.TooLarge:
+        raise GitError(f"{what}: the answer is larger than {cap >> 20} MiB decoded", cause="git_rejected",
+                       hint="point git.apiUrl at the hosting API (a proxy may be answering)") from None
+    except bounded.BadEncoding as exc:
+        raise GitError(f"{what}: {exc}", cause="git_rejected",
+                       hint="point git.apiUrl at the hosting API (a proxy may be answering)") from None
     return bytes(body)
 
 
 async def _spooled(response: httpx.Response, *, what: str) -> IO[bytes]:
     """An archive's body in a temporary file (under /tmp, the Jobs' emptyDir), at most ARCHIVE_CAP bytes."""
     spool = tempfile.TemporaryFile()  # noqa: SIM115 (the caller's to read and close)
-    size = 0
     try:
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > ARCHIVE_CAP:
-                raise _too_large(what, f"the archive is larger than {ARCHIVE_CAP >> 20} MiB")
+        async for chunk in _decoded(response, cap=ARCHIVE_CAP):
             spool.write(chunk)
+    except bounded.TooLarge:
+        spool.close()
+        raise _too_large(what, f"the archive is larger than {ARCHIVE_CAP >> 20} MiB") from None
+    except bounded.BadEncoding as exc:
+        spool.close()
+        raise _too_large(what, str(exc)) from None
     except BaseException:
         spool.close()
         raise
