@@ -29,6 +29,7 @@ from cutover.sources.yaml_edit import (
     _target,
     _value_span,
     render_scalar,
+    unified_diff,
 )
 
 
@@ -79,9 +80,7 @@ class FieldEdit:
         return self.before != self.after
 
     def diff(self, path: str) -> str:
-        lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                     fromfile=f"a/{path}", tofile=f"b/{path}")
-        return "".join(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines)
+        return unified_diff(self.before, self.after, path)
 
 
 def read_field(text: str, field: FieldRef, *, source: str = "file") -> str | None:

@@ -62,10 +62,14 @@ class SelectorEdit:
         return self.before != self.after
 
     def diff(self, path: str) -> str:
-        """A unified diff that `git apply` and `patch` take: CRLF kept, a last line without a newline marked."""
-        lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                     fromfile=f"a/{path}", tofile=f"b/{path}")
-        return "".join(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines)
+        return unified_diff(self.before, self.after, path)
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    """A unified diff that `git apply` and `patch` take: CRLF kept, a last line without a newline marked."""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 fromfile=f"a/{path}", tofile=f"b/{path}")
+    return "".join(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines)
 
 
 @dataclasses.dataclass(frozen=True)
