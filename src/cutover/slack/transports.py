@@ -7,12 +7,14 @@ A transport sends one message and raises `SlackFailed` saying whether trying aga
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from cutover import trust
+from cutover.core import bounded
 from cutover.slack.blocks import Message, blocks, text
 
 SEND_EVERY = 1.0  # seconds between requests (Slack allows about one message per second per channel)
@@ -24,15 +26,33 @@ class SlackFailed(Exception):
         self.retry_after, self.retryable = retry_after, retryable
 
 
+ANSWER_CAP = 64 << 10  # bytes a Slack answer may decode to: `ok`, or a few hundred bytes of JSON
+_IDENTITY = {"Accept-Encoding": "identity"}  # what comes compressed anyway is inflated under the cap (`_post`)
+
+
+async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> tuple[httpx.Response, bytes]:
+    """The answer and its body, decoded under ANSWER_CAP (core.bounded): never a body the Job cannot hold."""
+    async with client.stream("POST", url, json=body) as response:
+        data = bytearray()
+        try:
+            decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=ANSWER_CAP)
+            async for raw in response.aiter_raw():
+                data += decoder.feed(raw)
+        except (bounded.TooLarge, bounded.BadEncoding) as exc:
+            raise SlackFailed(f"Slack's answer: {exc}", retryable=False) from None
+        return response, bytes(data)
+
+
 class Webhook:
     """An incoming webhook: one message per milestone. Only the host is ever logged."""
 
     def __init__(self, url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.url, self.host = url, urlsplit(url).hostname or "?"
-        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False, verify=trust.context())
+        self.client = httpx.AsyncClient(timeout=5.0, transport=transport, trust_env=False, verify=trust.context(),
+                                        headers=_IDENTITY)
 
     async def send(self, message: Message) -> None:
-        response = await self.client.post(self.url, json={"text": text(message), "blocks": blocks(message)})
+        response, _ = await _post(self.client, self.url, {"text": text(message), "blocks": blocks(message)})
         _check(response)
 
     async def aclose(self) -> None:
@@ -46,13 +66,19 @@ class Bot:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.channel, self.host = channel, urlsplit(api).hostname or "?"
         self.client = httpx.AsyncClient(base_url=api, timeout=5.0, transport=transport, trust_env=False,
-                                        headers={"Authorization": f"Bearer {token}"}, verify=trust.context())
+                                        headers={"Authorization": f"Bearer {token}", **_IDENTITY},
+                                        verify=trust.context())
         self.threads: dict[str, str] = {}  # cutover key -> ts of the head message
 
     async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = await self.client.post(f"/{method}", json=body)
+        response, data = await _post(self.client, f"/{method}", body)
         _check(response)
-        answer: dict[str, Any] = response.json()
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise SlackFailed(f"Slack {method}: the answer is not a JSON object ({data[:40]!r})", retryable=False)
         if not answer.get("ok"):
             error = str(answer.get("error", "unknown"))
             raise SlackFailed(f"Slack {method}: {error}", retryable=error in ("ratelimited", "internal_error",
