@@ -127,16 +127,14 @@ class ArgoCDApi:
     async def _read(self, url: str, *, params: Any, what: str) -> tuple[int, bytes]:
         """The status and the body, decoded under ANSWER_CAP (core.bounded): httpx would inflate a chunk whole."""
         async with self.client.stream("GET", url, params=params) as response:
-            body = bytearray()
             try:
-                decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=ANSWER_CAP)
-                async for chunk in response.aiter_raw():
-                    body += decoder.feed(chunk)
+                body = await bounded.collect(response.aiter_raw(), cap=ANSWER_CAP,
+                                             content_encoding=response.headers.get("content-encoding", ""))
             except (bounded.TooLarge, bounded.BadEncoding) as exc:
                 raise ArgoCDError(f"ArgoCD API: {what}: {exc}", cause="argocd_api_malformed",
                                   hint=f"argocd-server's answer is over {ANSWER_CAP >> 20} MiB decoded or cannot be "
                                        "decoded; is argocd.server really argocd-server (not a proxy's page)?") from exc
-            return response.status_code, bytes(body)
+            return response.status_code, body
 
 
 def _json(body: bytes, *, what: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ stream's lines are split here, so a line that never ends is refused at the cap i
 from __future__ import annotations
 
 import zlib
+from collections.abc import AsyncIterable, AsyncIterator
 
 LINE_CAP = 64 << 10  # bytes in one line of a stream: an engine's chunk is a few hundred
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -42,6 +43,21 @@ class Decoder:
         if self.total > self.cap:
             raise TooLarge(f"the answer decodes to more than {self.cap} bytes")
         return data
+
+
+async def decoded(raw: AsyncIterable[bytes], *, content_encoding: str, cap: int) -> AsyncIterator[bytes]:
+    """A body's raw chunks (an HTTP client's undecoded stream) inflated under `cap`, chunk by chunk."""
+    decoder = Decoder(content_encoding, cap=cap)
+    async for chunk in raw:
+        yield decoder.feed(chunk)
+
+
+async def collect(raw: AsyncIterable[bytes], *, content_encoding: str, cap: int) -> bytes:
+    """A whole body, decoded under `cap` (TooLarge or BadEncoding otherwise)."""
+    body = bytearray()
+    async for chunk in decoded(raw, content_encoding=content_encoding, cap=cap):
+        body += chunk
+    return bytes(body)
 
 
 def _inflate(layer: zlib._Decompress, data: bytes, *, room: int) -> bytes:

@@ -176,17 +176,15 @@ async def call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
     otherwise never end. Transport failures become classified refusals."""
     path = httpx.URL(url).path
     async with classified(method, path, deadline(client)), client.stream(method, url, **kwargs) as response:
-        body = bytearray()
         try:  # the raw bytes, inflated here under the cap (core.bounded): httpx would inflate a chunk whole
-            decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=BODY_CAP)
-            async for chunk in response.aiter_raw():
-                body += decoder.feed(chunk)
+            body = await bounded.collect(response.aiter_raw(), cap=BODY_CAP,
+                                         content_encoding=response.headers.get("content-encoding", ""))
         except bounded.TooLarge:
             raise Refusal(Problem("too_large", f"{method} {path}: body above {BODY_CAP} bytes",
                                   retryable=False, status=response.status_code)) from None
         except bounded.BadEncoding as exc:
             raise Refusal(Problem("bad_encoding", f"{method} {path}: {exc}", retryable=True)) from None
-        return response.status_code, bytes(body)
+        return response.status_code, body
 
 
 def deadline(client: httpx.AsyncClient) -> float:

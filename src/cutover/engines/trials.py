@@ -89,10 +89,10 @@ class _Stream:
         """The stream's lines, decoded and split under the cap (core.bounded): a line that never ends, or a body
         that inflates past the cap, breaks the stream instead of filling the Job's memory."""
         try:
-            decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=api.BODY_CAP)
             lines = bounded.Lines(cap=bounded.LINE_CAP)
-            async for raw in response.aiter_raw():
-                if self._fed(lines.feed(decoder.feed(raw))):
+            async for data in bounded.decoded(response.aiter_raw(), cap=api.BODY_CAP,
+                                              content_encoding=response.headers.get("content-encoding", "")):
+                if self._fed(lines.feed(data)):
                     return
             self._fed(lines.end())
         except bounded.TooLarge as exc:

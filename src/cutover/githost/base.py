@@ -268,26 +268,23 @@ class HttpHost(GitHost):
                                               "(or SSL_CERT_FILE for every HTTPS client)")
 
 
-async def _decoded(response: httpx.Response, *, cap: int) -> AsyncIterator[bytes]:
+def _decoded(response: httpx.Response, *, cap: int) -> AsyncIterator[bytes]:
     """The body's raw bytes inflated under `cap` (core.bounded; identity is asked, but a proxy may compress): httpx
     would inflate each chunk whole before anything could count it."""
-    decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=cap)
-    async for raw in response.aiter_raw():
-        yield decoder.feed(raw)
+    return bounded.decoded(response.aiter_raw(), content_encoding=response.headers.get("content-encoding", ""),
+                           cap=cap)
 
 
 async def _capped(response: httpx.Response, *, cap: int, what: str) -> bytes:
-    body = bytearray()
     try:
-        async for chunk in _decoded(response, cap=cap):
-            body += chunk
+        return await bounded.collect(response.aiter_raw(), cap=cap,
+                                     content_encoding=response.headers.get("content-encoding", ""))
     except bounded.TooLarge:
         raise GitError(f"{what}: the answer is larger than {cap >> 20} MiB decoded", cause="git_rejected",
                        hint="point git.apiUrl at the hosting API (a proxy may be answering)") from None
     except bounded.BadEncoding as exc:
         raise GitError(f"{what}: {exc}", cause="git_rejected",
                        hint="point git.apiUrl at the hosting API (a proxy may be answering)") from None
-    return bytes(body)
 
 
 async def _spooled(response: httpx.Response, *, what: str) -> IO[bytes]:

@@ -33,14 +33,12 @@ _IDENTITY = {"Accept-Encoding": "identity"}  # what comes compressed anyway is i
 async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> tuple[httpx.Response, bytes]:
     """The answer and its body, decoded under ANSWER_CAP (core.bounded): never a body the Job cannot hold."""
     async with client.stream("POST", url, json=body) as response:
-        data = bytearray()
         try:
-            decoder = bounded.Decoder(response.headers.get("content-encoding", ""), cap=ANSWER_CAP)
-            async for raw in response.aiter_raw():
-                data += decoder.feed(raw)
+            data = await bounded.collect(response.aiter_raw(), cap=ANSWER_CAP,
+                                         content_encoding=response.headers.get("content-encoding", ""))
         except (bounded.TooLarge, bounded.BadEncoding) as exc:
             raise SlackFailed(f"Slack's answer: {exc}", retryable=False) from None
-        return response, bytes(data)
+        return response, data
 
 
 class Webhook:

@@ -28,6 +28,7 @@ from cutover.sources.yaml_edit import (
     _matching,
     _target,
     _value_span,
+    parsed_pair,
     render_scalar,
     unified_diff,
 )
@@ -233,13 +234,7 @@ def _remove(lines: list[str], doc: Any, field: FieldRef, *, drop: int, source: s
 
 def guard(edit: FieldEdit, *, drop: int = 0) -> None:
     """Refuse an edit that changes anything but the field (and the mappings it adds or removes on the way)."""
-    before = _load_all(edit.before, source="before the edit", typ="safe")
-    try:
-        after = _load_all(edit.after, source="after the edit", typ="safe")
-    except InvalidInput as exc:
-        raise GuardFailed(f"the edited file does not parse: {exc.message}") from exc
-    if len(before) != len(after):
-        raise GuardFailed("the edit changed the number of documents")
+    before, after = parsed_pair(edit.before, edit.after)
     where = _matching(before, edit.field.document, "before the edit")
     expected = list(before)
     _apply(_target(expected, where), edit.field.path, edit.new, drop=drop)

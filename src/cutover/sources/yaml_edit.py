@@ -346,15 +346,21 @@ def _rewrite_flow(lines: list[str], located: _Located, new: Mapping[str, str], e
     lines[first:last + 1] = [lines[first][:start] + "{" + ending, *body, lines[last]]
 
 
-def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:
-    """Refuse any edit that changes more than the selector mapping of the named document."""
-    before = _load_all(edit.before, source="before the edit", typ="safe")
+def parsed_pair(before_text: str, after_text: str) -> tuple[list[Any], list[Any]]:
+    """Both sides of an edit as documents, for a guard: the edited side must parse and hold as many documents."""
+    before = _load_all(before_text, source="before the edit", typ="safe")
     try:
-        after = _load_all(edit.after, source="after the edit", typ="safe")
+        after = _load_all(after_text, source="after the edit", typ="safe")
     except InvalidInput as exc:
         raise GuardFailed(f"the edited file does not parse: {exc.message}") from exc
     if len(before) != len(after):
         raise GuardFailed("the edit changed the number of documents")
+    return before, after
+
+
+def guard(edit: SelectorEdit, *, document: GitDocument, selector_path: str) -> None:
+    """Refuse any edit that changes more than the selector mapping of the named document."""
+    before, after = parsed_pair(edit.before, edit.after)
     target = _matching(before, document, "before the edit")
     for index, (old_doc, new_doc) in enumerate(zip(before, after, strict=True)):
         if index != target[0]:  # unchanged lines prove these (below); aliases there are never compared expanded
