@@ -14,7 +14,7 @@ from cutover.demo.engines import Blackhole
 from cutover.demo.world import NAMESPACE, Script, World
 from cutover.errors import NamesNotProven, TargetNotReady
 from cutover.flows import wait
-from cutover.kube import cluster
+from cutover.kube import cluster, readiness
 from cutover.plan import Plan
 from helpers import PODS, fail_first, named, requests
 
@@ -387,7 +387,7 @@ async def test_room_the_scheduler_has_not_seen_yet_is_waited_for_then_its_word_i
     start = loop.time()
     with pytest.raises(TargetNotReady) as caught:
         await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
-    assert loop.time() - start == pytest.approx(wait.CAPACITY_GRACE, abs=1)
+    assert loop.time() - start == pytest.approx(readiness.CAPACITY_GRACE, abs=1)
     assert caught.value.cause == "unschedulable" and "yet the scheduler still refuses it after 60s" in \
         caught.value.message
     assert {event["fit"] for event in named(events, "capacity.judged")} == {"fits_now"}

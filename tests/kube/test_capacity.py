@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cutover.core.views import NodeView, Placement, PodView, Requirement, Taint, Toleration
-from cutover.kube import capacity, payloads
+from cutover.kube import capacity, payloads, readiness
 
 INSUFFICIENT = "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity."
 
@@ -230,3 +230,23 @@ def test_the_schedulers_words_name_what_is_short() -> None:
 ])
 def test_amounts_as_a_person_reads_them(resource: str, amount: int, text: str) -> None:
     assert capacity.shown(resource, amount) == text
+
+
+@pytest.mark.parametrize(("nodes_extra", "needed", "strategy", "waited", "cause"), [
+    ([], 1, "parallel", 0.0, "capacity_held_by_source"),  # held by the source: stop, no gap without consent
+    ([node("gpu-3", gpus=1)], 1, "parallel", 0.0, None),  # fits now: the scheduler has yet to see the room
+    ([node("gpu-3", gpus=1)], 1, "parallel", 59.0, None),
+    ([node("gpu-3", gpus=1)], 1, "parallel", 60.0, "unschedulable"),  # then its word is taken
+    ([], 2, "parallel", 0.0, "unschedulable"),  # fits nowhere
+])
+def test_what_an_unschedulable_pod_means_once_capacity_is_judged(nodes_extra: list[NodeView], needed: int,
+                                                                 strategy: str, waited: float,
+                                                                 cause: str | None) -> None:
+    nodes, bound = reference_cluster()
+    verdict = judged(nodes=[*nodes, *nodes_extra], bound=bound, needed=needed)
+    failure = readiness.Failure("unschedulable", f"pod candle-0 cannot be scheduled: {INSUFFICIENT}", "h",
+                                pod="candle-0")
+    meant = readiness.after_capacity(failure, verdict, strategy=strategy, waited=waited)
+    assert (meant.cause if meant else None) == cause
+    if meant is not None:
+        assert meant.message.startswith(failure.message) and verdict.summary() in meant.message and meant.hint

@@ -52,7 +52,8 @@ async def status(cluster: Cluster, plan: Plan) -> Status:
     pending = next((pod for pod in sorted(target_pods, key=lambda p: p.name)
                     if pod.unschedulable_message is not None and not pod.deleting), None)
     if pending is not None:  # docs/capacity.md: where the target fits, before anyone waits on it
-        verdict = await judge_capacity(cluster, plan, plan.backends[plan.target], pending)
+        verdict = await judge_capacity(cluster, plan, plan.backends[plan.target], pending, targets=target_pods,
+                                       service=service)
         backends[plan.target]["capacity"] = {**verdict.as_data(), "summary": verdict.summary()}
     return Status({"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
                                "ports": [port.port for port in service.ports]},

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import structlog
 
@@ -19,7 +19,7 @@ from cutover.core import decide, milestones, proofs
 from cutover.core.clock import Clock
 from cutover.core.proofs import PodProof, Problem
 from cutover.core.results import Proven
-from cutover.core.views import PodView
+from cutover.core.views import PodView, ServiceView
 from cutover.engines import api, fitness, kinds, trials
 from cutover.errors import ClusterUnavailable, CutoverError, NamesNotProven, TargetNotReady
 from cutover.kube import capacity, image_pulls, netpolicy, readiness
@@ -68,24 +68,18 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
             hint="check the API server (kubectl get --raw /readyz); nothing was committed") from exc
 
 
-# Seconds an unschedulable target pod that fits by the figures is waited for: the scheduler retries a pod it
-# parked as soon as a pod or node changes (its unschedulable queue), so room that has just been freed is used
-# within seconds; longer, and something the figures do not count keeps it off the nodes.
-CAPACITY_GRACE = 60.0
-
-
-async def judge_capacity(cluster: Cluster, plan: Plan, backend: Backend, pending: PodView) -> capacity.Verdict:
+async def judge_capacity(cluster: Cluster, plan: Plan, backend: Backend, pending: PodView, *,
+                         targets: Iterable[PodView], service: ServiceView) -> capacity.Verdict:
     """Where the backend's pods fit (docs/capacity.md), from the nodes, the pods bound to them and the source (the
-    backend the Service selects now, if another): logged as `capacity.judged` with its figures."""
+    backend `service` selects now, if another); `targets` are the backend's pods the caller holds already. Logged as
+    `capacity.judged` with its figures."""
     namespace = plan.service.namespace
-    service = await cluster.service(namespace, plan.service.name)
     live = decide.backend_of(plan, service.selector)
     source = plan.backends[live] if live is not None and live != backend.name else None
-    (nodes, (bound, seen_all), (mine, _)) = await asyncio.gather(
-        cluster.nodes(), cluster.bound_pods(namespace), cluster.pods(namespace, backend.selector))
+    nodes, (bound, seen_all) = await asyncio.gather(cluster.nodes(), cluster.bound_pods(namespace))
     source_pods = [pod for pod in bound if source is not None and pod.namespace == namespace
                    and pod.matches(source.selector)]
-    placed = sum(1 for pod in mine if pod.node_name and not pod.deleting)
+    placed = sum(1 for pod in targets if pod.node_name and not pod.deleting)
     verdict = capacity.judge(target=backend.name, pending=pending, needed=plan.verify.min_ready_pods - placed,
                              nodes=nodes, bound=bound, source=source.name if source else None,
                              source_pods=source_pods, seen_all=seen_all,
@@ -93,21 +87,6 @@ async def judge_capacity(cluster: Cluster, plan: Plan, backend: Backend, pending
     log.info("capacity.judged", backend=backend.name, pod=pending.name, message=verdict.summary(),
              **verdict.as_data())
     return verdict
-
-
-def placement_failure(failure: readiness.Failure, verdict: capacity.Verdict, plan: Plan) -> readiness.Failure:
-    """The failure an unschedulable pod means, once capacity is judged (anything but fits now)."""
-    if verdict.held_by_source and plan.handoff.strategy == "parallel":
-        return readiness.Failure(
-            cause="capacity_held_by_source", pod=failure.pod,
-            message=f"{failure.message}; {verdict.summary()}",
-            hint=f"strategy parallel never opens a gap nobody consented to; the strategies that can proceed are "
-                 f"bridge and recreate (handoff.strategy, docs/capacity.md: not yet carried out by this version): "
-                 f"until then add capacity for {verdict.target}, or free {verdict.source} through Git yourself and "
-                 f"accept the gap")
-    if verdict.fit is capacity.Fit.UNKNOWN:
-        return dataclasses.replace(failure, message=f"{failure.message} ({verdict.unseen})")
-    return dataclasses.replace(failure, message=f"{failure.message}; {verdict.summary()}")
 
 
 class _Wait:
@@ -127,7 +106,7 @@ class _Wait:
         self.live_measured = False
         self.last_slow: str | None = None  # what the latest round that was too slow said, for a round cut short
         self.failing_since: float | None = None  # when the proofs began to fail, for PROOF_GRACE
-        self.capacity_until: float | None = None  # an unschedulable pod that fits by the figures: until when we wait
+        self.capacity_since: float | None = None  # when an unschedulable pod was first found to fit by the figures
 
     def assess(self) -> readiness.Assessment:
         now = self.clock.now()
@@ -142,7 +121,7 @@ class _Wait:
         while True:
             found = self.assess()
             if found.failure is None:
-                self.capacity_until = None  # a pod unschedulable later gets a grace of its own
+                self.capacity_since = None  # a pod unschedulable later gets a grace of its own
             else:
                 failure = await self._final(found.failure)
                 if failure is not None:
@@ -161,8 +140,8 @@ class _Wait:
         fresh list first), and for an unschedulable pod only once capacity is judged; within the grace for room the
         scheduler has yet to see, nothing is listed again (a fresh list is a change, and would wake the wait at
         once)."""
-        if failure.cause == "unschedulable" and self.capacity_until is not None \
-                and not self._due(self.capacity_until):
+        grace_end = self._grace_end()
+        if failure.cause == "unschedulable" and grace_end is not None and not self._due(grace_end):
             return None
         await self.watch.relist()
         found = self.assess()
@@ -172,31 +151,33 @@ class _Wait:
         """An unschedulable target pod, judged by capacity (docs/capacity.md): fits nowhere is `unschedulable`
         with the figures; fits once the source is gone is `capacity_held_by_source` under strategy parallel (a gap
         nobody consented to is never opened); fits now by the figures means the scheduler has yet to see the room,
-        so the wait goes on for CAPACITY_GRACE (None) before the scheduler's word is taken."""
+        so the wait goes on for readiness.CAPACITY_GRACE (None) before the scheduler's word is taken; the rule is
+        `readiness.after_capacity`."""
         pod = self.watch.pods.get(failure.pod or "")
         if failure.cause != "unschedulable" or pod is None:
             return failure
-        verdict = await judge_capacity(self.cluster, self.plan, self.backend, pod)
+        service = await self.cluster.service(self.plan.service.namespace, self.plan.service.name)
+        verdict = await judge_capacity(self.cluster, self.plan, self.backend, pod, targets=self.watch.pods.values(),
+                                       service=service)
         now = self.clock.monotonic()
-        if verdict.fit is not capacity.Fit.NOW:
-            return placement_failure(failure, verdict, self.plan)
-        if self.capacity_until is None:
-            self.capacity_until = now + CAPACITY_GRACE
-        if now < self.capacity_until - SLACK:
-            return None
-        return dataclasses.replace(failure, message=f"{failure.message}; by requests it fits ({verdict.summary()}), "
-                                                    f"yet the scheduler still refuses it after {CAPACITY_GRACE:g}s",
-                                   hint="read the pod's scheduling events: topology spread, pod (anti-)affinity, "
-                                        "volume binding or a scheduler plugin keeps it off the nodes that have room")
+        if verdict.fit is capacity.Fit.NOW and self.capacity_since is None:
+            self.capacity_since = now
+        waited = now - (self.capacity_since if self.capacity_since is not None else now)
+        return readiness.after_capacity(failure, verdict, strategy=self.plan.handoff.strategy, waited=waited)
 
     def _sleep(self, found: readiness.Assessment) -> float:
         now = self.clock.monotonic()
         wakes = [self.next_progress, now + found.budget_left]
-        if self.capacity_until is not None and self.capacity_until > now:
-            wakes.append(self.capacity_until)
+        grace_end = self._grace_end()
+        if grace_end is not None and grace_end > now:
+            wakes.append(grace_end)
         if found.satisfied:
             wakes.append(self.next_proof)
         return max(SLACK, min(wakes) - now)
+
+    def _grace_end(self) -> float | None:
+        """When the grace for room the scheduler has yet to see ends (readiness.CAPACITY_GRACE), if one runs."""
+        return None if self.capacity_since is None else self.capacity_since + readiness.CAPACITY_GRACE
 
     def _due(self, instant: float) -> bool:
         return self.clock.monotonic() >= instant - SLACK
