@@ -83,3 +83,18 @@ class Client:
                     ok = False
                 self.failed += 0 if ok else 1
                 await asyncio.sleep(1)
+
+
+class _StreamedBody(httpx.AsyncByteStream):
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __aiter__(self) -> Any:
+        for start in range(0, len(self.body), 1 << 16):
+            yield self.body[start:start + (1 << 16)]
+
+
+def streamed(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
+    """An answer for httpx.MockTransport whose body arrives as a stream, as over a socket: httpx reads a body given
+    as bytes at once, and then a client reading the raw stream under a cap (core/bounded.py) finds it consumed."""
+    return httpx.Response(status, headers=headers, stream=_StreamedBody(body))

@@ -15,25 +15,12 @@ import pytest
 from cutover.argocd.api import ArgoCDApi, token
 from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
 from cutover.plan import ArgoCD
+from helpers import streamed
 
 pytestmark = pytest.mark.looptime
 
 SETTINGS = ArgoCD(application="llm-serving", namespace="argocd", server="https://argocd.example.invalid")
 TOKEN = "argocd-token-" + "Z" * 20
-
-
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def __aiter__(self) -> Any:
-        for start in range(0, len(self.body), 1 << 16):
-            yield self.body[start:start + (1 << 16)]
-
-
-def streamed(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
-    """An answer whose body arrives as a stream, as over a socket (httpx reads a body given as bytes at once)."""
-    return httpx.Response(status, headers=headers, stream=_Body(body))
 
 
 class _Streaming(httpx.AsyncBaseTransport):

@@ -4,24 +4,13 @@ failed message that is not retried, never an internal error or a Job out of memo
 from __future__ import annotations
 
 import gzip
-from typing import Any
 
 import httpx
 import pytest
 
 from cutover.slack.blocks import Message
 from cutover.slack.transports import Bot, SlackFailed, Webhook
-
-
-class _Body(httpx.AsyncByteStream):
-    """A body that arrives as a stream, as over a socket (httpx reads a body given as bytes at once)."""
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def __aiter__(self) -> Any:
-        for start in range(0, len(self.body), 1 << 16):
-            yield self.body[start:start + (1 << 16)]
+from helpers import streamed
 
 
 def answering(body: bytes, headers: dict[str, str] | None = None) -> tuple[httpx.MockTransport, list[httpx.Request]]:
@@ -29,7 +18,7 @@ def answering(body: bytes, headers: dict[str, str] | None = None) -> tuple[httpx
 
     def answer(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return httpx.Response(200, headers=headers, stream=_Body(body))
+        return streamed(200, body, headers)
 
     return httpx.MockTransport(answer), seen
 
