@@ -22,6 +22,20 @@ def patch_application(tier: Tier, patch: dict[str, Any]) -> Any:
                         "-p", json.dumps(patch), as_sa=True, check=False)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def enforced(tier: Tier) -> None:
+    """The apiserver loads a new ValidatingAdmissionPolicy and its binding asynchronously: right after the install,
+    a patch they refuse may still pass (a loaded machine saw `spec.project: default` patched through). Wait until a
+    server-side dry run of one is refused, which changes nothing."""
+    def refused() -> bool:
+        done = tier.kubectl("-n", "argocd", "patch", "application", "llm-serving", "--type", "merge",
+                            "--dry-run=server", "-p", json.dumps({"spec": {"project": "default"}}), as_sa=True,
+                            check=False)
+        return done.returncode != 0 and "cutover-application-refresh-only" in done.stderr
+
+    tier.wait("the admission policies enforced", refused, 60)
+
+
 def test_the_service_account_may_refresh_an_application(tier: Tier) -> None:
     done = patch_application(tier, REFRESH)
     assert done.returncode == 0, done.stderr
