@@ -167,6 +167,8 @@ BAD = [
      "handoff.bridgeNames[0]", "one of verify.servedNames (reasoning-long, reasoning), found 'chat'"),
     ("recreate without consent", GOOD + "handoff: {strategy: recreate}\n", "handoff.maxGap",
      "maxGap is the consent to it"),
+    ("recreate without workloads", GOOD + "handoff: {strategy: recreate, maxGap: 45m}\n", "backends.vllm.workload",
+     "the workload that holds the backend's resources"),
     ("maxGap outside recreate", GOOD + "handoff: {maxGap: 45m}\n", "handoff.maxGap",
      "no maxGap (it is for handoff.strategy: recreate only)"),
     ("drainTimeout not a duration", GOOD + "handoff: {drainTimeout: soon}\n", "handoff.drainTimeout",

@@ -10,6 +10,7 @@ these at their boundary, chained with ``from exc``; the CLI maps them to exit co
     ├── NamesNotProven              exit 4
     ├── GitError                    exit 5
     ├── VerificationFailed          exit 6
+    │   └── GapExceeded             exit 6: a handoff's maxGap passed; the source was restored
     ├── SyncTimeout                 exit 7
     ├── LockHeld                    exit 8
     └── ClusterError                exit 1 unless retried away: the Kubernetes API failed us
@@ -75,6 +76,13 @@ class GitError(CutoverError):
 class VerificationFailed(CutoverError):
     exit_code = ExitCode.VERIFICATION_FAILED
     default_cause = "verification_failed"
+
+
+class GapExceeded(VerificationFailed):
+    """handoff.strategy recreate: the target was not proven within handoff.maxGap; the source is restored and the
+    Service stays on it (exit 6, as for a switch that did not check out and was rolled back)."""
+
+    default_cause = "gap_exceeded"
 
 
 class SyncTimeout(CutoverError):

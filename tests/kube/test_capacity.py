@@ -232,21 +232,24 @@ def test_amounts_as_a_person_reads_them(resource: str, amount: int, text: str) -
     assert capacity.shown(resource, amount) == text
 
 
-@pytest.mark.parametrize(("nodes_extra", "needed", "strategy", "waited", "cause"), [
-    ([], 1, "parallel", 0.0, "capacity_held_by_source"),  # held by the source: stop, no gap without consent
-    ([node("gpu-3", gpus=1)], 1, "parallel", 0.0, None),  # fits now: the scheduler has yet to see the room
-    ([node("gpu-3", gpus=1)], 1, "parallel", 59.0, None),
-    ([node("gpu-3", gpus=1)], 1, "parallel", 60.0, "unschedulable"),  # then its word is taken
-    ([], 2, "parallel", 0.0, "unschedulable"),  # fits nowhere
+@pytest.mark.parametrize(("nodes_extra", "needed", "strategy", "waited", "cause", "freed"), [
+    ([], 1, "parallel", 0.0, "capacity_held_by_source", False),  # held by the source: stop, no gap without consent
+    ([], 1, "recreate", 0.0, "capacity_held_by_source", False),  # the caller frees the source
+    ([], 1, "recreate", 0.0, None, True),  # freed already: its pods are going, wait
+    ([node("gpu-3", gpus=1)], 1, "parallel", 0.0, None, False),  # fits now: the scheduler has yet to see the room
+    ([node("gpu-3", gpus=1)], 1, "parallel", 59.0, None, False),
+    ([node("gpu-3", gpus=1)], 1, "parallel", 60.0, "unschedulable", False),  # then its word is taken
+    ([], 2, "parallel", 0.0, "unschedulable", False),  # fits nowhere
+    ([], 2, "recreate", 0.0, "unschedulable", True),  # fits nowhere, even with the source gone
 ])
 def test_what_an_unschedulable_pod_means_once_capacity_is_judged(nodes_extra: list[NodeView], needed: int,
                                                                  strategy: str, waited: float,
-                                                                 cause: str | None) -> None:
+                                                                 cause: str | None, freed: bool) -> None:
     nodes, bound = reference_cluster()
     verdict = judged(nodes=[*nodes, *nodes_extra], bound=bound, needed=needed)
     failure = readiness.Failure("unschedulable", f"pod candle-0 cannot be scheduled: {INSUFFICIENT}", "h",
                                 pod="candle-0")
-    meant = readiness.after_capacity(failure, verdict, strategy=strategy, waited=waited)
+    meant = readiness.after_capacity(failure, verdict, strategy=strategy, waited=waited, source_freed=freed)
     assert (meant.cause if meant else None) == cause
     if meant is not None:
         assert meant.message.startswith(failure.message) and verdict.summary() in meant.message and meant.hint

@@ -158,17 +158,29 @@ def test_handoff_defaults_to_parallel_and_reads_its_keys() -> None:
 
 @pytest.mark.parametrize("section", [
     "handoff: {strategy: bridge, bridge: vllm}",
-    "handoff: {strategy: recreate, maxGap: 45m}",
     "handoff: {retire: {after: 24h}}",
 ])
 def test_what_this_version_does_not_carry_out_is_refused_after_it_is_checked(section: str) -> None:
-    """bridge, recreate and retire are read and checked like every key, then refused by name: never run as
-    parallel, which would wait 30 minutes for a pod that cannot schedule."""
+    """bridge and retire are read and checked like every key, then refused by name: never run as parallel, which
+    would wait 30 minutes for a pod that cannot schedule."""
     with pytest.raises(InvalidInput) as caught:
         plan.parse(GOOD + section + "\n", source="plan.yaml")
     assert caught.value.cause == "strategy_unavailable" and caught.value.exit_code == ExitCode.INVALID_INPUT
     assert caught.value.message.startswith("plan.yaml: handoff.")
     assert "not carried out by this version" in caught.value.message and "docs/capacity.md" in caught.value.hint
+
+
+def test_recreate_is_read_with_its_consent_and_every_workload() -> None:
+    named = edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: llm-reasoning}\n")
+    named = named.replace("    engine: candle-vllm\n", "    engine: candle-vllm\n    workload: {kind: Deployment, "
+                                                         "name: candle}\n")
+    (one,) = plan.parse(named + "handoff: {strategy: recreate, maxGap: 45m, drainTimeout: 2m}\n")
+    assert one.handoff == plan.Handoff(strategy="recreate", max_gap=2700.0, drain_timeout=120.0)
+    half = edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: llm-reasoning}\n")
+    with pytest.raises(InvalidInput) as caught:
+        plan.parse(half + "handoff: {strategy: recreate, maxGap: 45m}\n", source="plan.yaml")
+    assert caught.value.message.startswith("plan.yaml: backends.candle.workload: expected the workload") and \
+        caught.value.exit_code == ExitCode.INVALID_INPUT
 
 
 def test_a_backend_names_what_holds_its_gpus() -> None:

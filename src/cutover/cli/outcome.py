@@ -14,9 +14,11 @@ from cutover.core.results import (
     Awaiting,
     Completed,
     Diffed,
+    Freed,
     Gated,
     Held,
     Proven,
+    Restored,
     Result,
     Shown,
     Status,
@@ -78,6 +80,27 @@ def _advanced(advanced: Advanced, plan: Plan) -> Report:
                         "id": advanced.id, "to": advanced.to})
 
 
+def _freed(freed: Freed, plan: Plan) -> Report:
+    verb = "freed in" if freed.committed else "already freed in Git"
+    drained = freed.drained
+    how = (f"drained in {drained.get('seconds')}s" if drained.get("complete") else
+           f"drain timed out with {drained.get('running')} still running") if drained else "not drained (a re-run)"
+    return Report(f"{freed.backend} {verb} {freed.sha[:12]} ({how}) to make room for {freed.to}; the next sync "
+                  f"waits for {freed.to} within handoff.maxGap",
+                  data={"freed": freed.backend, "to": freed.to, "committed": freed.committed, "commit": freed.sha,
+                        "url": freed.url, "drain": drained})
+
+
+def _restored(restored: Restored, plan: Plan) -> Report:
+    if restored.dry_run:
+        return Report(f"dry run: {restored.backend}'s workload would be restored first; nothing was written",
+                      data={"dryRun": True, "restored": restored.backend, "to": restored.to})
+    verb = "restored in" if restored.committed else "already restored in Git"
+    return Report(f"{restored.backend} {verb} {restored.sha[:12]}; the next step waits for its pods",
+                  data={"restored": restored.backend, "to": restored.to, "committed": restored.committed,
+                        "commit": restored.sha, "url": restored.url, "value": restored.value})
+
+
 def _would_advance(would: WouldAdvance, plan: Plan) -> Report:
     return Report(f"dry run: {would.source} -> {would.to} would be committed (proven on {len(would.proven.pods)} "
                   "pod(s)); nothing was written", lines=would.diff.splitlines(),
@@ -102,8 +125,11 @@ def _completed(completed: Completed, plan: Plan) -> Report:
 
 
 def _verified(verified: Verified, plan: Plan) -> Report:
+    gap = f"; the gap in service lasted {verified.gap:.0f}s" if verified.gap is not None else ""
     return Report(f"verified: the Service selects {verified.backend}, same object, {len(verified.endpoints)} "
-                  "endpoint(s)", data={"verified": True, "endpoints": list(verified.endpoints)})
+                  f"endpoint(s){gap}", data={"verified": True, "endpoints": list(verified.endpoints),
+                                             **({"gapSeconds": round(verified.gap, 1)} if verified.gap is not None
+                                                else {})})
 
 
 def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
@@ -175,7 +201,8 @@ def _diffed(diffed: Diffed) -> Report:
 
 
 _RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
-    Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, WouldAdvance: _would_advance,
+    Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, Freed: _freed, Restored: _restored,
+    WouldAdvance: _would_advance,
     Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Audited: _audited,
     Status: _status,
     Shown: _shown,

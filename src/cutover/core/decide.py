@@ -32,15 +32,25 @@ CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation")
 
 
 @dataclasses.dataclass(frozen=True)
+class Workloads:
+    """What Git says of the backends' workloads (docs/capacity.md): which are freed now, and the newest cutover
+    commit that freed or restored each (read from the workload's own file)."""
+
+    freed: frozenset[str] = frozenset()
+    steps: Mapping[str, Commit] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
 class Observed:
     """What one step of a phase read, once."""
 
     live: ServiceView
     in_git: Mapping[str, str]  # the selector in Git at the branch head
-    last: Commit | None  # the newest cutover commit of this plan on the file
+    last: Commit | None  # the newest cutover commit of this plan that switched the selector
     application: ApplicationView | None = None
     lease: LeaseView | None = None
     verification_failed: bool = False  # the applied switch did not check out (set after `Verify`)
+    workloads: Workloads = Workloads()
 
 
 # --- what to do next -----------------------------------------------------------------------------------------
@@ -86,6 +96,24 @@ class RollBack:
 
 
 @dataclasses.dataclass(frozen=True)
+class Restore:
+    """The backend a switch goes to is freed in Git (an earlier handoff freed it): restore its workload first, by a
+    commit, and let the next step wait for its pods."""
+
+    backend: str
+    to: str
+    hold: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Free:
+    """handoff.strategy recreate: the target fits only once `backend` (the source) is gone; drain and free it."""
+
+    backend: str
+    to: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Nothing:
     reason: str
 
@@ -104,7 +132,7 @@ class Gate:
     backend: str
 
 
-Step = Hold | Advance | AwaitApply | Verify | RollBack | Nothing
+Step = Hold | Advance | Restore | AwaitApply | Verify | RollBack | Nothing
 
 
 def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: str | None = None) -> Step:
@@ -112,22 +140,36 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
 
     In order: a failed verification rolls back (rollback.auto; a rollback is never rolled back again); a
     rollback's hold stops PostSync (an explicit run is how a person lifts it); Git not at the backend (or a
-    rollback to finish): advance; Git there but the Service not yet: wait for ArgoCD; both there: verify."""
+    rollback to finish): advance, restoring the backend first where Git holds it freed; Git there but the Service
+    not yet: wait for ArgoCD; both there: verify."""
     explicit, to = to is not None, to or plan.target
     if observed.verification_failed:
         if hold is not None or not plan.rollback_auto:
             return Nothing("verification failed; no rollback (" + ("a rollback is not rolled back" if hold else
                                                                     "rollback.auto is off") + ")")
         return RollBack(previous_backend(plan, to, observed.last))
-    held = None if explicit else held_by(observed.last, plan)
-    if held is not None and observed.last is not None:
-        return Hold(held, observed.last.sha, observed.last.author)
+    held = None if explicit else _hold(observed, plan)
+    if held is not None:
+        return held
     wanted = dict(plan.backends[to].selector)
     if dict(observed.in_git) != wanted or hold is not None:
-        return Advance(backend_of(plan, observed.in_git), to, hold)
+        # a backend freed in Git runs no pods to wait for: its workload comes back first
+        return Restore(to, to, hold) if to in observed.workloads.freed else \
+            Advance(backend_of(plan, observed.in_git), to, hold)
     if dict(observed.live.selector) != wanted:
         return AwaitApply(to)
     return Verify(to)
+
+
+def _hold(observed: Observed, plan: Plan) -> Hold | None:
+    """A rollback's hold (on the selector's commit), or a restore's after a gap was exceeded (on the workload's)."""
+    held = held_by(observed.last, plan)
+    if held is not None and observed.last is not None:
+        return Hold(held, observed.last.sha, observed.last.author)
+    restored = restore_hold(observed, plan)
+    if restored is not None and restored.trailers.hold:
+        return Hold(restored.trailers.hold, restored.sha, restored.author)
+    return None
 
 
 def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verify | Check | Nothing:
@@ -210,14 +252,59 @@ def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:
 
 
 def last_cutover(history: Sequence[Commit], plan: Plan) -> Commit | None:
-    """The newest cutover commit of this plan: the state the phases read back."""
-    return next((commit for commit in history if commit.trailers.plan == plan.name), None)
+    """The newest cutover commit of this plan that switched the selector: the state the phases read back (a commit
+    that freed or restored a workload is not one: its trailers speak of a backend, not of the Service)."""
+    return next((commit for commit in history if commit.trailers.plan == plan.name and not commit.trailers.step),
+                None)
 
 
 def commit_to(history: Sequence[Commit], plan: Plan, to: str) -> Commit | None:
     """The newest cutover commit of this plan that switched to `to`: what made Git hold it."""
-    return next((commit for commit in history if commit.trailers.plan == plan.name and commit.trailers.to == to),
-                None)
+    return next((commit for commit in history if commit.trailers.plan == plan.name and commit.trailers.to == to
+                 and not commit.trailers.step), None)
+
+
+def last_step(history: Sequence[Commit], plan: Plan, backend: str) -> Commit | None:
+    """The newest commit of this plan that freed or restored `backend`'s workload."""
+    return next((commit for commit in history if commit.trailers.plan == plan.name and commit.trailers.step
+                 and commit.trailers.backend == backend), None)
+
+
+# --- the handoff (docs/capacity.md) -----------------------------------------------------------------------------
+
+
+def on_capacity_held(observed: Observed, plan: Plan, *, source: str | None, to: str) -> Free | None:
+    """The target fits only once the source is gone: strategy recreate frees the source (maxGap is the consent to
+    the gap); a source freed already is waited on; any other strategy stops (`capacity_held_by_source`)."""
+    if plan.handoff.strategy != "recreate" or source is None or source == to:
+        return None
+    if source in observed.workloads.freed or plan.backends[source].workload is None:
+        return None
+    return Free(source, to)
+
+
+def gap_opened(observed: Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
+    """The free commit that opened the gap a switch to `to` closes: `source` freed in Git by a cutover heading for
+    `to`. None when no gap is open (the source runs, or was freed by hand)."""
+    if source is None or source not in observed.workloads.freed:
+        return None
+    commit = observed.workloads.steps.get(source)
+    if commit is None or commit.trailers.step != "free" or commit.trailers.to != to:
+        return None
+    return commit
+
+
+def restore_hold(observed: Observed, plan: Plan) -> Commit | None:
+    """A restore after a gap was exceeded holds the Service on the restored backend while the plan still names the
+    target it gave up on, until a later switch; without it the next sync would free the source again."""
+    for commit in observed.workloads.steps.values():
+        trailers = commit.trailers
+        if trailers.step != "restore" or not trailers.hold or trailers.to != plan.target:
+            continue
+        last = observed.last
+        if last is None or last.date is None or commit.date is None or commit.date >= last.date:
+            return commit
+    return None
 
 
 def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service_uid: str) -> str:

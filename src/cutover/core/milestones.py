@@ -25,6 +25,11 @@ BUDGET_EXHAUSTED = "target.budget_exhausted"
 NAMES_FAILED = "names.failed"
 ROLLED_BACK = "rollback.committed"
 HELD = "cutover.held"
+# docs/capacity.md: the hops of a handoff
+DRAINING = "handoff.draining"
+FREED = "handoff.freed"
+RESTORED = "handoff.restored"
+GAP_CLOSED = "handoff.gap_closed"
 
 STAGES: Mapping[str, str] = {
     STARTED: "started", WAITING: "waiting for the target", READY: "target ready",
@@ -32,4 +37,6 @@ STAGES: Mapping[str, str] = {
     COMMITTED: "committed", CHANGE_OPENED: "pull request opened", SYNCED: "synced by ArgoCD",
     VERIFIED: "verified", COMPLETED: "completed", FAILED: "failed", FAILED_FAST: "failed",
     BUDGET_EXHAUSTED: "failed", NAMES_FAILED: "failed", ROLLED_BACK: "rolled back", HELD: "held",
+    DRAINING: "draining the source", FREED: "source freed (gap open)", RESTORED: "workload restored",
+    GAP_CLOSED: "gap closed",
 }

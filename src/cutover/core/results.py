@@ -65,6 +65,32 @@ class Advanced:
 
 
 @dataclasses.dataclass(frozen=True)
+class Freed:
+    """A hop of a handoff (docs/capacity.md): `backend` drained and its workload freed in Git, to make room for
+    `to`; the gap opens once ArgoCD applies it."""
+
+    backend: str
+    to: str
+    committed: bool
+    sha: str
+    url: str | None
+    drained: dict[str, object]  # the drain's measure (`flows.drain.Drained.as_data`)
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """A hop of a handoff: `backend`'s workload written back in Git as it was before its free."""
+
+    backend: str
+    to: str
+    committed: bool
+    sha: str
+    url: str | None
+    value: str | None  # the value written back (None: the field removed, as before the free)
+    dry_run: bool = False  # --dry-run: what would be restored; nothing written
+
+
+@dataclasses.dataclass(frozen=True)
 class WouldAdvance:
     """--dry-run: proven now, and the exact diff that would be committed; nothing written."""
 
@@ -86,6 +112,7 @@ class Awaiting:
 class Verified:
     backend: str
     endpoints: tuple[str, ...]
+    gap: float | None = None  # seconds from the source freed to this verification (handoff.strategy recreate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,5 +171,5 @@ class Diffed:
     selector_path: str
 
 
-Result = Proven | Gated | Held | Advanced | WouldAdvance | Awaiting | Verified | Completed | SyncFailed | Audited | \
-    Status | Shown | Diffed
+Result = Proven | Gated | Held | Advanced | Freed | Restored | WouldAdvance | Awaiting | Verified | Completed | \
+    SyncFailed | Audited | Status | Shown | Diffed

@@ -393,12 +393,16 @@ class World:
     def plan_text(self, *, target: str = "candle", max_wait: str = "30m", proof: str = "auto",
                   min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None,
                   slack: bool = False, git_path: str = "k8s/apps/llm-serving/reasoning-long-service.yaml",
-                  git_more: str = "", git_values: Mapping[str, str] | None = None, fitness: str | None = None) -> str:
+                  git_more: str = "", git_values: Mapping[str, str] | None = None, fitness: str | None = None,
+                  workloads: Mapping[str, str] | None = None, handoff: str | None = None) -> str:
         """The reference scenario's plan; `git_more` adds lines under `git:` (e.g. `source: kustomize`),
         `git_values` a gitValue per backend (helm-values), `fitness` the value of `verify.fitness` (a flow
-        mapping such as `{maxLatency: 2s}`)."""
+        mapping such as `{maxLatency: 2s}`), `workloads` a backend's `workload` (a flow mapping), `handoff` the
+        plan's `handoff` (one)."""
         def selector(backend: str) -> str:
             value = f"\n    gitValue: {git_values[backend]}" if git_values else ""
+            if workloads and backend in workloads:
+                value += f"\n    workload: {workloads[backend]}"
             return "".join(f"\n      {key}: {value}" for key, value in BACKENDS[backend]["labels"].items()) + value
 
         # the double's own address, named as an API host the token may go to (git.apiHosts)
@@ -438,7 +442,7 @@ argocd:
   application: llm-serving
 rollback:
   auto: true
-""" + ("notify:\n  slack:\n    minLevel: info\n" if slack else "")
+""" + ("notify:\n  slack:\n    minLevel: info\n" if slack else "") + (f"handoff: {handoff}\n" if handoff else "")
 
 
 def _free_port() -> int:

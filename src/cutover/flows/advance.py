@@ -11,10 +11,11 @@ import functools
 import structlog
 
 from cutover.core import decide, gate, milestones
-from cutover.core.results import Advanced, Proven, WouldAdvance
+from cutover.core.results import Advanced, Freed, Proven, Restored, WouldAdvance
 from cutover.core.trailers import Trailers
-from cutover.errors import NamesNotProven, TargetNotReady
-from cutover.flows import sync, writeback
+from cutover.core.views import Commit
+from cutover.errors import CutoverError, NamesNotProven, TargetNotReady
+from cutover.flows import handoff, sync, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
@@ -42,27 +43,80 @@ def _refuse_foreign(found: tuple[tuple[str, str], ...], target: str) -> None:
 
 
 async def advance(run: Run, observed: decide.Observed, seen: writeback.Seen | None, step: decide.Advance) -> Advanced:
-    """Hold the Lease, wait and prove `step.to`, commit its selector, ask for a refresh."""
+    """Hold the Lease, wait and prove `step.to`, commit its selector, ask for a refresh. Never frees a backend:
+    what a rollback and SyncFail use to go back to what still runs."""
+    result = await hop(run, observed, seen, step, may_free=False)
+    assert isinstance(result, Advanced)
+    return result
+
+
+async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, step: decide.Advance, *,
+              may_free: bool = True) -> Advanced | Freed:
+    """`advance`, as one hop of a handoff (docs/capacity.md): where the target fits only once the source is gone and
+    the strategy frees it (`decide.on_capacity_held`), the source is drained and freed instead (the next hop waits);
+    while a gap is open (`decide.gap_opened`) the wait is bounded by what is left of handoff.maxGap, and a target
+    not proven in it restores the source (`handoff.gap_failed`)."""
     plan, live = run.plan, observed.live
     log.info(milestones.STARTED, source=step.source, to=step.to, dry_run=run.dry_run)
+    opened = decide.gap_opened(observed, plan, source=step.source, to=step.to)
+    deadline = _gap_deadline(run, opened)
     async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                           me=run.identity, now=run.clock.now) as held:
-        proofs: list[Proven] = [await prove_backend(run.cluster, plan, plan.backend(step.to), wait=True)]
-        await no_foreign_pods(run, step.to)
-        ident = decide.cutover_id(plan, from_backend=step.source, to_backend=step.to, service_uid=live.uid)
-        structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover
-        trailers = Trailers(id=ident, source=step.source, to=step.to, plan=plan.name, service_uid=live.uid or None,
-                            cluster_ip=live.cluster_ip or None, hold=step.hold)
-        result = await writeback.commit_selector(
-            run.host, plan, source=run.source, to_backend=step.to, author=run.author, seen=seen,
-            text=writeback.message(plan, trailers=trailers, proof=_proof(proofs[-1], run), note=run.source.note),
-            before_write=functools.partial(_before_write, run, held, step.to, proofs))
+        confirm = functools.partial(lease.confirm, run.cluster, held)
+        freed: Freed | None = None
+        try:
+            proofs: list[Proven] = [await prove_backend(
+                run.cluster, plan, plan.backend(step.to), wait=True, source_freed=opened is not None,
+                budget=None if deadline is None else deadline - run.clock.monotonic())]
+            await no_foreign_pods(run, step.to)
+        except CutoverError as exc:
+            free = decide.on_capacity_held(observed, plan, source=step.source, to=step.to) \
+                if may_free and exc.cause == "capacity_held_by_source" else None
+            if free is not None:
+                freed = await handoff.free(run, observed, free, before_write=confirm)
+            elif opened is not None and step.source is not None and deadline is not None:
+                raise await handoff.gap_failed(run, observed, opened, exc, source=step.source, to=step.to,
+                                               deadline=deadline, before_write=confirm) from exc
+            else:
+                raise
+        else:
+            ident = decide.cutover_id(plan, from_backend=step.source, to_backend=step.to, service_uid=live.uid)
+            structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover
+            trailers = Trailers(id=ident, source=step.source, to=step.to, plan=plan.name,
+                                service_uid=live.uid or None, cluster_ip=live.cluster_ip or None, hold=step.hold)
+            result = await writeback.commit_selector(
+                run.host, plan, source=run.source, to_backend=step.to, author=run.author, seen=seen,
+                text=writeback.message(plan, trailers=trailers, proof=_proof(proofs[-1], run), note=run.source.note),
+                before_write=functools.partial(_before_write, run, held, step.to, proofs))
     await sync.refresh(run)
+    if freed is not None:
+        return freed
     await run.event(live, "CutoverRolledBack" if step.hold else "CutoverCommitted",
                     f"{step.source} -> {step.to} in {result.sha[:12]}")
     if step.hold:
         log.info(milestones.ROLLED_BACK, source=step.source, to=step.to, commit=result.sha, hold=step.hold)
     return Advanced(step.source, step.to, result.committed, result.sha, result.url, ident)
+
+
+def _gap_deadline(run: Run, opened: Commit | None) -> float | None:
+    """The loop time by which the target must be proven: handoff.maxGap after the free commit that opened the gap
+    (its date in Git: the deadline outlives the Job that made it)."""
+    if opened is None:
+        return None
+    max_gap = run.plan.handoff.max_gap or 0.0
+    spent = (run.clock.now() - opened.date).total_seconds() if opened.date is not None else 0.0
+    return run.clock.monotonic() + max_gap - max(0.0, spent)
+
+
+async def restore(run: Run, observed: decide.Observed, step: decide.Restore) -> Restored:
+    """Restore a freed backend's workload under the Service's Lease, then ask for a refresh."""
+    plan = run.plan
+    async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
+                          me=run.identity, now=run.clock.now) as held:
+        restored = await handoff.restore(run, observed, step,
+                                         before_write=functools.partial(lease.confirm, run.cluster, held))
+    await sync.refresh(run)
+    return restored
 
 
 async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven]) -> None:
@@ -82,6 +136,12 @@ async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven
             raise TargetNotReady(f"backend {to} changed after its proof: {verdict.short}", cause="target_changed",
                                  hint="the target's pods are not steady; look at their restarts and probes")
         proofs.append(await prove_backend(run.cluster, plan, plan.backend(to), wait=False))
+
+
+async def would_restore(run: Run, step: decide.Restore) -> Restored:
+    """--dry-run of a restore: said, nothing written."""
+    log.info("cutover.dry_run", restore=step.backend, to=step.to)
+    return Restored(step.backend, step.to, False, "", None, None, dry_run=True)
 
 
 async def would_advance(run: Run, seen: writeback.Seen, step: decide.Advance) -> WouldAdvance:

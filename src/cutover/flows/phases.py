@@ -19,6 +19,7 @@ import structlog
 from cutover.argocd import operation
 from cutover.core import decide, milestones
 from cutover.core.results import (
+    Advanced,
     Audited,
     Awaiting,
     Completed,
@@ -31,7 +32,7 @@ from cutover.core.results import (
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView
 from cutover.errors import CutoverError, VerificationFailed
-from cutover.flows import advance, drain, sync, verification, writeback
+from cutover.flows import advance, drain, handoff, sync, verification, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
@@ -47,7 +48,9 @@ async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
     version = await run.host.read(plan.git.path)
     history = await writeback.history(run.host, plan)
     in_git = await run.source.selector(version, ref=None, where=plan.git.path)
-    return decide.Observed(live, in_git, decide.last_cutover(history, plan)), writeback.Seen(version, history, in_git)
+    seen = writeback.Seen(version, history, in_git)
+    workloads = await handoff.workloads(run, seen)
+    return decide.Observed(live, in_git, decide.last_cutover(history, plan), workloads=workloads), seen
 
 
 # --- presync ---------------------------------------------------------------------------------------------------
@@ -107,9 +110,11 @@ async def postsync(run: Run) -> Result:
     if isinstance(step, decide.Hold):
         log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
         return Held(step.on, step.commit, step.author)
+    if isinstance(step, decide.Restore):
+        return await (advance.would_restore(run, step) if run.dry_run else advance.restore(run, observed, step))
     if isinstance(step, decide.Advance):
         return await (advance.would_advance(run, seen, step) if run.dry_run else
-                      advance.advance(run, observed, seen, step))
+                      advance.hop(run, observed, seen, step))
     if observed.last is not None and observed.last.trailers.id:  # the same cutover, seen by a later Job
         structlog.contextvars.bind_contextvars(cutover_id=observed.last.trailers.id)
     if isinstance(step, decide.AwaitApply):
@@ -134,9 +139,29 @@ async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | 
             raise
         raise await _roll_back_after(run, failure, observed, seen, source=backend, to=step.to) from failure
     if observed.last is not None and not run.dry_run:  # for `cutover audit`: this switch needs no second look
+        gap = await _gap_closed(run, observed, backend)
         await lease.annotate(run.cluster, namespace=run.plan.service.namespace, service=run.plan.service.name,
                              notes={lease.VERIFIED: observed.last.sha})
+        return dataclasses.replace(verified, gap=gap)
     return verified
+
+
+async def _gap_closed(run: Run, observed: decide.Observed, backend: str) -> float | None:
+    """handoff.strategy recreate: the gap's length, from the free commit to this first verification of the switch
+    that closed it (docs/capacity.md); said once, as `handoff.gap_closed` and an Event."""
+    last = observed.last
+    assert last is not None
+    opened = decide.gap_opened(observed, run.plan, source=last.trailers.source, to=backend)
+    if opened is None or opened.date is None:
+        return None
+    notes = await lease.notes(run.cluster, namespace=run.plan.service.namespace, service=run.plan.service.name)
+    if notes.get(lease.VERIFIED) == last.sha:
+        return None  # verified before: the gap was said then
+    gap = (run.clock.now() - opened.date).total_seconds()
+    log.info(milestones.GAP_CLOSED, source=last.trailers.source, to=backend, seconds=round(gap, 1),
+             opened=opened.sha[:12], max_gap=run.plan.handoff.max_gap)
+    await run.event(observed.live, "CutoverGapClosed", f"{backend} serves again after a gap of {gap:.0f}s")
+    return gap
 
 
 async def _roll_back_after(run: Run, failure: VerificationFailed, observed: decide.Observed,
@@ -175,26 +200,39 @@ async def rollback(run: Run) -> Result:
     return await _run(run, observed, seen, to=previous, hold=previous)
 
 
+HOPS = 4  # at most: restore the target, free the source, switch (and one more look): never a loop
+
+
 async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to: str,
                hold: str | None = None) -> Result:
     plan, loop = run.plan, asyncio.get_running_loop()
-    step = decide.next_step(observed, plan, to=to, hold=hold)
-    if isinstance(step, decide.Advance):
-        if run.dry_run:
-            return await advance.would_advance(run, seen, step)
-        commit = (await advance.advance(run, observed, seen, step)).sha
-        # When the commit landed, not when the run began: the wait before it may have taken 30 minutes, and an
-        # operation that began during that wait is one that can end without our commit (argo-cd#21902).
-        committed_at = run.clock.now()
-    else:
+    commit, committed_at = None, None
+    for _ in range(HOPS):  # the hops of a handoff (docs/capacity.md), each decided on a fresh look at Git
+        step = decide.next_step(observed, plan, to=to, hold=hold)
+        if isinstance(step, decide.Restore):
+            if run.dry_run:
+                return await advance.would_restore(run, step)
+            await advance.restore(run, observed, step)
+        elif isinstance(step, decide.Advance):
+            if run.dry_run:
+                return await advance.would_advance(run, seen, step)
+            done = await advance.hop(run, observed, seen, step)
+            if isinstance(done, Advanced):
+                # When the commit landed, not when the run began: the wait before it may have taken 30 minutes, and
+                # an operation that began during that wait is one that can end without our commit (argo-cd#21902).
+                commit, committed_at = done.sha, run.clock.now()
+                break
+        else:
+            break
+        observed, seen = await observe(run)
+    if commit is None:
         commit = observed.last.sha if observed.last else ""
         committed_at = observed.last.date if observed.last and observed.last.date else run.clock.now()
+    assert committed_at is not None
     started = loop.time()
     await sync.await_applied(run, to=to, commit=commit, committed_at=committed_at)
     log.info(milestones.SYNCED, commit=commit[:12], waited=round(loop.time() - started))
-    live = await run.cluster.service(plan.service.namespace, plan.service.name)
-    after = decide.Observed(live, plan.backend(to).selector, decide.last_cutover(
-        await writeback.history(run.host, plan), plan))
+    after, _ = await observe(run)
     verified = await _verified(run, after, None, backend=to, to=to, hold=hold)
     if hold:
         log.info(milestones.HELD, on=hold, commit=commit[:12], hint="change the plan's target to resume cutovers")

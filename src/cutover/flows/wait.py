@@ -44,12 +44,16 @@ PROOF_GRACE = 30.0
 SLACK = 0.001
 
 
-async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool) -> Proven:
+async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool, budget: float | None = None,
+                        source_freed: bool = False) -> Proven:
     """Ready and proven, or TargetNotReady / NamesNotProven with a cause and a hint; never longer than
-    verify.maxWait and one request more (`final_grace`), even when the Kubernetes API stops answering (the watch
-    retries for as long as it is needed, so the deadline is kept here)."""
+    verify.maxWait (or `budget`, when shorter: what is left of a handoff's maxGap) and one request more
+    (`final_grace`), even when the Kubernetes API stops answering (the watch retries for as long as it is needed,
+    so the deadline is kept here). `source_freed`: the backend the Service selects is freed in Git, so a target
+    pod its pods still keep off a node is waited on, not failed (docs/capacity.md)."""
     clock = Clock()
-    settings = readiness.Settings(max_wait=plan.verify.max_wait, min_ready=plan.verify.min_ready_pods)
+    max_wait = plan.verify.max_wait if budget is None else max(0.0, min(plan.verify.max_wait, budget))
+    settings = readiness.Settings(max_wait=max_wait, min_ready=plan.verify.min_ready_pods)
     try:
         grace = final_grace(plan)
         async with asyncio.timeout(settings.max_wait + grace) as deadline, \
@@ -58,7 +62,7 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
             await watch.synced.wait()
             watch.raise_if_failed()
             return await _Wait(cluster, plan, backend, watch=watch, client=client, clock=clock, settings=settings,
-                               wait=wait).run()
+                               wait=wait, source_freed=source_freed).run()
     except TimeoutError as exc:
         if not deadline.expired():
             raise
@@ -91,8 +95,9 @@ async def judge_capacity(cluster: Cluster, plan: Plan, backend: Backend, pending
 
 class _Wait:
     def __init__(self, cluster: Cluster, plan: Plan, backend: Backend, *, watch: PodWatch, client: api.Client,
-                 clock: Clock, settings: readiness.Settings, wait: bool) -> None:
+                 clock: Clock, settings: readiness.Settings, wait: bool, source_freed: bool = False) -> None:
         self.cluster, self.plan, self.backend, self.watch = cluster, plan, backend, watch
+        self.source_freed = source_freed
         self.client, self.clock, self.settings, self.keep_waiting = client, clock, settings, wait
         self.started = clock.now()
         self.baseline = {pod.name: pod.restarts for pod in watch.pods.values()}
@@ -163,7 +168,8 @@ class _Wait:
         if verdict.fit is capacity.Fit.NOW and self.capacity_since is None:
             self.capacity_since = now
         waited = now - (self.capacity_since if self.capacity_since is not None else now)
-        return readiness.after_capacity(failure, verdict, strategy=self.plan.handoff.strategy, waited=waited)
+        return readiness.after_capacity(failure, verdict, strategy=self.plan.handoff.strategy, waited=waited,
+                                        source_freed=self.source_freed)
 
     def _sleep(self, found: readiness.Assessment) -> float:
         now = self.clock.monotonic()

@@ -27,6 +27,7 @@ from cutover.errors import GitError
 from cutover.githost.base import StaleVersion
 from cutover.plan import Plan
 from cutover.sources import SelectorEdit, Source
+from cutover.sources.field_edit import FieldEdit
 
 log = structlog.get_logger("cutover")
 
@@ -201,6 +202,63 @@ async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: s
                        cause="git_conflict", hint="someone or something commits to this file constantly; "
                                                   "pause it and re-run") from exc
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldChange:
+    """A free or a restore (docs/capacity.md): one field of a workload's file. `edit` makes the guarded edit on the
+    text as read (unchanged: Git holds it already); `message` is the commit message for that edit (its trailers
+    record what the field held)."""
+
+    path: str
+    edit: Callable[[str], FieldEdit]
+    message: Callable[[FieldEdit], str]
+    branch: str  # the pull request's branch, in pull-request mode
+
+
+async def commit_field(host: GitHost, plan: Plan, change: FieldChange, *, author: Author,
+                       before_write: Callable[[], Awaitable[None]] | None = None,
+                       merge_wait: float = MERGE_WAIT) -> Result:
+    """Make Git hold the field's new value: at most one commit (or one pull request), compare-and-swap as for the
+    selector, read back before it counts. A file that holds the value already is a re-run: nothing written."""
+    try:
+        async for attempt in _backoff():
+            with attempt:
+                return await _write_field(host, plan, change, author=author, before_write=before_write,
+                                          merge_wait=merge_wait, number=attempt.retry_state.attempt_number)
+    except StaleVersion as exc:
+        raise GitError(f"{change.path} kept changing under us: {CONFLICT_TRIES} compare-and-swap attempts lost",
+                       cause="git_conflict", hint="someone or something commits to this file constantly; "
+                                                  "pause it and re-run") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _write_field(host: GitHost, plan: Plan, change: FieldChange, *, author: Author,
+                       before_write: Callable[[], Awaitable[None]] | None, merge_wait: float,
+                       number: int) -> Result:
+    current = await host.read(change.path)
+    edit = change.edit(current.content)
+    if not edit.changed:
+        log.info("git.already", path=change.path, field=str(edit.field), value=edit.old)
+        return Result(False, "", None, number)
+    if before_write is not None:
+        await before_write()
+    text = change.message(edit)
+    if plan.git.mode == "pull-request":
+        title, _, body = text.partition("\n\n")
+        request = await host.open_change(change.path, lambda content: change.edit(content).after, message=text,
+                                         author=author, branch=change.branch, title=title, body=body)
+        log.info(milestones.CHANGE_OPENED, url=request.url, number=request.number, branch=request.branch)
+        merged = await _merged(host, request, merge_wait=merge_wait)
+        return Result(True, merged or "", request.url, 1, edit.diff(change.path), request)
+    written = await host.write(change.path, edit.after, expected=current, message=text, author=author)
+    if (await host.read(change.path)).content != edit.after:
+        raise GitError(f"{change.path}: the host answered the write with {written.sha[:12] or 'no commit'}, but the "
+                       "branch does not hold the edit", cause="git_rejected",
+                       hint="a proxy or a branch protection may answer for the host; nothing was counted as committed")
+    log.info(milestones.COMMITTED, path=change.path, commit=written.sha, url=written.url, field=str(edit.field),
+             value=edit.new, attempts=number)
+    return Result(True, written.sha, written.url, number, edit.diff(change.path))
 
 
 async def _foreign(host: GitHost, plan: Plan, now: dict[str, str]) -> GitError:

@@ -251,18 +251,22 @@ def _pull_failure(pod: PodView, container: ContainerView, pulled: image_pulls.Pu
 CAPACITY_GRACE = 60.0
 
 
-def after_capacity(failure: Failure, verdict: capacity.Verdict, *, strategy: str, waited: float) -> Failure | None:
-    """What an unschedulable pod means once capacity is judged: held by the source under strategy parallel is
-    `capacity_held_by_source` (a gap nobody consented to is never opened); fits now is waited on (None) until
-    `waited` reaches CAPACITY_GRACE, then the scheduler's word is taken; anything else is `unschedulable` with the
-    figures, or with what could not be read."""
-    if verdict.held_by_source and strategy == "parallel":
-        return Failure(
-            cause="capacity_held_by_source", pod=failure.pod, message=f"{failure.message}; {verdict.summary()}",
-            hint=f"strategy parallel never opens a gap nobody consented to; the strategies that can proceed are "
-                 f"bridge and recreate (handoff.strategy, docs/capacity.md: not yet carried out by this version): "
-                 f"until then add capacity for {verdict.target}, or free {verdict.source} through Git yourself and "
-                 f"accept the gap")
+def after_capacity(failure: Failure, verdict: capacity.Verdict, *, strategy: str, waited: float,
+                   source_freed: bool = False) -> Failure | None:
+    """What an unschedulable pod means once capacity is judged: held by a source that is freed already is waited on
+    (its pods are going); held by a running source is `capacity_held_by_source` (under strategy parallel a gap
+    nobody consented to is never opened; under recreate the caller frees the source); fits now is waited on (None)
+    until `waited` reaches CAPACITY_GRACE, then the scheduler's word is taken; anything else is `unschedulable` with
+    the figures, or with what could not be read."""
+    if verdict.held_by_source and source_freed:
+        return None
+    if verdict.held_by_source:
+        hint = (f"strategy parallel never opens a gap nobody consented to: set handoff.strategy: recreate with "
+                f"handoff.maxGap (the consent to a gap in service), or add capacity for {verdict.target} "
+                f"(docs/capacity.md; strategy bridge is not carried out by this version yet)"
+                ) if strategy == "parallel" else f"free {verdict.source} (handoff.strategy: recreate)"
+        return Failure(cause="capacity_held_by_source", pod=failure.pod,
+                       message=f"{failure.message}; {verdict.summary()}", hint=hint)
     if verdict.fit is capacity.Fit.NOW:
         if waited < CAPACITY_GRACE:
             return None

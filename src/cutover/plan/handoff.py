@@ -1,7 +1,7 @@
 """The plan's `handoff:` section (docs/capacity.md): how the target gets room when the cluster cannot hold both
 engines, and what happens to the source after the switch. Every key is read and checked against the rest of the plan;
-the strategies this version does not carry out yet are then refused by name (exit 2), never silently run as
-`parallel`."""
+the strategies this version does not carry out yet (bridge, retire) are then refused by name (exit 2), never silently
+run as `parallel`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,18 @@ def read_handoff(node: Field, *, backends: Mapping[str, Backend], target: str,
                       drain_timeout=node.child("drainTimeout").duration(default=DRAIN_TIMEOUT),
                       retire_after=_retire_after(node.child("retire")))
     _refuse_unavailable(node, handoff)
+    if strategy == "recreate":
+        _workloads_named(node, backends)
     return handoff
+
+
+def _workloads_named(node: Field, backends: Mapping[str, Backend]) -> None:
+    """recreate frees the source and restores it (a rollback goes the other way): every backend names its workload."""
+    for name, backend in backends.items():
+        if backend.workload is None:
+            raise Field(node.source, f"backends.{name}.workload", None).fail(
+                "the workload that holds the backend's resources, {kind, name} (handoff.strategy recreate frees "
+                "and restores it)")
 
 
 def _bridge(node: Field, strategy: str, *, backends: Mapping[str, Backend], target: str) -> str | None:

@@ -146,7 +146,7 @@ class Slack:
 
 
 STRATEGIES = ("parallel", "bridge", "recreate")  # docs/capacity.md: how a handoff makes room for the target
-AVAILABLE_STRATEGIES = ("parallel",)  # what this version carries out; the others are read, checked and refused
+AVAILABLE_STRATEGIES = ("parallel", "recreate")  # carried out; the others are read, checked and refused
 DRAIN_TIMEOUT = 300.0  # seconds: handoff.drainTimeout's default
 
 

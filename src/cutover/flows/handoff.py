@@ -1,0 +1,158 @@
+"""The hops of a handoff that are not a selector switch (docs/capacity.md): reading what Git says of the backends'
+workloads, freeing the source (drained first) and restoring a backend, each a guarded compare-and-swap commit like the
+switch, with `Cutover-Step` trailers; and what happens when the target is not proven while the gap is open (the source
+restored, exit 6 `gap_exceeded`). The decisions are `decide`'s (`on_capacity_held`, `gap_opened`, `Restore`); the
+edits are `sources.freeing`'s. Called by `advance` and the phases, under the Service's Lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from cutover.core import decide, milestones
+from cutover.core.results import Freed, Restored
+from cutover.core.trailers import Trailers
+from cutover.core.views import Commit
+from cutover.engines import api
+from cutover.errors import CutoverError, GapExceeded, GitError
+from cutover.flows import drain, sync, writeback
+from cutover.flows.context import Run
+from cutover.sources import field_edit, freeing
+from cutover.sources.field_edit import FieldEdit
+
+log = structlog.get_logger("cutover")
+
+WORKLOAD_HISTORY = 20  # commits of a workload's file read back for its newest free or restore
+
+
+async def workloads(run: Run, seen: writeback.Seen) -> decide.Workloads:
+    """Which backends Git holds freed, and the newest free or restore commit of each: one read of each workload
+    file (the Service's file as the phase read it) and of its recent history. Nothing when no backend names a
+    workload."""
+    plan = run.plan
+    texts: dict[str, str] = {plan.git.path: seen.version.content}
+    histories: dict[str, list[Commit]] = {}
+    freed, steps = set(), {}
+    for name, backend in plan.backends.items():
+        if backend.workload is None:
+            continue
+        where = freeing.freeing(backend, default_path=plan.git.path)
+        if where.path not in texts:
+            texts[where.path] = (await run.host.read(where.path)).content
+            histories[where.path] = await run.host.history(where.path, limit=WORKLOAD_HISTORY)
+        if field_edit.read_field(texts[where.path], where.field, source=where.path) == str(where.freed):
+            freed.add(name)
+        if where.path not in histories:
+            histories[where.path] = await run.host.history(where.path, limit=WORKLOAD_HISTORY)
+        step = decide.last_step(histories[where.path], plan, name)
+        if step is not None:
+            steps[name] = step
+    return decide.Workloads(frozenset(freed), steps)
+
+
+async def free(run: Run, observed: decide.Observed, step: decide.Free, *,
+               before_write: Callable[[], Awaitable[None]]) -> Freed:
+    """Drain `step.backend` (its in-flight requests to 0, bounded by handoff.drainTimeout), then free its workload
+    by a commit (`Cutover-Step: free`, the value it held in `Cutover-Previous`)."""
+    plan = run.plan
+    backend = plan.backends[step.backend]
+    pods, _ = await run.cluster.pods(plan.service.namespace, backend.selector)
+    log.info(milestones.DRAINING, backend=step.backend, to=step.to, pods=len(pods),
+             timeout=plan.handoff.drain_timeout)
+    async with api.new_client(timeout=plan.verify.request_timeout) as client:
+        drained = await drain.drain_backend(client, backend, pods, within=plan.handoff.drain_timeout)
+    where = freeing.freeing(backend, default_path=plan.git.path)
+    trailers = _trailers(run, observed, step.backend, to=step.to, step="free")
+
+    def message(edit: FieldEdit) -> str:
+        return _message(plan.service.name, f"free {step.backend} for {step.to}",
+                        f"Drained: {_drained(drained.as_data())}.\nFreed: {where.field} = {where.freed} "
+                        f"(was {edit.old if edit.old is not None else 'absent'}) in {where.path}.",
+                        dataclasses.replace(trailers, previous=freeing.previous_of(edit),
+                                            added=str(edit.created) if edit.created else None))
+
+    change = writeback.FieldChange(where.path, lambda text: freeing.free(text, where, source=where.path), message,
+                                   branch=f"cutover/{plan.name}-free-{step.backend}")
+    result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
+    log.info(milestones.FREED, backend=step.backend, to=step.to, commit=result.sha or None,
+             committed=result.committed, drain=drained.as_data(), max_gap=plan.handoff.max_gap)
+    await run.event(observed.live, "CutoverFreed", f"{step.backend} drained and freed for {step.to}"
+                    + (f" in {result.sha[:12]}" if result.sha else " (already in Git)"))
+    return Freed(step.backend, step.to, result.committed, result.sha, result.url, drained.as_data())
+
+
+async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
+                  before_write: Callable[[], Awaitable[None]] | None = None) -> Restored:
+    """Write back exactly what `step.backend`'s workload held before its free (from that commit's trailers)."""
+    plan = run.plan
+    where = freeing.freeing(plan.backends[step.backend], default_path=plan.git.path)
+    freed_by = observed.workloads.steps.get(step.backend)
+    if freed_by is None or freed_by.trailers.step != "free" or not freed_by.trailers.previous:
+        raise GitError(f"{where.path}: {where.field} frees backend {step.backend}, and no cutover commit of this plan "
+                       "freed it: what it held before is unknown", cause="restore_unknown",
+                       hint=f"set {where.field} in {where.path} to what {step.backend} should run, then re-run")
+    previous, added = freed_by.trailers.previous, int(freed_by.trailers.added or 0)
+    trailers = _trailers(run, observed, step.backend, to=step.to, step="restore", hold=step.hold)
+
+    def message(edit: FieldEdit) -> str:
+        return _message(plan.service.name, f"restore {step.backend}", f"Restored: {where.field} = {previous} in "
+                        f"{where.path} (freed in {freed_by.sha[:12]}).", trailers)
+
+    change = writeback.FieldChange(where.path, lambda text: freeing.restore(text, where, previous=previous,
+                                                                            added=added, source=where.path),
+                                   message, branch=f"cutover/{plan.name}-restore-{step.backend}")
+    result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
+    log.info(milestones.RESTORED, backend=step.backend, to=step.to, commit=result.sha or None,
+             committed=result.committed, value=previous, hold=step.hold)
+    await run.event(observed.live, "CutoverRestored", f"{step.backend} restored"
+                    + (f" in {result.sha[:12]}" if result.sha else " (already in Git)"), warning=bool(step.hold))
+    return Restored(step.backend, step.to, result.committed, result.sha, result.url,
+                    None if previous == freeing.ABSENT else previous)
+
+
+async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failure: CutoverError, *, source: str,
+                     to: str, deadline: float, before_write: Callable[[], Awaitable[None]]) -> CutoverError:
+    """The target failed while the gap was open: restore the source, hold the Service on it, ask ArgoCD to refresh.
+    maxGap spent is `gap_exceeded` (exit 6); any other failure keeps its own cause, saying the source was
+    restored."""
+    loop = asyncio.get_running_loop()
+    log.warning("handoff.target_failed", cause=failure.cause, message=failure.message, to=to,
+                then=f"restore {source}")
+    try:
+        back = await restore(run, observed, decide.Restore(source, to, hold=source), before_write=before_write)
+        await sync.refresh(run)
+    except CutoverError as exc:
+        return type(failure)(f"{failure.message}; restoring {source} failed too: {exc.message}",
+                             cause="restore_failed", hint=exc.hint)
+    restored = f"{source} restored in {back.sha[:12]}" if back.sha else f"{source} restored"
+    if loop.time() >= deadline:
+        max_gap = run.plan.handoff.max_gap or 0.0
+        return GapExceeded(f"{to} was not proven within handoff.maxGap ({max_gap:g}s since {source} was freed in "
+                           f"{opened.sha[:12]}): {failure.message}; {restored}, the Service stays on it",
+                           hint=f"{failure.hint}; once {to} is fixed, change the plan's target again (a restore "
+                                "holds the Service until then), or raise handoff.maxGap")
+    return type(failure)(f"{failure.message}; {restored}, the Service stays on it", cause=failure.cause,
+                         hint=f"{failure.hint}; the restore holds the Service on {source} until the plan's target "
+                              "changes")
+
+
+def _trailers(run: Run, observed: decide.Observed, backend: str, *, to: str, step: str,
+              hold: str | None = None) -> Trailers:
+    plan, live = run.plan, observed.live
+    source = decide.backend_of(plan, observed.in_git)
+    ident = decide.cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
+    return Trailers(id=ident, source=source, to=to, plan=plan.name, step=step, backend=backend, hold=hold)
+
+
+def _message(service: str, title: str, body: str, trailers: Trailers) -> str:
+    return f"cutover({service}): {title}\n\n{body}\n\n{trailers.render()}\n"
+
+
+def _drained(data: dict[str, object]) -> str:
+    if data.get("complete"):
+        return f"no request in flight after {data.get('seconds')}s (by {data.get('by')})"
+    return f"timed out after {data.get('seconds')}s with {data.get('running')} still running"
