@@ -213,3 +213,72 @@ def test_the_guarantees(rule: str, holds: Any) -> None:
 ], ids=["unverified", "verified", "no-cutover", "not-applied", "not-ours", "rollback-unverified"])
 def test_audit_step(seen: decide.Observed, verified: str | None, expected: decide.Step) -> None:
     assert decide.audit_step(seen, PLAN, verified=verified) == expected
+
+
+# --- the handoff (docs/capacity.md) ---------------------------------------------------------------------------
+
+_WORKLOADS = {"vllm": "{kind: Deployment, name: llm-reasoning}", "candle": "{kind: Deployment, name: candle}"}
+(RECREATE,) = plan.parse(_world.plan_text(workloads=_WORKLOADS, handoff="{strategy: recreate, maxGap: 30m}"))
+
+
+def step(backend: str, kind: str, *, to: str, hold: str | None = None, at: datetime = NOW) -> Commit:
+    return Commit("5eed" + "0" * 36, f"cutover: {kind} {backend}", "cutover", at,
+                  Trailers(id="i", source="vllm", to=to, plan=PLAN.name, step=kind, backend=backend, hold=hold))
+
+
+def handed(freed: tuple[str, ...] = (), **steps: Commit) -> decide.Workloads:
+    return decide.Workloads(frozenset(freed), steps)
+
+
+@pytest.mark.parametrize(("seen", "the_plan", "expected"), [
+    # recreate frees the source that holds the target's room; never twice, never under another strategy
+    (observed(VLLM, VLLM), RECREATE, decide.Free("vllm", "candle")),
+    (observed(VLLM, VLLM, workloads=handed(("vllm",))), RECREATE, None),  # freed already: wait for its pods to go
+    (observed(VLLM, VLLM), PLAN, None),  # parallel: capacity_held_by_source
+])
+def test_on_capacity_held(seen: decide.Observed, the_plan: plan.Plan, expected: decide.Free | None) -> None:
+    assert decide.on_capacity_held(seen, the_plan, source="vllm", to="candle") == expected
+
+
+def test_a_gap_is_open_only_while_the_source_is_freed_by_a_cutover_heading_for_the_target() -> None:
+    free = step("vllm", "free", to="candle")
+    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free)), RECREATE,
+                             source="vllm", to="candle") == free
+    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed((), vllm=free)), RECREATE,
+                             source="vllm", to="candle") is None  # restored since (by hand)
+    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",))), RECREATE,
+                             source="vllm", to="candle") is None  # freed by someone else: no gap of ours
+    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free)), RECREATE,
+                             source="vllm", to="other") is None
+
+
+@pytest.mark.parametrize(("seen", "options", "expected"), [
+    # a freed target is restored before anything waits for it
+    (observed(VLLM, VLLM, workloads=handed(("candle",))), {}, decide.Restore("candle", "candle")),
+    # a rollback to a freed source restores it first, and keeps the hold it asks for
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(("vllm",))),
+     {"to": "vllm", "hold": "vllm"}, decide.Restore("vllm", "vllm", "vllm")),
+    # a restore after the gap was exceeded holds the Service on the source while the plan names that target ...
+    (observed(VLLM, VLLM, cutover("candle", "vllm"),
+              workloads=handed(("candle",), vllm=step("vllm", "restore", to="candle", hold="vllm",
+                                                      at=NOW + timedelta(minutes=5)))), {},
+     decide.Hold("vllm", "5eed" + "0" * 36, "cutover")),
+    # ... which an explicit run lifts (it restores candle first)
+    (observed(VLLM, VLLM, cutover("candle", "vllm"),
+              workloads=handed(("candle",), vllm=step("vllm", "restore", to="candle", hold="vllm",
+                                                      at=NOW + timedelta(minutes=5)))), {"to": "candle"},
+     decide.Restore("candle", "candle")),
+    # ... and a later switch made since forgets
+    (observed(VLLM, VLLM, cutover("candle", "vllm"),
+              workloads=handed(vllm=step("vllm", "restore", to="candle", hold="vllm",
+                                         at=NOW - timedelta(minutes=5)))), {}, decide.Advance("vllm", "candle")),
+])
+def test_the_hops_of_a_handoff(seen: decide.Observed, options: dict[str, str], expected: decide.Step) -> None:
+    assert decide.next_step(seen, RECREATE, **options) == expected
+
+
+def test_a_free_or_restore_commit_is_not_the_last_switch() -> None:
+    switch = cutover("vllm", "candle")
+    history = [step("vllm", "free", to="candle"), switch]
+    assert decide.last_cutover(history, PLAN) is switch and decide.commit_to(history, PLAN, "candle") is switch
+    assert decide.last_step(history, PLAN, "vllm") is history[0] and decide.last_step(history, PLAN, "candle") is None

@@ -6,6 +6,9 @@ target not proven within maxGap restores the source exactly and holds the Servic
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,7 +19,7 @@ from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, SimPod, World
-from cutover.errors import GapExceeded
+from cutover.errors import CutoverError, GapExceeded
 from cutover.flows import phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -131,16 +134,19 @@ async def test_a_target_not_proven_within_max_gap_restores_the_source_and_holds(
     assert loop.time() - start <= 300 + 15
     assert "handoff.maxGap (300s" in caught.value.message and "vllm restored in" in caught.value.message
     after, _ = repo.read(ENGINES)  # type: ignore[misc]
-    assert after == before  # exactly what was there
-    restore, free = cutover_commits(repo, ENGINES)
-    assert (Trailers.parse(restore).step, Trailers.parse(restore).hold) == ("restore", "vllm")
-    assert Trailers.parse(free).step == "free"
+    # vLLM exactly as it was; candle, which holds the card now, freed so that vLLM's pod can come back
+    assert after == before.replace("name: candle-reasoning\nspec:\n  replicas: 1",
+                                   "name: candle-reasoning\nspec:\n  replicas: 0")
+    restore, free_candle, free_vllm = (Trailers.parse(text) for text in cutover_commits(repo, ENGINES))
+    assert (restore.step, restore.backend, restore.hold) == ("restore", "vllm", "vllm")
+    assert (free_candle.step, free_candle.backend, free_candle.previous) == ("free", "candle", "1")
+    assert (free_vllm.step, free_vllm.backend) == ("free", "vllm")
     assert cutover_commits(repo, PATH) == []  # the Service never left vLLM
 
     # The next sync neither frees vLLM again nor waits: the restore holds until the plan's target changes.
     held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
     assert held.data == {"held": "vllm"}
-    assert len(cutover_commits(repo, ENGINES)) == 2
+    assert len(cutover_commits(repo, ENGINES)) == 3
 
 
 async def test_a_freed_target_is_restored_before_it_is_waited_for(
@@ -162,3 +168,85 @@ async def test_a_freed_target_is_restored_before_it_is_waited_for(
     assert "name: candle-reasoning\nspec:\n  replicas: 2  # freed" in content
     assert freed_by[:12] in cutover_commits(repo, ENGINES)[0]
     assert cutover_commits(repo, PATH) == []
+
+
+DEPLOYMENTS = {"vllm": "llm-reasoning", "candle": "candle-reasoning"}
+
+
+@contextlib.asynccontextmanager
+async def engines_follow_git(world: World, repo: BareRepo) -> AsyncIterator[None]:
+    """The Deployment controller and the scheduler of the emulated one-GPU node, as far as the handoff needs them:
+    every 5 s each engine's pods follow its replicas in Git (ArgoCD applied), and a pod is bound to the card only
+    while no other engine's pod holds it (Pending, Unschedulable, until then)."""
+
+    def replicas(text: str, backend: str) -> int:
+        found = re.search(rf"name: {DEPLOYMENTS[backend]}\nspec:\n  replicas: (\d+)", text)
+        assert found is not None
+        return int(found.group(1))
+
+    async def follow() -> None:
+        while True:
+            text, _ = repo.read(ENGINES)  # type: ignore[misc]
+            for backend in DEPLOYMENTS:
+                pods = [pod for pod in world.pods.values() if pod.backend == backend]
+                if replicas(text, backend) == 0:
+                    for pod in pods:
+                        world.delete_pod(pod.name)
+                    continue
+                holders = [pod for pod in world.pods.values() if pod.node and pod.backend != backend]
+                pending = [pod for pod in pods if pod.node is None]
+                if pods and not pending or (pending and holders):
+                    continue
+                for pod in pending:
+                    world.delete_pod(pod.name)
+                world.add_pod(backend, Script(pull=20, load=60) if not holders else Script(fault="unschedulable"),
+                              gpus=1, node=None if holders else "gpu-1")
+            await asyncio.sleep(5)
+
+    task = asyncio.create_task(follow())
+    try:
+        async with sim_argocd.running(world, repo, PATH):
+            yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_run_takes_every_hop_and_a_rollback_on_one_gpu_takes_them_back(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:
+    """`cutover run` frees vLLM, waits for candle within maxGap, switches, waits for ArgoCD and verifies, in one
+    run; `cutover rollback` back to vLLM on the same card restores vLLM's workload, frees candle once vLLM's pod
+    cannot schedule beside it, waits for vLLM and switches back with a hold."""
+    the_plan = recreate_plan(make_plan)
+    async with engines_follow_git(world, repo):
+        ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+        assert ran.data["to"] == "candle" and ran.data["verified"] is True and "gapSeconds" in ran.data
+        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+    assert back.data["to"] == "vllm" and back.data["verified"] is True and "gapSeconds" in back.data
+    steps = [(t.step, t.backend) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]
+    assert steps == [("free", "candle"), ("restore", "vllm"), ("free", "vllm")]  # newest first
+    switch_back, switch = (Trailers.parse(text) for text in cutover_commits(repo, PATH))
+    assert (switch.to, switch_back.to, switch_back.hold) == ("candle", "vllm", "vllm")
+    text, _ = repo.read(ENGINES)  # type: ignore[misc]
+    assert text == ENGINES_FILE  # vLLM back as it was, candle freed as it was before the person's commit
+    assert len(named(events, milestones.GAP_CLOSED)) == 2
+
+
+async def test_a_target_that_crashes_while_the_gap_is_open_gives_the_card_back_at_once(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod]) -> None:
+    """Not a wait for maxGap: a crash loop is final, the source is restored with the target's own cause."""
+    the_plan = recreate_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    world.delete_pod(one_gpu["vllm"].name)
+    world.delete_pod(one_gpu["candle"].name)
+    world.add_pod("candle", Script(pull=5, fault="crash_loop"), gpus=1, node="gpu-1")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(CutoverError) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    assert caught.value.cause == "crash_loop" and "vllm restored in" in caught.value.message
+    assert loop.time() - start < 300
+    assert [Trailers.parse(text).step for text in cutover_commits(repo, ENGINES)] == ["restore", "free", "free"]

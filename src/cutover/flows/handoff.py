@@ -55,22 +55,20 @@ async def workloads(run: Run, seen: writeback.Seen) -> decide.Workloads:
 
 
 async def free(run: Run, observed: decide.Observed, step: decide.Free, *,
-               before_write: Callable[[], Awaitable[None]]) -> Freed:
+               before_write: Callable[[], Awaitable[None]], serving: bool = True) -> Freed:
     """Drain `step.backend` (its in-flight requests to 0, bounded by handoff.drainTimeout), then free its workload
-    by a commit (`Cutover-Step: free`, the value it held in `Cutover-Previous`)."""
+    by a commit (`Cutover-Step: free`, the value it held in `Cutover-Previous`). A backend that never served
+    (`serving` False: a target given up on) is not drained."""
     plan = run.plan
     backend = plan.backends[step.backend]
-    pods, _ = await run.cluster.pods(plan.service.namespace, backend.selector)
-    log.info(milestones.DRAINING, backend=step.backend, to=step.to, pods=len(pods),
-             timeout=plan.handoff.drain_timeout)
-    async with api.new_client(timeout=plan.verify.request_timeout) as client:
-        drained = await drain.drain_backend(client, backend, pods, within=plan.handoff.drain_timeout)
+    drained = await _drain(run, step) if serving else None
     where = freeing.freeing(backend, default_path=plan.git.path)
     trailers = _trailers(run, observed, step.backend, to=step.to, step="free")
 
     def message(edit: FieldEdit) -> str:
+        how = f"Drained: {_drained(drained.as_data())}." if drained else "Not drained: it never served."
         return _message(plan.service.name, f"free {step.backend} for {step.to}",
-                        f"Drained: {_drained(drained.as_data())}.\nFreed: {where.field} = {where.freed} "
+                        f"{how}\nFreed: {where.field} = {where.freed} "
                         f"(was {edit.old if edit.old is not None else 'absent'}) in {where.path}.",
                         dataclasses.replace(trailers, previous=freeing.previous_of(edit),
                                             added=str(edit.created) if edit.created else None))
@@ -78,11 +76,22 @@ async def free(run: Run, observed: decide.Observed, step: decide.Free, *,
     change = writeback.FieldChange(where.path, lambda text: freeing.free(text, where, source=where.path), message,
                                    branch=f"cutover/{plan.name}-free-{step.backend}")
     result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
+    measured = drained.as_data() if drained else {}
     log.info(milestones.FREED, backend=step.backend, to=step.to, commit=result.sha or None,
-             committed=result.committed, drain=drained.as_data(), max_gap=plan.handoff.max_gap)
-    await run.event(observed.live, "CutoverFreed", f"{step.backend} drained and freed for {step.to}"
-                    + (f" in {result.sha[:12]}" if result.sha else " (already in Git)"))
-    return Freed(step.backend, step.to, result.committed, result.sha, result.url, drained.as_data())
+             committed=result.committed, drain=measured, max_gap=plan.handoff.max_gap)
+    await run.event(observed.live, "CutoverFreed", f"{step.backend} {'drained and ' if drained else ''}freed for "
+                    f"{step.to}" + (f" in {result.sha[:12]}" if result.sha else " (already in Git)"))
+    return Freed(step.backend, step.to, result.committed, result.sha, result.url, measured)
+
+
+async def _drain(run: Run, step: decide.Free) -> drain.Drained:
+    plan = run.plan
+    backend = plan.backends[step.backend]
+    pods, _ = await run.cluster.pods(plan.service.namespace, backend.selector)
+    log.info(milestones.DRAINING, backend=step.backend, to=step.to, pods=len(pods),
+             timeout=plan.handoff.drain_timeout)
+    async with api.new_client(timeout=plan.verify.request_timeout) as client:
+        return await drain.drain_backend(client, backend, pods, within=plan.handoff.drain_timeout)
 
 
 async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
@@ -116,19 +125,20 @@ async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
 
 async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failure: CutoverError, *, source: str,
                      to: str, deadline: float, before_write: Callable[[], Awaitable[None]]) -> CutoverError:
-    """The target failed while the gap was open: restore the source, hold the Service on it, ask ArgoCD to refresh.
-    maxGap spent is `gap_exceeded` (exit 6); any other failure keeps its own cause, saying the source was
-    restored."""
+    """The target failed while the gap was open: free the target (its pods hold the card the source needs back),
+    restore the source, hold the Service on it, ask ArgoCD to refresh. maxGap spent is `gap_exceeded` (exit 6); any
+    other failure keeps its own cause, saying the source was restored."""
     loop = asyncio.get_running_loop()
     log.warning("handoff.target_failed", cause=failure.cause, message=failure.message, to=to,
-                then=f"restore {source}")
+                then=f"free {to}, restore {source}")
     try:
+        await free(run, observed, decide.Free(to, source), before_write=before_write, serving=False)
         back = await restore(run, observed, decide.Restore(source, to, hold=source), before_write=before_write)
         await sync.refresh(run)
     except CutoverError as exc:
-        return type(failure)(f"{failure.message}; restoring {source} failed too: {exc.message}",
+        return type(failure)(f"{failure.message}; giving the card back to {source} failed: {exc.message}",
                              cause="restore_failed", hint=exc.hint)
-    restored = f"{source} restored in {back.sha[:12]}" if back.sha else f"{source} restored"
+    restored = f"{to} freed and {source} restored in {back.sha[:12]}" if back.sha else f"{source} restored"
     if loop.time() >= deadline:
         max_gap = run.plan.handoff.max_gap or 0.0
         return GapExceeded(f"{to} was not proven within handoff.maxGap ({max_gap:g}s since {source} was freed in "

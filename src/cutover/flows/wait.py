@@ -39,6 +39,9 @@ PROOF_RETRY = 5.0  # seconds between proofs that failed for a reason that may pa
 # as it is for a pod that has long been Ready: a listener restarting inside the container passes in that time, a
 # wrong port does not and fails then, not after the whole maxWait.
 PROOF_GRACE = 30.0
+# Seconds between judgments of a target pod the freed source's pods still keep off its node (they terminate, with
+# their grace period): each judgment reads the nodes and the bound pods, so not on every event.
+FREED_LOOK = 5.0
 # asyncio fires a timer up to its clock resolution early; comparing instants without this slack made the
 # loop wake "just before" a progress tick, find nothing due and spin without time passing.
 SLACK = 0.001
@@ -112,6 +115,7 @@ class _Wait:
         self.last_slow: str | None = None  # what the latest round that was too slow said, for a round cut short
         self.failing_since: float | None = None  # when the proofs began to fail, for PROOF_GRACE
         self.capacity_since: float | None = None  # when an unschedulable pod was first found to fit by the figures
+        self.freed_look: float | None = None  # when to judge again a pod held off by a freed source's going pods
 
     def assess(self) -> readiness.Assessment:
         now = self.clock.now()
@@ -126,7 +130,7 @@ class _Wait:
         while True:
             found = self.assess()
             if found.failure is None:
-                self.capacity_since = None  # a pod unschedulable later gets a grace of its own
+                self.capacity_since = self.freed_look = None  # a pod unschedulable later gets a grace of its own
             else:
                 failure = await self._final(found.failure)
                 if failure is not None:
@@ -168,8 +172,11 @@ class _Wait:
         if verdict.fit is capacity.Fit.NOW and self.capacity_since is None:
             self.capacity_since = now
         waited = now - (self.capacity_since if self.capacity_since is not None else now)
-        return readiness.after_capacity(failure, verdict, strategy=self.plan.handoff.strategy, waited=waited,
-                                        source_freed=self.source_freed)
+        meant = readiness.after_capacity(failure, verdict, strategy=self.plan.handoff.strategy, waited=waited,
+                                         source_freed=self.source_freed)
+        # the freed source's pods are going: judge again in a while
+        self.freed_look = now + FREED_LOOK if meant is None and verdict.held_by_source else None
+        return meant
 
     def _sleep(self, found: readiness.Assessment) -> float:
         now = self.clock.monotonic()
@@ -182,8 +189,12 @@ class _Wait:
         return max(SLACK, min(wakes) - now)
 
     def _grace_end(self) -> float | None:
-        """When the grace for room the scheduler has yet to see ends (readiness.CAPACITY_GRACE), if one runs."""
-        return None if self.capacity_since is None else self.capacity_since + readiness.CAPACITY_GRACE
+        """When an unschedulable pod is judged again, if it waits on something: the grace for room the scheduler
+        has yet to see (readiness.CAPACITY_GRACE), or the next look while a freed source's pods go (FREED_LOOK).
+        Before then nothing is listed again: a fresh list is a change, and would wake the wait at once."""
+        ends = [end for end in (None if self.capacity_since is None else
+                                self.capacity_since + readiness.CAPACITY_GRACE, self.freed_look) if end is not None]
+        return min(ends) if ends else None
 
     def _due(self, instant: float) -> bool:
         return self.clock.monotonic() >= instant - SLACK
