@@ -195,7 +195,7 @@ async def engines_follow_git(world: World, repo: BareRepo) -> AsyncIterator[None
                     continue
                 holders = [pod for pod in world.pods.values() if pod.node and pod.backend != backend]
                 pending = [pod for pod in pods if pod.node is None]
-                if pods and not pending or (pending and holders):
+                if (pods and not pending) or (pending and holders):
                     continue
                 for pod in pending:
                     world.delete_pod(pod.name)
