@@ -98,8 +98,8 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
     source, target = one_card
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     started = time.monotonic()
-    argo.commit({gitops.ENGINES: engines_with(argo, {source: 1, target: 1}),
-                 gitops.PLAN: recreate_plan(target, "90s")}, f"Hand reasoning-long to {target} on one card\n")
+    argo.commit({gitops.PLAN: recreate_plan(target, "90s")},  # the target's workload stays stopped in Git
+                f"Hand reasoning-long to {target} on one card\n")
     switch = argo.wait("cutover's switch", lambda: next(
         (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
          and Trailers.parse(entry.message).to == target and not Trailers.parse(entry.message).step), None),
@@ -113,8 +113,9 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
     MEASURED.append(f"recreate {source} -> {target} on one card: the person's commit to the switch verified "
                     f"{took:.1f} s, the gap (free commit to verified) {gap:.1f} s")
 
-    switched, free = handoff_commits(argo, before)  # one free, one switch: never two of either
+    switched, start, free = handoff_commits(argo, before)  # one of each: never two
     assert (free.step, free.backend, free.previous, free.to) == ("free", source, "1", target)
+    assert (start.step, start.backend, start.to) == ("restore", target, target)
     assert (switched.step, switched.source, switched.to) == (None, source, target)
     assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
     assert not pods(argo, source)  # freed: the Deployment at 0, its card the target's now
@@ -123,9 +124,9 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
 
 def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOpsTier,
                                                              one_card: tuple[str, str]) -> None:
-    """Back to the first engine with maxGap 1s: its workload is restored, the engine serving now is drained and
-    freed when the restored pods cannot schedule, and once the gap runs out that one is restored (and the one that
-    never served freed again): exit 6 gap_exceeded, the Service never left it, and the next sync holds."""
+    """Back to the first engine with maxGap 1s: the engine serving now is drained and freed and the first one
+    restored in one hop; once the gap has run out the card goes back (the first one, which never served, freed
+    again; the other restored): exit 6 gap_exceeded, the Service never left it, and the next sync holds."""
     first, now = one_card
     assert serving(argo) == now  # where the previous scenario left it
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
@@ -134,7 +135,7 @@ def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOps
         (t for t in handoff_commits(argo, before) if t.step == "restore" and t.hold), None), timeout=300)
     assert (restored.backend, restored.hold, restored.to) == (now, now, first)
     steps = [(t.step, t.backend) for t in handoff_commits(argo, before)]
-    assert steps == [("restore", now), ("free", first), ("free", now), ("restore", first)], steps
+    assert steps == [("restore", now), ("free", first), ("restore", first), ("free", now)], steps
     head = argo.git.repo.head()
     app = argo.wait_app("llm-serving", synced=True, healthy=True, revision=head, timeout=180)
     assert app["status"]["operationState"]["phase"] == "Succeeded"

@@ -149,11 +149,13 @@ async def test_a_target_not_proven_within_max_gap_restores_the_source_and_holds(
     assert len(cutover_commits(repo, ENGINES)) == 3
 
 
-async def test_a_freed_target_is_restored_before_it_is_waited_for(
+async def test_a_freed_target_is_started_in_the_hop_that_frees_the_source(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:
-    """After a recreate the source stays freed in Git; a later switch back restores it first, exactly as it was
-    (from the free commit's trailers), by its own commit, before any wait."""
+    """After a recreate the source stays freed in Git; a later switch back restores it exactly as it was (from the
+    free commit's trailers), and under recreate drains and frees the backend serving now in the same hop, so that
+    ArgoCD applies both at once: a target scaled up beside a source that holds its card would keep the sync
+    Progressing, and no PostSync would ever run."""
     sim_argocd.seed_application(world)
     repo.commit({ENGINES: ENGINES_FILE}, "Add the engines\n")
     world.add_pod("vllm", ready=True)
@@ -166,8 +168,28 @@ async def test_a_freed_target_is_restored_before_it_is_waited_for(
     assert restored.data["restored"] == "candle" and restored.data["value"] == "2"
     content, _ = repo.read(ENGINES)  # type: ignore[misc]
     assert "name: candle-reasoning\nspec:\n  replicas: 2  # freed" in content
-    assert freed_by[:12] in cutover_commits(repo, ENGINES)[0]
+    assert "replicas: 0  # vLLM" in content
+    restore, free, _ = cutover_commits(repo, ENGINES)
+    assert freed_by[:12] in restore and Trailers.parse(free).backend == "vllm"
     assert cutover_commits(repo, PATH) == []
+    assert named(events, milestones.DRAINING) and named(events, milestones.RESTORED)
+
+
+async def test_a_target_committed_stopped_is_started_at_min_ready_pods(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """The way to start a recreate: the person commits the target's workload stopped (replicas: 0) with the plan's
+    target; no cutover commit recorded a count for it, so it starts at verify.minReadyPods."""
+    sim_argocd.seed_application(world)
+    repo.commit({ENGINES: ENGINES_FILE}, "Add the engines, candle stopped\n")
+    world.add_pod("vllm", ready=True)
+    the_plan = recreate_plan(make_plan)
+    started = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
+    assert started.data["restored"] == "candle" and started.data["value"] == "1"
+    content, _ = repo.read(ENGINES)  # type: ignore[misc]
+    assert content == ENGINES_FILE.replace("replicas: 1  # vLLM", "replicas: 0  # vLLM").replace(
+        "replicas: 0\n  template", "replicas: 1\n  template")
+    (restore, _) = cutover_commits(repo, ENGINES)
+    assert "started at verify.minReadyPods" in restore
 
 
 DEPLOYMENTS = {"vllm": "llm-reasoning", "candle": "candle-reasoning"}
@@ -217,8 +239,8 @@ async def test_run_takes_every_hop_and_a_rollback_on_one_gpu_takes_them_back(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:
     """`cutover run` frees vLLM, waits for candle within maxGap, switches, waits for ArgoCD and verifies, in one
-    run; `cutover rollback` back to vLLM on the same card restores vLLM's workload, frees candle once vLLM's pod
-    cannot schedule beside it, waits for vLLM and switches back with a hold."""
+    run; `cutover rollback` back to vLLM on the same card drains and frees candle and restores vLLM's workload in
+    one hop (vLLM was freed in Git), waits for vLLM within maxGap and switches back with a hold."""
     the_plan = recreate_plan(make_plan)
     async with engines_follow_git(world, repo):
         ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
@@ -226,7 +248,7 @@ async def test_run_takes_every_hop_and_a_rollback_on_one_gpu_takes_them_back(
         back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
     assert back.data["to"] == "vllm" and back.data["verified"] is True and "gapSeconds" in back.data
     steps = [(t.step, t.backend) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]
-    assert steps == [("free", "candle"), ("restore", "vllm"), ("free", "vllm")]  # newest first
+    assert steps == [("restore", "vllm"), ("free", "candle"), ("free", "vllm")]  # newest first
     switch_back, switch = (Trailers.parse(text) for text in cutover_commits(repo, PATH))
     assert (switch.to, switch_back.to, switch_back.hold) == ("candle", "vllm", "vllm")
     text, _ = repo.read(ENGINES)  # type: ignore[misc]
@@ -250,3 +272,21 @@ async def test_a_target_that_crashes_while_the_gap_is_open_gives_the_card_back_a
     assert caught.value.cause == "crash_loop" and "vllm restored in" in caught.value.message
     assert loop.time() - start < 300
     assert [Trailers.parse(text).step for text in cutover_commits(repo, ENGINES)] == ["restore", "free", "free"]
+
+
+async def test_a_sync_that_fails_while_the_gap_is_open_gives_the_card_back(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """ArgoCD waits for the target's health before PostSync: a target that never gets there fails the sync at its
+    Deployment's progress deadline, and then SyncFail is the hook that runs. It frees the target and restores the
+    source, with a hold, as PostSync would once maxGap passed."""
+    sim_argocd.seed_application(world)
+    repo.commit({ENGINES: ENGINES_FILE}, "Add the engines, candle stopped\n")
+    world.add_pod("vllm", ready=True)
+    the_plan = recreate_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # vLLM freed, candle started
+    failed = told(await phases.syncfail(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
+    assert failed.data["rolledBack"] is True and "Git goes back to vllm (held)" in failed.summary
+    content, _ = repo.read(ENGINES)  # type: ignore[misc]
+    assert content == ENGINES_FILE  # vLLM exactly as it was, candle stopped as the person committed it
+    held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
+    assert held.data == {"held": "vllm"}

@@ -97,12 +97,15 @@ class RollBack:
 
 @dataclasses.dataclass(frozen=True)
 class Restore:
-    """The backend a switch goes to is freed in Git (an earlier handoff freed it): restore its workload first, by a
-    commit, and let the next step wait for its pods."""
+    """The backend a switch goes to is freed in Git: restore its workload first, by a commit, and let the next step
+    wait for its pods. Under strategy recreate the source is drained and freed in the same hop (`free`): ArgoCD then
+    applies both at once, and waits for the target's health with the source's card given back (a target scaled up
+    beside a source that holds its card would keep the sync Progressing, and PostSync would never run)."""
 
     backend: str
     to: str
     hold: str | None = None
+    free: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,12 +156,20 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
         return held
     wanted = dict(plan.backends[to].selector)
     if dict(observed.in_git) != wanted or hold is not None:
+        source = backend_of(plan, observed.in_git)
         # a backend freed in Git runs no pods to wait for: its workload comes back first
-        return Restore(to, to, hold) if to in observed.workloads.freed else \
-            Advance(backend_of(plan, observed.in_git), to, hold)
+        return Restore(to, to, hold, _swapped(observed, plan, source, to)) if to in observed.workloads.freed else \
+            Advance(source, to, hold)
     if dict(observed.live.selector) != wanted:
         return AwaitApply(to)
     return Verify(to)
+
+
+def _swapped(observed: Observed, plan: Plan, source: str | None, to: str) -> str | None:
+    """recreate: the source freed in the hop that restores the target (break before make, consented to)."""
+    if plan.handoff.strategy != "recreate" or source is None or source == to:
+        return None
+    return None if source in observed.workloads.freed or plan.backends[source].workload is None else source
 
 
 def _hold(observed: Observed, plan: Plan) -> Hold | None:

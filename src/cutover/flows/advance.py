@@ -109,12 +109,15 @@ def _gap_deadline(run: Run, opened: Commit | None) -> float | None:
 
 
 async def restore(run: Run, observed: decide.Observed, step: decide.Restore) -> Restored:
-    """Restore a freed backend's workload under the Service's Lease, then ask for a refresh."""
+    """Restore a freed backend's workload under the Service's Lease (under recreate, the source drained and freed
+    first, in the same hop), then ask for a refresh: ArgoCD applies both in one sync."""
     plan = run.plan
     async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                           me=run.identity, now=run.clock.now) as held:
-        restored = await handoff.restore(run, observed, step,
-                                         before_write=functools.partial(lease.confirm, run.cluster, held))
+        confirm = functools.partial(lease.confirm, run.cluster, held)
+        if step.free is not None:
+            await handoff.free(run, observed, decide.Free(step.free, step.to), before_write=confirm)
+        restored = await handoff.restore(run, observed, step, before_write=confirm)
     await sync.refresh(run)
     return restored
 

@@ -18,7 +18,7 @@ from cutover.core.results import Freed, Restored
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
 from cutover.engines import api
-from cutover.errors import CutoverError, GapExceeded, GitError
+from cutover.errors import CutoverError, GapExceeded
 from cutover.flows import drain, sync, writeback
 from cutover.flows.context import Run
 from cutover.sources import field_edit, freeing
@@ -100,16 +100,17 @@ async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
     plan = run.plan
     where = freeing.freeing(plan.backends[step.backend], default_path=plan.git.path)
     freed_by = observed.workloads.steps.get(step.backend)
-    if freed_by is None or freed_by.trailers.step != "free" or not freed_by.trailers.previous:
-        raise GitError(f"{where.path}: {where.field} frees backend {step.backend}, and no cutover commit of this plan "
-                       "freed it: what it held before is unknown", cause="restore_unknown",
-                       hint=f"set {where.field} in {where.path} to what {step.backend} should run, then re-run")
-    previous, added = freed_by.trailers.previous, int(freed_by.trailers.added or 0)
+    if freed_by is not None and freed_by.trailers.step == "free" and freed_by.trailers.previous:
+        previous, added = freed_by.trailers.previous, int(freed_by.trailers.added or 0)
+        how = f"freed in {freed_by.sha[:12]}"
+    else:  # freed by a person (a backend committed stopped, to be started by the handoff): its first start
+        previous, added = freeing.started(where, replicas=plan.verify.min_ready_pods), 0
+        how = "no cutover commit freed it: started at verify.minReadyPods"
     trailers = _trailers(run, observed, step.backend, to=step.to, step="restore", hold=step.hold)
 
     def message(edit: FieldEdit) -> str:
         return _message(plan.service.name, f"restore {step.backend}", f"Restored: {where.field} = {previous} in "
-                        f"{where.path} (freed in {freed_by.sha[:12]}).", trailers)
+                        f"{where.path} ({how}).", trailers)
 
     change = writeback.FieldChange(where.path, lambda text: freeing.restore(text, where, previous=previous,
                                                                             added=added, source=where.path),
@@ -132,9 +133,7 @@ async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failur
     log.warning("handoff.target_failed", cause=failure.cause, message=failure.message, to=to,
                 then=f"free {to}, restore {source}")
     try:
-        await free(run, observed, decide.Free(to, source), before_write=before_write, serving=False)
-        back = await restore(run, observed, decide.Restore(source, to, hold=source), before_write=before_write)
-        await sync.refresh(run)
+        back = await give_back(run, observed, source=source, to=to, before_write=before_write)
     except CutoverError as exc:
         return type(failure)(f"{failure.message}; giving the card back to {source} failed: {exc.message}",
                              cause="restore_failed", hint=exc.hint)
@@ -148,6 +147,16 @@ async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failur
     return type(failure)(f"{failure.message}; {restored}, the Service stays on it", cause=failure.cause,
                          hint=f"{failure.hint}; the restore holds the Service on {source} until the plan's target "
                               "changes")
+
+
+async def give_back(run: Run, observed: decide.Observed, *, source: str, to: str,
+                    before_write: Callable[[], Awaitable[None]]) -> Restored:
+    """The card back to the source: the target freed (it never served: not drained), the source restored with a
+    hold on it, ArgoCD asked to refresh."""
+    await free(run, observed, decide.Free(to, source), before_write=before_write, serving=False)
+    back = await restore(run, observed, decide.Restore(source, to, hold=source), before_write=before_write)
+    await sync.refresh(run)
+    return back
 
 
 def _trailers(run: Run, observed: decide.Observed, backend: str, *, to: str, step: str,

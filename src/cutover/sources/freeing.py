@@ -70,6 +70,12 @@ def restore(text: str, where: Freeing, *, previous: str | None, added: int, sour
     return set_field(text, where.field, value, source=source, drop=added)
 
 
+def started(where: Freeing, *, replicas: int) -> str:
+    """What a restore writes for a workload no cutover commit freed (committed stopped, to be started by the handoff):
+    `replicas` for a replica count, no stop annotation at all for an InferenceService."""
+    return ABSENT if isinstance(where.freed, str) else str(replicas)
+
+
 def previous_of(edit: FieldEdit) -> str:
     """What Cutover-Previous records for a free."""
     return ABSENT if edit.old is None else edit.old
