@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from cutover.core.clock import Clock
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.hosts import FakeHost, Fault, serve_local
 
@@ -113,7 +114,7 @@ class FakeContentsHost(FakeHost):
         author = body.get("author") or body.get("committer") or {"name": "octocat", "email": "octocat@github.com"}
         content = base64.b64decode(body["content"]).decode()
         sha = self.repo.commit({path: content}, body["message"], name=author["name"], email=author["email"],
-                               branch=branch)
+                               branch=branch, date=Clock().now())  # dated by the loop's clock, fake time too
         blob = self.repo.read(path, branch)
         assert blob is not None
         html = f"https://github.com/{self.owner}/{self.name}/commit/{sha}"

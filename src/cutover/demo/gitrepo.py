@@ -10,6 +10,7 @@ import dataclasses
 import os
 import subprocess
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 
@@ -63,14 +64,17 @@ class BareRepo:
 
     def commit(self, files: dict[str, str], message: str, *, name: str = "Platform Team",
                email: str = "platform@example.invalid", branch: str | None = None,
-               expected_head: str | None = None) -> str:
-        """Commit `files` on top of the branch; fails if the branch is no longer at `expected_head`."""
+               expected_head: str | None = None, date: datetime | None = None) -> str:
+        """Commit `files` on top of the branch; fails if the branch is no longer at `expected_head`. `date` is the
+        commit's (a host double passes its loop's clock, so that fake time dates the commits it makes)."""
         branch = branch or self.branch
         parent = self.head(branch)
         old = expected_head if expected_head is not None else parent
         with tempfile.TemporaryDirectory() as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_AUTHOR_NAME": name,
                    "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+            if date is not None:
+                env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"{int(date.timestamp())} +0000"
             if parent:
                 self.git("read-tree", parent, env=env)
             for path, content in files.items():

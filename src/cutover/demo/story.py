@@ -6,8 +6,11 @@ against the emulated API server), proves the served names, and commits the selec
 GitHub double backed by a real bare repository. ArgoCD's part is played by the demo: it syncs the
 commit, the PreSync gate proves the target again, the Service is patched in place, and the next
 PostSync checks the switch. Fake event-loop time (looptime) turns the minutes into about a second.
-Then an operator rolls back, and the next PostSync respects the hold. With CUTOVER_SLACK_WEBHOOK (or a
-bot token and channel) set, the story's milestones are posted to Slack afterwards, in real time.
+Then an operator rolls back, and the next PostSync respects the hold. A second act tells the same handoff on a node
+with one GPU (the reference cluster's "4 of 4 GPUs allocated"), by handoff.strategy recreate: the source freed and
+the target started in one commit, the target waited for within maxGap and switched to, the gap measured. With
+CUTOVER_SLACK_WEBHOOK (or a bot token and channel) set, the story's milestones are posted to Slack afterwards, in
+real time.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from cutover import logs, plan
 from cutover.cli import outcome
 from cutover.core import milestones
 from cutover.core.repository import Author
-from cutover.core.results import Result
+from cutover.core.results import Result, Verified
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo, LogEntry
@@ -163,8 +166,77 @@ async def story(workdir: Path) -> int:
         seen = collections.Counter(f"{method} {path}" for method, path, _ in candle.engine.requests)
         say(f"The candle-vllm double saw {sum(seen.values())} requests, {early} before it was Ready: "
             + ", ".join(f"{count} × {what}" for what, count in sorted(seen.items())))
-        print("cutover demo: OK — vllm -> candle, committed once, applied in place, verified; rolled back and held")
-        return 0
+    try:
+        gap = await _one_gpu(workdir)
+    except CutoverError as exc:
+        print(f"cutover demo: FAILED (cause {exc.cause}) — {exc.message}")
+        return int(exc.exit_code)
+    print(f"cutover demo: OK — vllm -> candle, committed once, applied in place, verified; rolled back and held; "
+          f"on one GPU by recreate, a gap of {gap / 60:.0f} min")
+    return 0
+
+
+ENGINES_FILE = "k8s/apps/llm-serving/engines.yaml"
+ENGINES = """# one card each, on a node with one free: vLLM serves, candle-vllm is committed stopped
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm-reasoning, namespace: llm-serving}
+spec:
+  replicas: 1
+  template: {spec: {containers: [{name: vllm, resources: {limits: {nvidia.com/gpu: 1}}}]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm-reasoning-candle, namespace: llm-serving}
+spec:
+  replicas: 0
+  template: {spec: {containers: [{name: candle-vllm, resources: {limits: {nvidia.com/gpu: 1}}}]}}
+"""
+RECREATE = "{strategy: recreate, maxGap: 20m, drainTimeout: 1m}"
+
+
+async def _one_gpu(workdir: Path) -> float:
+    """The second act: the same handoff where the GPU cannot hold both engines. The gap it measured, in seconds."""
+    say("Act two: the reference cluster has no spare GPU (4 of 4 allocated). Make-before-break cannot start candle "
+        "beside vLLM, so the operator consents to a gap: handoff " + RECREATE)
+    repo = BareRepo(workdir / "one-gpu.git")
+    repo.commit({SERVICE_FILE: _service_file(overlay=False), ENGINES_FILE: ENGINES},
+                "reasoning-long on vLLM; candle-vllm committed stopped\n")
+    async with World() as world, FakeContentsHost(repo, token=TOKEN) as fake:
+        world.admit_jobs()
+        sim_argocd.seed_application(world)
+        world.add_node("gpu-1", gpus=1)
+        vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+        await world.settled()
+        workloads = {backend: f"{{kind: Deployment, name: {name}, path: {ENGINES_FILE}}}"
+                     for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
+        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=SERVICE_FILE, workloads=workloads,
+                                                 handoff=RECREATE))
+        kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig-2")))
+        host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
+        cast = Cast(world, repo, "", SERVICE_FILE, kube, host, the_plan,
+                    Author(the_plan.git.author.name, the_plan.git.author.email))
+        try:
+            say("The sync of the operator's commit runs PostSync: drain vLLM, free it, start candle, in one hop")
+            print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-1"))))
+            for entry in reversed(repo.log(ENGINES_FILE, limit=2)):
+                print(f"  {entry.sha[:12]} {entry.message.splitlines()[0]}")
+            say("ArgoCD applies both: vLLM's pod terminates, candle-vllm's is bound to the card it left (45 s pull, "
+                "11 min loading). The gap is open: the Service selects pods that are gone")
+            world.delete_pod(vllm.name)
+            world.add_pod("candle", Script(pull=45, load=11 * 60), gpus=1, node="gpu-1")
+            say("The next sync's PostSync waits for candle within what is left of maxGap, proves it, switches")
+            print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-2"))))
+            sim_argocd.apply_git(world, repo, SERVICE_FILE)
+            say("ArgoCD applies the switch; the PostSync after it verifies and says how long the gap lasted")
+            verified = await phases.postsync(cast.run("cutover-postsync-gpu-3"))
+            print(cast.told(verified))
+        finally:
+            await host.aclose()
+            await kube.aclose()
+    assert isinstance(verified, Verified)
+    assert verified.gap is not None
+    return verified.gap
 
 
 async def _cutover(cast: Cast) -> None:

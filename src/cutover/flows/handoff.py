@@ -142,8 +142,9 @@ async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failur
         max_gap = run.plan.handoff.max_gap or 0.0
         return GapExceeded(f"{to} was not proven within handoff.maxGap ({max_gap:g}s since {source} was freed in "
                            f"{opened.sha[:12]}): {failure.message}; {restored}, the Service stays on it",
-                           hint=f"{failure.hint}; once {to} is fixed, change the plan's target again (a restore "
-                                "holds the Service until then), or raise handoff.maxGap")
+                           hint=f"read why {to} did not come up in time (its pods' events and logs); then change the "
+                                "plan's target again (the restore holds the Service until then), or raise "
+                                "handoff.maxGap")
     return type(failure)(f"{failure.message}; {restored}, the Service stays on it", cause=failure.cause,
                          hint=f"{failure.hint}; the restore holds the Service on {source} until the plan's target "
                               "changes")
