@@ -70,8 +70,13 @@ NO_AUTO = dataclasses.replace(PLAN, rollback_auto=False)
     (observed(VLLM, VLLM), PLAN, {"to": "vllm", "hold": "vllm"}, decide.Advance("vllm", "vllm", "vllm")),
     (observed(VLLM, VLLM, verification_failed=True), PLAN, {"to": "vllm", "hold": "vllm"},
      decide.Nothing("verification failed; no rollback (a rollback is not rolled back)")),
+    # the first sync of an install (or a switch made by hand): nothing of cutover's to roll back (the real tier's
+    # install once tried to roll back to a backend that did not exist yet)
+    (observed(CANDLE, CANDLE, None, verification_failed=True), PLAN, {},
+     decide.Nothing("verification failed; no rollback (no cutover commit switched the Service)")),
 ], ids=["advance", "advance-from-foreign", "await-apply", "verify", "hold", "hold-forgotten", "no-history",
-        "roll-back", "no-auto-rollback", "run-lifts-hold", "run-awaits", "rollback-advances", "rollback-not-again"])
+        "roll-back", "no-auto-rollback", "run-lifts-hold", "run-awaits", "rollback-advances", "rollback-not-again",
+        "no-cutover-to-undo"])
 def test_next_step(seen: decide.Observed, the_plan: plan.Plan, options: dict[str, str],
                    expected: decide.Step) -> None:
     assert decide.next_step(seen, the_plan, **options) == expected
@@ -253,11 +258,11 @@ def test_a_gap_is_open_only_while_the_source_is_freed_by_a_cutover_heading_for_t
 
 
 @pytest.mark.parametrize(("seen", "options", "expected"), [
-    # a freed target is restored before anything waits for it
-    (observed(VLLM, VLLM, workloads=handed(("candle",))), {}, decide.Restore("candle", "candle")),
-    # a rollback to a freed source restores it first, and keeps the hold it asks for
+    # a freed target is restored before anything waits for it, and under recreate the source freed in that hop
+    (observed(VLLM, VLLM, workloads=handed(("candle",))), {}, decide.Restore("candle", "candle", free="vllm")),
+    # a rollback to a freed source restores it first (freeing the backend serving now), keeping its hold
     (observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(("vllm",))),
-     {"to": "vllm", "hold": "vllm"}, decide.Restore("vllm", "vllm", "vllm")),
+     {"to": "vllm", "hold": "vllm"}, decide.Restore("vllm", "vllm", "vllm", free="candle")),
     # a restore after the gap was exceeded holds the Service on the source while the plan names that target ...
     (observed(VLLM, VLLM, cutover("candle", "vllm"),
               workloads=handed(("candle",), vllm=step("vllm", "restore", to="candle", hold="vllm",
@@ -267,7 +272,7 @@ def test_a_gap_is_open_only_while_the_source_is_freed_by_a_cutover_heading_for_t
     (observed(VLLM, VLLM, cutover("candle", "vllm"),
               workloads=handed(("candle",), vllm=step("vllm", "restore", to="candle", hold="vllm",
                                                       at=NOW + timedelta(minutes=5)))), {"to": "candle"},
-     decide.Restore("candle", "candle")),
+     decide.Restore("candle", "candle", free="vllm")),
     # ... and a later switch made since forgets
     (observed(VLLM, VLLM, cutover("candle", "vllm"),
               workloads=handed(vllm=step("vllm", "restore", to="candle", hold="vllm",
@@ -275,6 +280,11 @@ def test_a_gap_is_open_only_while_the_source_is_freed_by_a_cutover_heading_for_t
 ])
 def test_the_hops_of_a_handoff(seen: decide.Observed, options: dict[str, str], expected: decide.Step) -> None:
     assert decide.next_step(seen, RECREATE, **options) == expected
+
+
+def test_under_parallel_a_freed_target_is_restored_alone() -> None:
+    assert decide.next_step(observed(VLLM, VLLM, workloads=handed(("candle",))), PLAN) == \
+        decide.Restore("candle", "candle")
 
 
 def test_a_free_or_restore_commit_is_not_the_last_switch() -> None:

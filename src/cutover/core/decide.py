@@ -150,6 +150,8 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
         if hold is not None or not plan.rollback_auto:
             return Nothing("verification failed; no rollback (" + ("a rollback is not rolled back" if hold else
                                                                     "rollback.auto is off") + ")")
+        if observed.last is None:  # the first sync of an install, or a switch made by hand: not ours to undo
+            return Nothing("verification failed; no rollback (no cutover commit switched the Service)")
         return RollBack(previous_backend(plan, to, observed.last))
     held = None if explicit else _hold(observed, plan)
     if held is not None:
