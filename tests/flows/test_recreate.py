@@ -20,7 +20,7 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, SimPod, World
 from cutover.errors import CutoverError, GapExceeded
-from cutover.flows import phases
+from cutover.flows import commands, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -290,3 +290,25 @@ async def test_a_sync_that_fails_while_the_gap_is_open_gives_the_card_back(
     assert content == ENGINES_FILE  # vLLM exactly as it was, candle stopped as the person committed it
     held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
     assert held.data == {"held": "vllm"}
+
+
+async def test_cutover_plan_says_where_the_handoff_stands(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """`cutover plan` while the gap is open: what Git holds freed, the last step of each backend, and the time left of
+    maxGap (docs/capacity.md)."""
+    sim_argocd.seed_application(world)
+    repo.commit({ENGINES: ENGINES_FILE}, "Add the engines, candle stopped\n")
+    world.add_pod("vllm", ready=True)
+    the_plan = recreate_plan(make_plan)
+    before = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
+    assert before.data["handoff"] == {"strategy": "recreate", "freed": ["candle"], "steps": {}}
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # vLLM freed, candle started
+    await asyncio.sleep(60)
+    shown = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
+    state = shown.data["handoff"]
+    assert state["freed"] == ["vllm"] and state["steps"]["vllm"]["step"] == "free"
+    assert state["steps"]["candle"]["step"] == "restore"
+    assert state["gap"]["source"] == "vllm" and 60 <= state["gap"]["seconds"] <= 65
+    assert state["gap"]["left"] == 1800 - state["gap"]["seconds"]
+    (line,) = [line for line in shown.lines if line.startswith("  handoff: ")]
+    assert "freed in Git: vllm" in line and "s of maxGap left" in line

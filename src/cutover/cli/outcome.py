@@ -176,7 +176,23 @@ def _shown(shown: Shown, plan: Plan) -> Report:
     report.lines += _diff_lines(shown, plan, report.data)
     report.lines += [f"  drain safety: {warning}" for warning in shown.drain]
     report.data["drainSafety"] = list(shown.drain)
+    if shown.handoff is not None:
+        report.data["handoff"] = shown.handoff
+        report.lines.append(f"  handoff: {_handoff_line(shown.handoff)}")
     return report
+
+
+def _handoff_line(state: dict[str, Any]) -> str:
+    if "error" in state:
+        return f"not readable: {state['error']} [{state['cause']}]"
+    steps = "; ".join(f"{name} {step['step']} in {step['commit'][:12]}" + (f" (holds on {step['hold']})"
+                                                                           if step.get("hold") else "")
+                      for name, step in sorted(state["steps"].items()))
+    gap = state.get("gap")
+    open_gap = (f"; gap open for {gap['seconds']}s since {gap['source']} was freed, {gap['left']}s of maxGap left"
+                if gap else "")
+    return (f"strategy {state['strategy']}, freed in Git: {', '.join(state['freed']) or 'none'}"
+            + (f"; last steps: {steps}" if steps else "") + open_gap)
 
 
 def _diff_lines(shown: Shown, plan: Plan, data: dict[str, Any]) -> list[str]:

@@ -147,12 +147,7 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
     not yet: wait for ArgoCD; both there: verify."""
     explicit, to = to is not None, to or plan.target
     if observed.verification_failed:
-        if hold is not None or not plan.rollback_auto:
-            return Nothing("verification failed; no rollback (" + ("a rollback is not rolled back" if hold else
-                                                                    "rollback.auto is off") + ")")
-        if observed.last is None:  # the first sync of an install, or a switch made by hand: not ours to undo
-            return Nothing("verification failed; no rollback (no cutover commit switched the Service)")
-        return RollBack(previous_backend(plan, to, observed.last))
+        return _after_failed_verification(observed, plan, to=to, hold=hold)
     held = None if explicit else _hold(observed, plan)
     if held is not None:
         return held
@@ -165,6 +160,15 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
     if dict(observed.live.selector) != wanted:
         return AwaitApply(to)
     return Verify(to)
+
+
+def _after_failed_verification(observed: Observed, plan: Plan, *, to: str, hold: str | None) -> RollBack | Nothing:
+    if hold is not None or not plan.rollback_auto:
+        return Nothing("verification failed; no rollback (" + ("a rollback is not rolled back" if hold else
+                                                                "rollback.auto is off") + ")")
+    if observed.last is None:  # the first sync of an install, or a switch made by hand: not ours to undo
+        return Nothing("verification failed; no rollback (no cutover commit switched the Service)")
+    return RollBack(previous_backend(plan, to, observed.last))
 
 
 def _swapped(observed: Observed, plan: Plan, source: str | None, to: str) -> str | None:
@@ -299,9 +303,14 @@ def on_capacity_held(observed: Observed, plan: Plan, *, source: str | None, to: 
 def gap_opened(observed: Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
     """The free commit that opened the gap a switch to `to` closes: `source` freed in Git by a cutover heading for
     `to`. None when no gap is open (the source runs, or was freed by hand)."""
-    if source is None or source not in observed.workloads.freed:
+    return gap_commit(observed.workloads, source=source, to=to)
+
+
+def gap_commit(workloads: Workloads, *, source: str | None, to: str) -> Commit | None:
+    """`gap_opened`, on what Git says of the workloads alone (`cutover plan` has no more)."""
+    if source is None or source not in workloads.freed:
         return None
-    commit = observed.workloads.steps.get(source)
+    commit = workloads.steps.get(source)
     if commit is None or commit.trailers.step != "free" or commit.trailers.to != to:
         return None
     return commit

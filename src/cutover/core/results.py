@@ -159,6 +159,7 @@ class Shown:
     diff: dict[str, Any] | None  # changed, patch, version; or error, cause, hint; None without a Git host
     path: str
     drain: tuple[str, ...] = ()  # drain-safety warnings for the backend the switch leaves (docs/capacity.md)
+    handoff: dict[str, Any] | None = None  # where a handoff stands in Git (docs/capacity.md); None without workloads
 
 
 @dataclasses.dataclass(frozen=True)

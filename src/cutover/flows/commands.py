@@ -14,11 +14,12 @@ import structlog
 
 from cutover import sources
 from cutover.core import decide
+from cutover.core.clock import Clock
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
-from cutover.flows import drain
+from cutover.flows import drain, handoff
 from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import readiness
 from cutover.kube.cluster import Cluster
@@ -71,7 +72,29 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     except CutoverError as exc:
         unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
-                 await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target))
+                 await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
+                 await _handoff(plan, host, live=state.state["liveBackend"]))
+
+
+async def _handoff(plan: Plan, host: GitHost | None, *, live: str | None) -> dict[str, Any] | None:
+    """docs/capacity.md: where a handoff stands in Git: the backends freed there, the newest free or restore commit
+    of each, and an open gap with the time left of handoff.maxGap."""
+    if host is None or not any(backend.workload for backend in plan.backends.values()):
+        return None
+    try:
+        workloads = await handoff.read_workloads(host, plan, {})
+    except CutoverError as exc:
+        return {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+    state: dict[str, Any] = {"strategy": plan.handoff.strategy, "freed": sorted(workloads.freed), "steps": {
+        name: {"step": commit.trailers.step, "commit": commit.sha, "to": commit.trailers.to,
+               "hold": commit.trailers.hold, "at": commit.date.isoformat() if commit.date else None}
+        for name, commit in workloads.steps.items()}}
+    opened = decide.gap_commit(workloads, source=live, to=plan.target)
+    if opened is not None and opened.date is not None:
+        spent = (Clock().now() - opened.date).total_seconds()
+        state["gap"] = {"source": live, "openedBy": opened.sha, "seconds": round(spent),
+                        "left": round((plan.handoff.max_gap or 0.0) - spent)}
+    return state
 
 
 async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from cutover.core import decide, milestones
+from cutover.core.repository import GitHost
 from cutover.core.results import Freed, Restored
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
@@ -21,6 +22,7 @@ from cutover.engines import api
 from cutover.errors import CutoverError, GapExceeded
 from cutover.flows import drain, sync, writeback
 from cutover.flows.context import Run
+from cutover.plan import Plan
 from cutover.sources import field_edit, freeing
 from cutover.sources.field_edit import FieldEdit
 
@@ -33,21 +35,23 @@ async def workloads(run: Run, seen: writeback.Seen) -> decide.Workloads:
     """Which backends Git holds freed, and the newest free or restore commit of each: one read of each workload
     file (the Service's file as the phase read it) and of its recent history. Nothing when no backend names a
     workload."""
-    plan = run.plan
-    texts: dict[str, str] = {plan.git.path: seen.version.content}
-    histories: dict[str, list[Commit]] = {}
+    return await read_workloads(run.host, run.plan, {run.plan.git.path: seen.version.content})
+
+
+async def read_workloads(host: GitHost, plan: Plan, texts: dict[str, str]) -> decide.Workloads:
+    """`workloads`, on a Git host; `texts` are files read already, by path."""
+    texts, histories = dict(texts), {}
     freed, steps = set(), {}
     for name, backend in plan.backends.items():
         if backend.workload is None:
             continue
         where = freeing.freeing(backend, default_path=plan.git.path)
         if where.path not in texts:
-            texts[where.path] = (await run.host.read(where.path)).content
-            histories[where.path] = await run.host.history(where.path, limit=WORKLOAD_HISTORY)
+            texts[where.path] = (await host.read(where.path)).content
         if field_edit.read_field(texts[where.path], where.field, source=where.path) == str(where.freed):
             freed.add(name)
         if where.path not in histories:
-            histories[where.path] = await run.host.history(where.path, limit=WORKLOAD_HISTORY)
+            histories[where.path] = await host.history(where.path, limit=WORKLOAD_HISTORY)
         step = decide.last_step(histories[where.path], plan, name)
         if step is not None:
             steps[name] = step
