@@ -26,6 +26,9 @@ Ratios are taken inside one run because these machines are noisy. Measured:
      the time without, real time, with the engine doubles answering at once and in 50 ms
  15. the drain of an idle vLLM source (docs/capacity.md): its length in fake time, real time, /metrics reads
  16. the capacity judgment on a 500-node cluster with 30 pods bound to each
+ 17. handoff.strategy recreate on one GPU (docs/capacity.md), three PostSyncs in fake time with ArgoCD's part played
+     between them at once: the gap (free commit → verified) over the target's startup (pull + load), and
+     Kubernetes API requests per pod over the whole path
 """
 
 from __future__ import annotations
@@ -51,11 +54,13 @@ from cutover import plan
 from cutover.core.repository import Author, GitHost
 from cutover.core.trailers import Trailers
 from cutover.core.views import NodeView, Placement, PodView
+from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, World
 from cutover.engines import api as engine_api
-from cutover.flows import drain, wait, writeback
+from cutover.flows import drain, phases, wait, writeback
+from cutover.flows.context import Run
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
 from cutover.githost.gitlab import GitLab
@@ -550,6 +555,66 @@ def bench_capacity(runs: int) -> float:
     return statistics.median(took)
 
 
+RECREATE_ENGINES = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm-reasoning}
+spec:
+  replicas: 1
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: candle}
+spec:
+  replicas: 0
+"""
+
+
+async def _recreate_once(pull: float, load: float) -> tuple[float, float, int]:
+    """One recreate, vLLM -> candle on a one-GPU node: (gap, startup, API requests)."""
+    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    engines, service = "k8s/apps/llm-serving/engines.yaml", "k8s/apps/llm-serving/reasoning-long-service.yaml"
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = BareRepo(Path(tmp) / "gitops.git")
+        repo.commit({service: (ROOT / "tests" / "fixtures" / "reasoning-long-service.yaml").read_text(),
+                     engines: RECREATE_ENGINES}, "seed\n")
+        async with World() as world, FakeContentsHost(repo, token="t") as fake:
+            world.admit_jobs()
+            sim_argocd.seed_application(world)
+            world.add_node("gpu-1", gpus=1)
+            vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+            await world.settled()
+            workloads = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {engines}}}",
+                         "candle": f"{{kind: Deployment, name: candle, path: {engines}}}"}
+            (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, workloads=workloads,
+                                                     handoff="{strategy: recreate, maxGap: 30m}"))
+            kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
+            host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
+            try:
+                before = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))])
+                await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+                world.delete_pod(vllm.name)
+                world.add_pod("candle", Script(pull=pull, load=load), gpus=1, node="gpu-1")
+                await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+                sim_argocd.apply_git(world, repo, service)
+                verified = await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+                api = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))]) - before
+            finally:
+                await host.aclose()
+                await kube.aclose()
+    gap = getattr(verified, "gap", None)
+    assert gap is not None
+    return gap, pull + load, api
+
+
+def bench_recreate() -> dict[str, float]:
+    loop = looptime.new_event_loop(start=0)
+    try:
+        gap, startup, api = loop.run_until_complete(_recreate_once(45, 11 * 60))
+    finally:
+        loop.close()
+    return {"gap": gap, "startup": startup, "ratio": gap / startup, "requests_per_pod": api / 2}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -570,6 +635,7 @@ def main() -> int:
     fitness = bench_fitness(2 if args.smoke else 10)
     drained = bench_drain(2 if args.smoke else 10)
     judged = bench_capacity(2 if args.smoke else 20)
+    recreated = bench_recreate()
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -606,6 +672,10 @@ def main() -> int:
         ("15. drain of an idle vLLM source, 2 pods: real time (s)", f"{drained['real']:.3f}", ""),
         ("15. drain of an idle vLLM source: /metrics reads per pod", f"{drained['reads']:.0f}", "2"),
         ("16. capacity judgment, 500 nodes × 30 bound pods (s)", f"{judged:.3f}", "≤ 0.5"),
+        (f"17. recreate on one GPU: gap / target startup ({recreated['gap']:.0f} s / {recreated['startup']:.0f} s)",
+         f"{recreated['ratio']:.2f}×", "≤ 1.1× (+ ArgoCD's syncs in a cluster)"),
+        ("17. recreate on one GPU: Kubernetes API requests per pod over the path (3 PostSyncs)",
+         f"{recreated['requests_per_pod']:.0f}", ""),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -619,7 +689,7 @@ def main() -> int:
                       "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
                       "scale": scale, "ready_to_commit": to_commit, "render_checks": renders,
                       "ready_to_switched": switch, "fitness": fitness, "drain": drained,
-                      "capacity_judgment": judged}))
+                      "capacity_judgment": judged, "recreate": recreated}))
     return 0
 
 
