@@ -380,11 +380,6 @@ def kill(argv: tuple[str, ...], event: str, *, hard: bool = False, before: tuple
     return (*before, Step(argv, 143, kill_at=event, hard=hard, pod=pod), Step(argv, 0, pod=pod))
 
 
-
-
-# --- the harness ---------------------------------------------------------------------------------------------
-
-
 # --- the harness ---------------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import structlog
 
 from cutover import plan
 from cutover.core import milestones
@@ -195,34 +196,40 @@ async def test_a_target_committed_stopped_is_started_at_min_ready_pods(
 DEPLOYMENTS = {"vllm": "llm-reasoning", "candle": "candle-reasoning"}
 
 
+def replicas(text: str, backend: str) -> int:
+    found = re.search(rf"name: {DEPLOYMENTS[backend]}\nspec:\n  replicas: (\d+)", text)
+    assert found is not None
+    return int(found.group(1))
+
+
+def reconcile(world: World, repo: BareRepo, *, gpu: bool = True) -> None:
+    """The Deployment controller and the scheduler of the emulated one-GPU node, as far as the handoff needs them,
+    once: each engine's pods follow its replicas in Git (ArgoCD applied), and a pod is bound to the card only while
+    no other engine's pod holds it (Pending, Unschedulable, until then). `gpu` False: pods need no card."""
+    text, _ = repo.read(ENGINES)  # type: ignore[misc]
+    for backend in DEPLOYMENTS:
+        pods = [pod for pod in world.pods.values() if pod.backend == backend]
+        if replicas(text, backend) == 0:
+            for pod in pods:
+                world.delete_pod(pod.name)
+            continue
+        holders = [pod for pod in world.pods.values() if pod.node and pod.backend != backend] if gpu else []
+        pending = [pod for pod in pods if pod.node is None] if gpu else []
+        if (pods and not pending) or (pending and holders):
+            continue
+        for pod in pending:
+            world.delete_pod(pod.name)
+        world.add_pod(backend, Script(pull=20, load=60) if not holders else Script(fault="unschedulable"),
+                      gpus=1 if gpu else 0, node=None if holders else ("gpu-1" if gpu else None))
+
+
 @contextlib.asynccontextmanager
 async def engines_follow_git(world: World, repo: BareRepo) -> AsyncIterator[None]:
-    """The Deployment controller and the scheduler of the emulated one-GPU node, as far as the handoff needs them:
-    every 5 s each engine's pods follow its replicas in Git (ArgoCD applied), and a pod is bound to the card only
-    while no other engine's pod holds it (Pending, Unschedulable, until then)."""
-
-    def replicas(text: str, backend: str) -> int:
-        found = re.search(rf"name: {DEPLOYMENTS[backend]}\nspec:\n  replicas: (\d+)", text)
-        assert found is not None
-        return int(found.group(1))
+    """`reconcile` every 5 s, beside the stand-in for ArgoCD's sync of the Service."""
 
     async def follow() -> None:
         while True:
-            text, _ = repo.read(ENGINES)  # type: ignore[misc]
-            for backend in DEPLOYMENTS:
-                pods = [pod for pod in world.pods.values() if pod.backend == backend]
-                if replicas(text, backend) == 0:
-                    for pod in pods:
-                        world.delete_pod(pod.name)
-                    continue
-                holders = [pod for pod in world.pods.values() if pod.node and pod.backend != backend]
-                pending = [pod for pod in pods if pod.node is None]
-                if (pods and not pending) or (pending and holders):
-                    continue
-                for pod in pending:
-                    world.delete_pod(pod.name)
-                world.add_pod(backend, Script(pull=20, load=60) if not holders else Script(fault="unschedulable"),
-                              gpus=1, node=None if holders else "gpu-1")
+            reconcile(world, repo)
             await asyncio.sleep(5)
 
     task = asyncio.create_task(follow())
@@ -312,3 +319,39 @@ async def test_cutover_plan_says_where_the_handoff_stands(
     assert state["gap"]["left"] == 1800 - state["gap"]["seconds"]
     (line,) = [line for line in shown.lines if line.startswith("  handoff: ")]
     assert "freed in Git: vllm" in line and "s of maxGap left" in line
+
+
+@pytest.mark.parametrize("event", ["handoff.draining", "drain.done", "handoff.freed", "handoff.restored",
+                                   "lock.released"])
+@pytest.mark.parametrize("hard", [False, True], ids=["SIGTERM", "SIGKILL"])
+async def test_a_hop_killed_anywhere_and_run_again_commits_each_step_once(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]], event: str, hard: bool) -> None:
+    """docs/guarantees.md #5 for the hops: the swap's PostSync killed at any step (SIGTERM: it lets go of the
+    Lease; SIGKILL: the Lease stays held until it expires) and run again by the Job's next pod frees vLLM once and
+    starts candle once, whatever was in Git when it died."""
+    sim_argocd.seed_application(world)
+    repo.commit({ENGINES: ENGINES_FILE}, "Add the engines, candle stopped\n")
+    world.add_pod("vllm", ready=True)
+    the_plan = recreate_plan(make_plan)
+    task = asyncio.create_task(phases.postsync(Run.create(kube, the_plan, host, identity="job-0")))
+    held: list[Any] = []
+
+    def killer(logger: Any, method: str, entry: dict[str, Any]) -> dict[str, Any]:
+        if entry.get("event") == event and not task.done():
+            if hard:  # whatever the process does on its way out never reaches the cluster
+                held.append(world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving",
+                                              "cutover-reasoning-long-predictor"))
+            task.cancel()
+        return entry
+
+    structlog.configure(processors=[killer, *structlog.get_config()["processors"]])
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    if held and held[0] is not None:
+        world.kube.apply("coordination.k8s.io/v1/leases", held[0])
+    reconcile(world, repo, gpu=False)  # ArgoCD syncs what the killed hop left in Git before the next PostSync
+    again = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
+    steps = [(t.step, t.backend) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]
+    assert steps == [("restore", "candle"), ("free", "vllm")], steps  # newest first, each once
+    assert again.data.get("restored") == "candle" or again.data.get("to") == "candle", again.data
