@@ -103,7 +103,8 @@ def _gap_deadline(run: Run, opened: Commit | None) -> float | None:
     (its date in Git: the deadline outlives the Job that made it)."""
     if opened is None:
         return None
-    max_gap = run.plan.handoff.max_gap or 0.0
+    # a plan no longer on recreate (changed while the gap was open) still bounds it, by the startup budget
+    max_gap = run.plan.handoff.max_gap if run.plan.handoff.max_gap is not None else run.plan.verify.max_wait
     spent = (run.clock.now() - opened.date).total_seconds() if opened.date is not None else 0.0
     return run.clock.monotonic() + max_gap - max(0.0, spent)
 
