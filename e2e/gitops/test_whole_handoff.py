@@ -47,8 +47,8 @@ def engines_with(argo: gitops.GitOpsTier, replicas: dict[str, int]) -> str:
     if "name: llm-reasoning-candle" not in text:  # run on its own: the repository before the story
         text = (gitops.cluster.ROOT / gitops.ENGINES).read_text()
     for backend, count in replicas.items():
-        text, done = re.subn(rf"(  name: {DEPLOYMENT[backend]}\n  namespace: llm-serving\nspec:\n  replicas: )\d+",
-                             rf"\g<1>{count}", text)
+        text, done = re.subn(rf"(  name: {DEPLOYMENT[backend]}\n  namespace: llm-serving\n(?:  annotations: .*\n)?"
+                             rf"spec:\n  replicas: )\d+", rf"\g<1>{count}", text)  # an earlier scenario's note
         assert done == 1, backend
     return text
 
