@@ -1,8 +1,10 @@
 """The hops of a handoff that are not a selector switch (docs/capacity.md): reading what Git says of the backends'
 workloads, freeing the source (drained first) and restoring a backend, each a guarded compare-and-swap commit like the
-switch, with `Cutover-Step` trailers; and what happens when the target is not proven while the gap is open (the source
-restored, exit 6 `gap_exceeded`). The decisions are `decide`'s (`on_capacity_held`, `gap_opened`, `Restore`); the
-edits are `sources.freeing`'s. Called by `advance` and the phases, under the Service's Lease.
+switch, with `Cutover-Step` trailers; and what happens when the target is not proven while the gap is open (the card
+given back: the target freed, the source restored with a hold; exit 6 `gap_exceeded`). The decisions are `decide`'s
+(`on_capacity_held`, `gap_opened`, `Restore`); the edits are `sources.freeing`'s. A workload file's history is read
+`WORKLOAD_HISTORY` commits back: a free older than that is not seen (its gap then goes unmeasured, and a restore
+starts the backend at verify.minReadyPods). Called by `advance` and the phases, under the Service's Lease.
 """
 
 from __future__ import annotations
