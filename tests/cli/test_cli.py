@@ -444,3 +444,30 @@ async def test_a_first_sync_presync_passes_without_a_plan_only_when_its_job_asks
     assert list(world.kube) == []  # nothing to gate: not one request
     verify = await cutover("verify", "--backend", "candle", env={**env, "CUTOVER_PRESYNC_WITHOUT_PLAN": "pass"})
     assert verify.code == 2  # any other command still needs its plan
+
+
+def test_a_job_whose_deadline_is_shorter_than_the_plan_says_so_first(monkeypatch: pytest.MonkeyPatch,
+                                                                     events: list[dict[str, Any]]) -> None:
+    """docs/capacity.md: a 40-minute maxWait in a Job with the shipped 2400 s deadline would be killed mid-wait
+    without a word; the Job says it at its start (a person's shell, without CUTOVER_DEADLINE_SECONDS, does not)."""
+    from cutover import plan
+    from cutover.cli import main
+    from cutover.demo.world import World
+
+    world = World.__new__(World)
+    world.port = 8080
+    (long_wait,) = plan.parse(world.plan_text(max_wait="40m"))
+    main._say_deadline("postsync", long_wait)
+    assert not [e for e in events if e["event"] == "job.deadline_short"]
+    monkeypatch.setenv("CUTOVER_DEADLINE_SECONDS", "2400")
+    main._say_deadline("postsync", long_wait)
+    (said,) = [e for e in events if e["event"] == "job.deadline_short"]
+    assert said["cause"] == "deadline_short" and "(2700s: verify.maxWait" in said["message"]
+    (fits,) = plan.parse(world.plan_text(max_wait="30m"))
+    main._say_deadline("postsync", fits)
+    assert len([e for e in events if e["event"] == "job.deadline_short"]) == 1
+    main._say_deadline("run", fits)  # a whole run in a hook-sized Job: 30 min + ArgoCD's 10 + 5 is over 40
+    assert len([e for e in events if e["event"] == "job.deadline_short"]) == 2
+    monkeypatch.setenv("CUTOVER_DEADLINE_SECONDS", "3000")  # what the shipped cutover-run Job gives it
+    main._say_deadline("run", fits)
+    assert len([e for e in events if e["event"] == "job.deadline_short"]) == 2

@@ -99,6 +99,24 @@ def test_three_hooks_one_per_phase() -> None:
     assert phases == ["PostSync", "PreSync", "SyncFail"]
 
 
+@pytest.mark.parametrize("job", [*HOOKS, *(cronjob["spec"]["jobTemplate"] | {"metadata": cronjob["metadata"]}
+                                     for cronjob in CRONJOBS)], ids=lambda job: job["metadata"]["name"])
+def test_every_job_tells_cutover_its_deadline(job: dict[str, Any]) -> None:
+    """CUTOVER_DEADLINE_SECONDS mirrors activeDeadlineSeconds, so that cutover says when a plan needs longer
+    (src/cutover/core/deadline.py) instead of being killed mid-wait without a word; the shipped value is the one
+    `cutover plan` compares with."""
+    from cutover.core import deadline
+
+    spec = job["spec"]
+    (container,) = spec["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["CUTOVER_DEADLINE_SECONDS"] == str(spec["activeDeadlineSeconds"])
+    if job["metadata"]["name"] in ("cutover-run", "cutover-rollback"):  # every hop, and ArgoCD's apply waited for
+        assert spec["activeDeadlineSeconds"] >= 1800 + 600 + deadline.MARGIN
+    else:
+        assert spec["activeDeadlineSeconds"] == deadline.SHIPPED
+
+
 @pytest.mark.parametrize("job", HOOKS, ids=lambda job: job["metadata"]["name"])
 def test_hook_jobs_are_shaped_for_argocd(job: dict[str, Any]) -> None:
     meta, spec = job["metadata"], job["spec"]

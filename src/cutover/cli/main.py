@@ -338,6 +338,7 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
 async def _phase(args: argparse.Namespace, job: Run) -> Result:
     from cutover.flows import phases  # noqa: PLC0415
 
+    _say_deadline(args.command, job.plan)
     if args.command == "presync":
         return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
     if args.command == "run":
@@ -345,6 +346,27 @@ async def _phase(args: argparse.Namespace, job: Run) -> Result:
     writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail,
                "audit": phases.audit}
     return await writers[args.command](job)
+
+
+def _say_deadline(command: str, plan: Plan) -> None:
+    """In a Job that mirrors its activeDeadlineSeconds (CUTOVER_DEADLINE_SECONDS), say first when the plan may need
+    longer: the Job controller's kill says nothing of why (docs/capacity.md)."""
+    import structlog  # noqa: PLC0415
+
+    from cutover.core import deadline  # noqa: PLC0415
+    from cutover.flows import sync  # noqa: PLC0415
+
+    given = os.environ.get("CUTOVER_DEADLINE_SECONDS", "")
+    if not given.isdigit():  # not in a Job that says it (a person's shell), or not a number of seconds
+        return
+    whole = command in ("run", "rollback")  # every hop in one Job, and ArgoCD's syncs waited for
+    found = deadline.warning(plan, float(given), whose="this Job's", whole_path=whole,
+                             sync_wait=sync.SYNC_WAIT if whole else 0.0)
+    if found:
+        structlog.get_logger("cutover").warning(
+            "job.deadline_short", message=found, cause="deadline_short",
+            hint="raise activeDeadlineSeconds (and CUTOVER_DEADLINE_SECONDS) of the Jobs above it, or lower "
+                 "verify.maxWait / handoff.maxGap")
 
 
 def _demo(args: argparse.Namespace) -> int:

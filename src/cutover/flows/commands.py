@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from cutover import sources
-from cutover.core import decide
+from cutover.core import deadline, decide
 from cutover.core.clock import Clock
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
@@ -71,8 +71,10 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
         proven = await prove_backend(cluster, plan, plan.backend(plan.target), wait=False)
     except CutoverError as exc:
         unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+    short = deadline.warning(plan, deadline.SHIPPED, whose="the shipped hook Jobs'")
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
-                 await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
+                 (*await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
+                  *([short] if short else [])),
                  await _handoff(plan, host, live=state.state["liveBackend"]))
 
 

@@ -1,0 +1,36 @@
+"""How long one Job of a plan may need against its activeDeadlineSeconds (docs/capacity.md), as a table."""
+
+from __future__ import annotations
+
+import pytest
+
+from cutover import plan
+from cutover.core import deadline
+from cutover.demo.world import World
+
+_world = World.__new__(World)
+_world.port = 8080
+_WORKLOADS = {"vllm": "{kind: Deployment, name: llm-reasoning}", "candle": "{kind: Deployment, name: candle}"}
+
+
+def planned(max_wait: str = "30m", handoff: str | None = None) -> plan.Plan:
+    (one,) = plan.parse(_world.plan_text(max_wait=max_wait, workloads=_WORKLOADS if handoff else None,
+                                         handoff=handoff))
+    return one
+
+
+@pytest.mark.parametrize(("the_plan", "whole", "need"), [
+    (planned(), False, 1800 + 300),  # the shipped 30-minute budget fits the shipped 2400 s
+    (planned("40m"), False, 2400 + 300),  # the newcomer's trap: a maxWait over 35 minutes
+    (planned(handoff="{strategy: recreate, maxGap: 20m, drainTimeout: 5m}"), False, 1200 + 300),  # hop by hop
+    (planned(handoff="{strategy: recreate, maxGap: 1h, drainTimeout: 5m}"), False, 1800 + 300),  # maxWait bounds
+    (planned(handoff="{strategy: recreate, maxGap: 20m, drainTimeout: 5m}"), True, 300 + 1200 + 600 + 300),
+], ids=["parallel", "parallel-40m", "recreate-hop", "recreate-maxwait", "recreate-run"])
+def test_the_longest_job(the_plan: plan.Plan, whole: bool, need: float) -> None:
+    assert deadline.longest_job(the_plan, whole_path=whole, sync_wait=600 if whole else 0) == need
+    said = deadline.warning(the_plan, deadline.SHIPPED, whose="the shipped hook Jobs'", whole_path=whole,
+                            sync_wait=600 if whole else 0)
+    assert (said is not None) == (need > deadline.SHIPPED)
+    if said:
+        assert said.startswith("the shipped hook Jobs' activeDeadlineSeconds (2400s) is shorter") and f"({need:g}s" \
+            in said
