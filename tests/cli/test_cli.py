@@ -127,6 +127,24 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     assert outcome.startswith("cutover status: OK — the Service selects vllm; the plan's target is candle")
 
 
+async def test_status_says_who_holds_the_lease(cutover: Run, world: World) -> None:
+    """A cutover in progress (docs/guarantees.md #4): the Lease's holder and until when, beside the rest."""
+    world.add_pod("vllm", ready=True)
+    await world.settled()
+    idle = json.loads((await cutover("status", "--output", "json")).stdout)
+    assert idle["lease"] is None
+    world.kube.apply("coordination.k8s.io/v1/leases", {
+        "metadata": {"name": "cutover-reasoning-long-predictor", "namespace": "llm-serving"},
+        "spec": {"holderIdentity": "cutover/cutover-postsync-abc#1", "leaseDurationSeconds": 60,
+                 "renewTime": "2026-12-01T09:00:00.000000Z"}})
+    busy = json.loads((await cutover("status", "--output", "json")).stdout)
+    assert busy["lease"] == {"holder": "cutover/cutover-postsync-abc#1", "renewed": "2026-12-01T09:00:00+00:00",
+                             "expires": "2026-12-01T09:01:00+00:00"}
+    text = await cutover("status")
+    assert "  in progress: the Lease is held by cutover/cutover-postsync-abc#1 (until 2026-12-01T09:01:00+00:00)" \
+        in text.stdout + text.stderr
+
+
 async def test_status_says_where_a_pending_target_fits(cutover: Run, world: World) -> None:
     """docs/capacity.md: the verdict with its figures, before anyone waits on the target."""
     world.add_node("gpu-1", gpus=1)

@@ -157,6 +157,9 @@ def _status(status: Status, plan: Plan) -> Report:
     lines += [f"  backend {name}: {info['ready']}/{info['pods']} Ready ({', '.join(info['states']) or 'no pods'})"
               for name, info in state["backends"].items()]
     lines += [f"  capacity: {info['capacity']['summary']}" for info in state["backends"].values() if "capacity" in info]
+    if state.get("lease"):
+        held = state["lease"]
+        lines.append(f"  in progress: the Lease is held by {held['holder']} (until {held['expires']})")
     summary = ("nothing to do: the Service already selects the target" if live == plan.target
                else f"the Service selects {live or 'no plan backend'}; the plan's target is {plan.target}")
     return Report(summary=summary, lines=lines, data=state)

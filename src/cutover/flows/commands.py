@@ -21,7 +21,7 @@ from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
 from cutover.flows import drain, handoff
 from cutover.flows.wait import judge_capacity, prove_backend
-from cutover.kube import readiness
+from cutover.kube import lease_rules, readiness
 from cutover.kube.cluster import Cluster
 from cutover.plan import GitDocument, Plan, label_problem
 from cutover.sources import yaml_edit
@@ -60,7 +60,21 @@ async def status(cluster: Cluster, plan: Plan) -> Status:
                                "ports": [port.port for port in service.ports]},
                    "selector": selector_text(service.selector),
                    "liveBackend": decide.backend_of(plan, service.selector), "target": plan.target,
-                   "strategy": plan.handoff.strategy, "backends": backends})
+                   "strategy": plan.handoff.strategy, "backends": backends,
+                   "lease": await _lease(cluster, plan)})
+
+
+async def _lease(cluster: Cluster, plan: Plan) -> dict[str, Any] | None:
+    """Who works on this Service now (docs/guarantees.md #4): the Lease's holder while it is held, else None."""
+    try:
+        held = await cluster.lease(plan.service.namespace, lease_rules.lease_name(plan.service.name))
+    except CutoverError:
+        return None  # unreadable: the rest of the status still stands
+    if held is None or not held.holder:
+        return None
+    expires = held.expires()
+    return {"holder": held.holder, "renewed": held.renewed.isoformat() if held.renewed else None,
+            "expires": expires.isoformat() if expires else None}
 
 
 async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Shown:
