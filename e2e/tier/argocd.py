@@ -106,7 +106,13 @@ class ArgoCD:
         self._wait_port(*SERVER)
 
     def _run(self, name: str, args: list[str], binary: str | None = "argocd") -> None:
-        env = {**os.environ, "ARGOCD_FAKE_IN_CLUSTER": "true", "KUBECONFIG": str(self.kubeconfig),
+        # The repo-server clones into os.TempDir()/_argocd-repo and, on start, adopts the clones it finds there by
+        # their remote URL (reposerver/server.go, repository.Service.Init): with the system's /tmp, every tier run
+        # fetched into the previous run's clone of a repository with another history at the same URL, and one run
+        # never got past "fatal: expected 'acknowledgments'". A temporary directory of the run's own.
+        tmp = self.dir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env = {**os.environ, "TMPDIR": str(tmp), "ARGOCD_FAKE_IN_CLUSTER": "true", "KUBECONFIG": str(self.kubeconfig),
                "ARGOCD_BINARY_NAME": name, "ARGOCD_TLS_DATA_PATH": str(self.tls),
                "ARGOCD_SSH_DATA_PATH": str(self.dir / "ssh"), "ARGOCD_GPG_ENABLED": "false",
                "HOME": str(self.dir), "PATH": f"{self.plane.bin}:{os.environ['PATH']}",
