@@ -1,7 +1,10 @@
 """handoff.strategy recreate on a cluster with one GPU (docs/capacity.md), over the emulated cluster, the engine
-doubles and a GitHub double over a real bare repository, in fake time: each PostSync does one hop (free the
-source, then wait, prove and switch within maxGap, then verify and say the gap); a re-run never commits twice; a
-target not proven within maxGap restores the source exactly and holds the Service on it (exit 6 gap_exceeded)."""
+doubles and a GitHub double over a real bare repository, in fake time: each PostSync does one hop (the swap: drain
+and free the source, start a target committed stopped; or free a source a Pending target waits on; then wait, prove
+and switch within maxGap; then verify and say the gap); a hop killed anywhere and run again never commits twice; a
+target not proven within maxGap, or failing, or a sync failing while the gap is open, gives the card back (the target
+freed, the source restored exactly, a hold; exit 6 gap_exceeded); `cutover run` and `cutover rollback` take every hop
+in one run, both directions on one GPU; `cutover plan` says where the handoff stands."""
 
 from __future__ import annotations
 
