@@ -442,6 +442,10 @@ async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path)
     assert lines[-1] == f"cutover demo: {len(slack.posted)} message(s) posted to Slack (127.0.0.1)"
     stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
     assert "committed" in stages and "verified" in stages and "rolled back" in stages and "held" in stages
+    # act two, on one GPU: each hop of the handoff is a milestone of its own (docs/capacity.md)
+    hops = [stage for stage in stages if stage in ("draining the source", "source freed (gap open)",
+                                                   "workload restored", "gap closed")]
+    assert hops == ["draining the source", "source freed (gap open)", "workload restored", "gap closed"]
     assert "secretpath" not in out.decode() + err.decode()
 
 
