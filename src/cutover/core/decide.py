@@ -10,7 +10,9 @@ docs/guarantees.md, one place each:
   #3  no cluster write but Events, the Lease and the refresh: `CLUSTER_WRITES`; no `Step` writes the Service
   #4  one cutover per Service ......... `lease_rules.judge` on the Service's Lease
   #5  a re-run never commits twice .... `git_step` (ALREADY: Git holds it), `held_by` (a rollback's hold),
-                                           `rollback_to` (a rollback already in Git is finished, not redone)
+                                           `rollback_to` (a rollback already in Git is finished, not redone),
+                                           `Workloads` (a handoff's free or restore already in Git is not made
+                                           again; `restore_hold` after a gap was exceeded)
 Called by the phases and by tests/core/test_decide.py (a row per rule) and tests/core/test_invariants.py.
 """
 
@@ -293,11 +295,8 @@ def last_step(history: Sequence[Commit], plan: Plan, backend: str) -> Commit | N
 def on_capacity_held(observed: Observed, plan: Plan, *, source: str | None, to: str) -> Free | None:
     """The target fits only once the source is gone: strategy recreate frees the source (maxGap is the consent to
     the gap); a source freed already is waited on; any other strategy stops (`capacity_held_by_source`)."""
-    if plan.handoff.strategy != "recreate" or source is None or source == to:
-        return None
-    if source in observed.workloads.freed or plan.backends[source].workload is None:
-        return None
-    return Free(source, to)
+    freed = _swapped(observed, plan, source, to)
+    return None if freed is None else Free(freed, to)
 
 
 def gap_opened(observed: Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
