@@ -137,6 +137,7 @@ async def test_a_target_not_proven_within_max_gap_restores_the_source_and_holds(
     assert caught.value.cause == "gap_exceeded" and caught.value.exit_code == 6
     assert loop.time() - start <= 300 + 15
     assert "handoff.maxGap (300s" in caught.value.message and "vllm restored in" in caught.value.message
+    assert "verify.maxWait" not in caught.value.message  # the gap bound the wait, and is what is named
     after, _ = repo.read(ENGINES)  # type: ignore[misc]
     # vLLM exactly as it was; candle, which holds the card now, freed so that vLLM's pod can come back
     assert after == before.replace("name: candle-reasoning\nspec:\n  replicas: 1",

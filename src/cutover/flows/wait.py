@@ -56,7 +56,8 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
     pod its pods still keep off a node is waited on, not failed (docs/capacity.md)."""
     clock = Clock()
     max_wait = plan.verify.max_wait if budget is None else max(0.0, min(plan.verify.max_wait, budget))
-    settings = readiness.Settings(max_wait=max_wait, min_ready=plan.verify.min_ready_pods)
+    bound = "verify.maxWait" if budget is None or budget >= plan.verify.max_wait else "handoff.maxGap"
+    settings = readiness.Settings(max_wait=max_wait, min_ready=plan.verify.min_ready_pods, bound=bound)
     try:
         grace = final_grace(plan)
         async with asyncio.timeout(settings.max_wait + grace) as deadline, \
@@ -70,7 +71,7 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
         if not deadline.expired():
             raise
         raise ClusterUnavailable(
-            f"backend {backend.name}: no verdict within verify.maxWait ({settings.max_wait:g}s) and "
+            f"backend {backend.name}: no verdict within {settings.bound} ({settings.max_wait:g}s) and "
             f"{grace:g}s more: the Kubernetes API stopped answering the pod watch and lists",
             hint="check the API server (kubectl get --raw /readyz); nothing was committed") from exc
 
@@ -295,7 +296,7 @@ class _Wait:
         except TimeoutError:
             if not scope.expired():
                 raise
-            cut = f"a round of fitness trials did not end within the {left:.0f}s left of verify.maxWait"
+            cut = f"a round of fitness trials did not end within the {left:.0f}s left of {self.settings.bound}"
             raise self._unfit("too_slow", f"{self.last_slow}; then {cut}" if self.last_slow else cut,
                               fitness.HINTS["too_slow"]) from None
         old, tried = live.result(), [task.result() for task in rounds]

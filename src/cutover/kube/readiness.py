@@ -30,10 +30,11 @@ _CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    max_wait: float  # the ceiling from the plan's verify.maxWait
+    max_wait: float  # the ceiling from the plan's verify.maxWait (or what is left of handoff.maxGap, when shorter)
     min_ready: int = 1
     no_pod_grace: float = NO_POD_GRACE
     max_restarts: int = MAX_RESTARTS
+    bound: str = "verify.maxWait"  # the plan key that set max_wait, as messages name it
 
 
 @dataclasses.dataclass(frozen=True)
