@@ -292,3 +292,10 @@ def test_a_free_or_restore_commit_is_not_the_last_switch() -> None:
     history = [step("vllm", "free", to="candle"), switch]
     assert decide.last_cutover(history, PLAN) is switch and decide.commit_to(history, PLAN, "candle") is switch
     assert decide.last_step(history, PLAN, "vllm") is history[0] and decide.last_step(history, PLAN, "candle") is None
+
+
+def test_a_sync_that_fails_while_a_gap_is_open_gives_the_card_back() -> None:
+    free = step("vllm", "free", to="candle")
+    gap = observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free))
+    assert decide.syncfail_step(gap, RECREATE) == decide.GiveBack("vllm", "candle")
+    assert decide.syncfail_step(observed(VLLM, VLLM), RECREATE) == decide.Nothing("the Service keeps its selector")

@@ -155,3 +155,19 @@ def test_the_guard_refuses_an_edit_that_changes_more_than_the_field() -> None:
     extra_line = field_edit.FieldEdit(DEPLOYMENT, honest.after.replace("# (see", "#  (see"), field, "1", 0)
     with pytest.raises(GuardFailed, match=r"changed 2 lines for spec\.replicas, at most 1"):
         field_edit.guard(extra_line)
+
+
+def test_what_a_restore_puts_back() -> None:
+    """What the free commit recorded, exactly; for a workload committed stopped, its first start."""
+    from cutover.core.trailers import Trailers
+
+    deployment = freeing.freeing(Backend("vllm", {}, "vllm", 8000, workload=Workload("Deployment", "v")),
+                                 default_path="engines.yaml")
+    isvc = freeing.freeing(Backend("vllm", {}, "vllm", 8000, workload=Workload("InferenceService", "r")),
+                           default_path="isvc.yaml")
+    recorded = Trailers(plan="p", step="free", backend="vllm", previous="3", added="2")
+    assert freeing.put_back(deployment, recorded, replicas=1) == freeing.PutBack("3", 2, True)
+    assert freeing.put_back(deployment, None, replicas=2) == freeing.PutBack("2", 0, False)
+    assert freeing.put_back(deployment, Trailers(plan="p", step="restore", backend="vllm"), replicas=1) == \
+        freeing.PutBack("1", 0, False)  # a restore records nothing to put back
+    assert freeing.put_back(isvc, None, replicas=1) == freeing.PutBack(freeing.ABSENT, 0, False)

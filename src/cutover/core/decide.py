@@ -215,10 +215,22 @@ def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> Ga
     return Nothing("not_ours") if target is None else Gate(target)
 
 
-def syncfail_step(observed: Observed, plan: Plan) -> RollBack | Nothing:
-    """A failed sync changes nothing, unless rollback.auto and Git holds a selector the sync could not apply:
-    then Git goes back to what the Service still selects, so ArgoCD is not left retrying a failing revision."""
+@dataclasses.dataclass(frozen=True)
+class GiveBack:
+    """A recreate's gap is open and the handoff failed: free `to` (the target, which never served) and restore
+    `source`, holding the Service on it."""
+
+    source: str
+    to: str
+
+
+def syncfail_step(observed: Observed, plan: Plan) -> GiveBack | RollBack | Nothing:
+    """A failed sync changes nothing, unless a recreate's gap is open (the target never became healthy: the card
+    goes back to the source), or rollback.auto and Git holds a selector the sync could not apply: then Git goes back
+    to what the Service still selects, so ArgoCD is not left retrying a failing revision."""
     serving, wanted = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
+    if serving is not None and gap_opened(observed, plan, source=serving, to=plan.target) is not None:
+        return GiveBack(serving, plan.target)
     if not plan.rollback_auto or serving is None or wanted == serving:
         return Nothing("the Service keeps its selector")
     return RollBack(serving)

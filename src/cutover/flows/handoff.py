@@ -106,12 +106,10 @@ async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
     plan = run.plan
     where = freeing.freeing(plan.backends[step.backend], default_path=plan.git.path)
     freed_by = observed.workloads.steps.get(step.backend)
-    if freed_by is not None and freed_by.trailers.step == "free" and freed_by.trailers.previous:
-        previous, added = freed_by.trailers.previous, int(freed_by.trailers.added or 0)
-        how = f"freed in {freed_by.sha[:12]}"
-    else:  # freed by a person (a backend committed stopped, to be started by the handoff): its first start
-        previous, added = freeing.started(where, replicas=plan.verify.min_ready_pods), 0
-        how = "no cutover commit freed it: started at verify.minReadyPods"
+    back = freeing.put_back(where, freed_by.trailers if freed_by else None, replicas=plan.verify.min_ready_pods)
+    previous, added = back.value, back.added
+    how = f"freed in {freed_by.sha[:12]}" if back.recorded and freed_by else \
+        "no cutover commit freed it: started at verify.minReadyPods"
     trailers = _trailers(run, observed, step.backend, to=step.to, step="restore", hold=step.hold)
 
     def message(edit: FieldEdit) -> str:

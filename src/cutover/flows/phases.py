@@ -282,15 +282,14 @@ async def syncfail(run: Run) -> SyncFailed:
               hint="read the hook Jobs' logs (kubectl -n cutover logs job/...) and the Application's message")
     await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
                     warning=True)
-    opened = decide.gap_opened(observed, plan, source=serving, to=plan.target)
-    if opened is not None and serving is not None and not run.dry_run:  # a recreate's gap: the card goes back
+    step = decide.syncfail_step(observed, plan)
+    if isinstance(step, decide.Nothing) or run.dry_run:
+        return SyncFailed(message, serving)
+    if isinstance(step, decide.GiveBack):
         async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                               me=run.identity, now=run.clock.now) as held:
-            given = await handoff.give_back(run, observed, source=serving, to=plan.target,
+            given = await handoff.give_back(run, observed, source=step.source, to=step.to,
                                             before_write=functools.partial(lease.confirm, run.cluster, held))
         return SyncFailed(message, serving, given.sha)
-    step = decide.syncfail_step(observed, plan)
-    if not isinstance(step, decide.RollBack) or run.dry_run:
-        return SyncFailed(message, serving)
     back = await advance.advance(run, observed, seen, decide.Advance(wanted, step.to, hold=step.to))
     return SyncFailed(message, serving, back.sha)

@@ -162,13 +162,7 @@ class _Writer:
         return Result(True, written.sha, written.url, number, edit.diff(git.path))
 
     async def confirm(self, sha: str, edit: SelectorEdit) -> None:
-        """Read the file back: a host's word is not a commit until Git holds the edit (docs/guarantees.md #5)."""
-        held = await self.host.read(self.plan.git.path)
-        if held.content != edit.after:
-            raise GitError(f"{self.plan.git.path}: the host answered the write with {sha[:12] or 'no commit'}, but "
-                           "the branch does not hold the edit", cause="git_rejected",
-                           hint="a proxy or a branch protection may answer for the host; nothing was counted as "
-                                "committed")
+        await _read_back(self.host, self.plan.git.path, edit.after, sha)
 
     async def through_pull_request(self, edit: SelectorEdit) -> Result:
         git = self.plan.git
@@ -198,9 +192,7 @@ async def commit_selector(host: GitHost, plan: Plan, *, to_backend: str, text: s
             with attempt:
                 return await writer.attempt(attempt.retry_state.attempt_number)
     except StaleVersion as exc:
-        raise GitError(f"{plan.git.path} kept changing under us: {CONFLICT_TRIES} compare-and-swap attempts lost",
-                       cause="git_conflict", hint="someone or something commits to this file constantly; "
-                                                  "pause it and re-run") from exc
+        raise _kept_changing(plan.git.path) from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -227,9 +219,7 @@ async def commit_field(host: GitHost, plan: Plan, change: FieldChange, *, author
                 return await _write_field(host, plan, change, author=author, before_write=before_write,
                                           merge_wait=merge_wait, number=attempt.retry_state.attempt_number)
     except StaleVersion as exc:
-        raise GitError(f"{change.path} kept changing under us: {CONFLICT_TRIES} compare-and-swap attempts lost",
-                       cause="git_conflict", hint="someone or something commits to this file constantly; "
-                                                  "pause it and re-run") from exc
+        raise _kept_changing(change.path) from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -252,13 +242,24 @@ async def _write_field(host: GitHost, plan: Plan, change: FieldChange, *, author
         merged = await _merged(host, request, merge_wait=merge_wait)
         return Result(True, merged or "", request.url, 1, edit.diff(change.path), request)
     written = await host.write(change.path, edit.after, expected=current, message=text, author=author)
-    if (await host.read(change.path)).content != edit.after:
-        raise GitError(f"{change.path}: the host answered the write with {written.sha[:12] or 'no commit'}, but the "
-                       "branch does not hold the edit", cause="git_rejected",
-                       hint="a proxy or a branch protection may answer for the host; nothing was counted as committed")
+    await _read_back(host, change.path, edit.after, written.sha)
     log.info(milestones.COMMITTED, path=change.path, commit=written.sha, url=written.url, field=str(edit.field),
              value=edit.new, attempts=number)
     return Result(True, written.sha, written.url, number, edit.diff(change.path))
+
+
+async def _read_back(host: GitHost, path: str, content: str, sha: str) -> None:
+    """Read the file back: a host's word is not a commit until Git holds the edit (docs/guarantees.md #5)."""
+    if (await host.read(path)).content != content:
+        raise GitError(f"{path}: the host answered the write with {sha[:12] or 'no commit'}, but the branch does not "
+                       "hold the edit", cause="git_rejected",
+                       hint="a proxy or a branch protection may answer for the host; nothing was counted as committed")
+
+
+def _kept_changing(path: str) -> GitError:
+    return GitError(f"{path} kept changing under us: {CONFLICT_TRIES} compare-and-swap attempts lost",
+                    cause="git_conflict", hint="someone or something commits to this file constantly; pause it and "
+                                               "re-run")
 
 
 async def _foreign(host: GitHost, plan: Plan, now: dict[str, str]) -> GitError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import PurePosixPath
 
+from cutover.core.trailers import Trailers
 from cutover.plan import Backend, GitDocument, Workload
 from cutover.sources.field_edit import FieldEdit, FieldRef, Item, Value, set_field
 
@@ -70,10 +71,22 @@ def restore(text: str, where: Freeing, *, previous: str | None, added: int, sour
     return set_field(text, where.field, value, source=source, drop=added)
 
 
-def started(where: Freeing, *, replicas: int) -> str:
-    """What a restore writes for a workload no cutover commit freed (committed stopped, to be started by the handoff):
-    `replicas` for a replica count, no stop annotation at all for an InferenceService."""
-    return ABSENT if isinstance(where.freed, str) else str(replicas)
+@dataclasses.dataclass(frozen=True)
+class PutBack:
+    """What a restore writes: the value (or ABSENT), the mappings the free added, and whether a free commit recorded
+    them (False: a workload committed stopped, started for the first time)."""
+
+    value: str
+    added: int
+    recorded: bool
+
+
+def put_back(where: Freeing, freed_by: Trailers | None, *, replicas: int) -> PutBack:
+    """Exactly what the free commit's trailers recorded; for a workload no cutover commit freed (committed stopped,
+    to be started by the handoff), `replicas` for a replica count and no stop annotation for an InferenceService."""
+    if freed_by is not None and freed_by.step == "free" and freed_by.previous:
+        return PutBack(freed_by.previous, int(freed_by.added or 0), True)
+    return PutBack(ABSENT if isinstance(where.freed, str) else str(replicas), 0, False)
 
 
 def previous_of(edit: FieldEdit) -> str:
