@@ -66,6 +66,10 @@ def edit(old: str, new: str) -> str:
 
 
 # (what is wrong, the edited plan, the field path, words that must be in the message)
+# a third backend, for handoff.strategy bridge (docs/capacity.md)
+THREE = edit("target: candle\n", "  coder:\n    selector: {app: coder}\n    engine: vllm\n    port: 8000\n"
+                                  "target: candle\n")
+
 BAD = [
     ("unknown top-level key", GOOD + "extra: 1\n", "extra", "no such key"),
     ("unknown nested key", edit("  minReadyPods: 1\n", "  minReadyPods: 1\n  maxWiat: 5m\n"),
@@ -163,7 +167,9 @@ BAD = [
      "the backend that serves the names while the source is freed"),
     ("bridge is the target", GOOD + "handoff: {strategy: bridge, bridge: candle}\n", "handoff.bridge",
      "a backend of the plan other than the target (vllm), found 'candle'"),
-    ("bridge names not served", GOOD + "handoff: {strategy: bridge, bridge: vllm, bridgeNames: [chat]}\n",
+    ("bridge between two backends", GOOD + "handoff: {strategy: bridge, bridge: vllm}\n", "handoff.bridge",
+     "a third backend besides the target and the one it replaces (the plan has vllm, candle), found 'vllm'"),
+    ("bridge names not served", THREE + "handoff: {strategy: bridge, bridge: coder, bridgeNames: [chat]}\n",
      "handoff.bridgeNames[0]", "one of verify.servedNames (reasoning-long, reasoning), found 'chat'"),
     ("recreate without consent", GOOD + "handoff: {strategy: recreate}\n", "handoff.maxGap",
      "maxGap is the consent to it"),

@@ -445,9 +445,9 @@ async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path)
     stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
     assert "committed" in stages and "verified" in stages and "rolled back" in stages and "held" in stages
     # act two, on one GPU: each hop of the handoff is a milestone of its own (docs/capacity.md)
-    hops = [stage for stage in stages if stage in ("draining the source", "source freed (gap open)",
+    hops = [stage for stage in stages if stage in ("draining the source", "source freed",
                                                    "workload restored", "gap closed")]
-    assert hops == ["draining the source", "source freed (gap open)", "workload restored", "gap closed"]
+    assert hops == ["draining the source", "source freed", "workload restored", "gap closed"]
     assert "secretpath" not in out.decode() + err.decode()
 
 

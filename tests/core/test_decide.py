@@ -299,3 +299,71 @@ def test_a_sync_that_fails_while_a_gap_is_open_gives_the_card_back() -> None:
     gap = observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free))
     assert decide.syncfail_step(gap, RECREATE) == decide.GiveBack("vllm", "candle")
     assert decide.syncfail_step(observed(VLLM, VLLM), RECREATE) == decide.Nothing("the Service keeps its selector")
+
+
+# strategy bridge: vllm → coder (the bridge) → candle, each hop decided from Git
+(BRIDGE,) = plan.parse(_world.plan_text(workloads=_WORKLOADS, coder=True,
+                                        handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"))
+CODER = dict(BRIDGE.backends["coder"].selector)
+
+
+def bridged(source: str, *, toward: str, hold: str | None = None) -> Commit:
+    return Commit("b71d6e" + "0" * 34, f"cutover: {source} -> coder", "cutover", NOW,
+                  Trailers(id="i", source=source, to="coder", plan=PLAN.name, hold=hold, bridge="coder",
+                           toward=toward))
+
+
+def via(source: str, to: str, *, hold: str | None = None) -> Commit:
+    return Commit("f1a1" + "0" * 36, f"cutover: {source} -> {to}", "cutover", NOW,
+                  Trailers(id="i", source=source, to=to, plan=PLAN.name, hold=hold, bridge="coder"))
+
+
+@pytest.mark.parametrize(("seen", "options", "expected"), [
+    # from a running source: switch to the bridge first, proven on the bridged names
+    (observed(VLLM, VLLM), {}, decide.Advance("vllm", "coder", bridge="coder", toward="candle")),
+    # on the bridge, not applied yet: ArgoCD's turn
+    (observed(VLLM, CODER, bridged("vllm", toward="candle")), {}, decide.AwaitApply("coder")),
+    # applied: the source is drained and freed (the target restored in the same commit when Git holds it freed)
+    (observed(CODER, CODER, bridged("vllm", toward="candle")), {}, decide.Free("vllm", "candle")),
+    (observed(CODER, CODER, bridged("vllm", toward="candle"), workloads=handed(("candle",))), {},
+     decide.Restore("candle", "candle", free="vllm")),
+    # freed: the last hop, from the bridge to the target
+    (observed(CODER, CODER, bridged("vllm", toward="candle"), workloads=handed(("vllm",))), {},
+     decide.Advance("vllm", "candle", bridge="coder")),
+    # there: verified as any switch
+    (observed(CANDLE, CANDLE, via("vllm", "candle"), workloads=handed(("vllm",))), {}, decide.Verify("candle")),
+    # a rollback goes back by the bridge: to it (holding nothing yet, saying where it goes) ...
+    (observed(CANDLE, CANDLE, via("vllm", "candle"), workloads=handed(("vllm",))), {"to": "vllm", "hold": "vllm"},
+     decide.Advance("candle", "coder", "vllm", bridge="coder", toward="vllm")),
+    # ... and PostSync finishes it, though the plan still names candle: restore vLLM freeing candle ...
+    (observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm"), workloads=handed(("vllm",))), {},
+     decide.Restore("vllm", "vllm", "vllm", free="candle")),
+    # ... switch to it and hold there
+    (observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm"), workloads=handed(("candle",))), {},
+     decide.Advance("candle", "vllm", "vllm", bridge="coder")),
+    (observed(VLLM, VLLM, via("candle", "vllm", hold="vllm"), workloads=handed(("candle",))), {},
+     decide.Hold("vllm", "f1a1" + "0" * 36, "cutover")),
+    # back where the path began while it still runs: one switch, no free
+    (observed(CODER, CODER, bridged("vllm", toward="candle")), {"to": "vllm", "hold": "vllm"},
+     decide.Advance("coder", "vllm", "vllm", bridge="coder")),
+    # the target failed after the source was freed: going back frees the target, which never served (no drain)
+    (observed(CODER, CODER, bridged("vllm", toward="candle"), workloads=handed(("vllm",))),
+     {"to": "vllm", "hold": "vllm"}, decide.Restore("vllm", "vllm", "vllm", free="candle", drain=False)),
+    # a bridge the plan targets, or a Service on the bridge set by hand: plain switches
+    (observed(VLLM, VLLM), {"to": "coder"}, decide.Advance("vllm", "coder")),
+    (observed(CODER, CODER), {}, decide.Advance("coder", "candle")),
+])
+def test_the_hops_through_a_bridge(seen: decide.Observed, options: dict[str, str], expected: decide.Step) -> None:
+    assert decide.next_step(seen, BRIDGE, **options) == expected
+
+
+def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged_path_alone() -> None:
+    assert decide.rollback_to(observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm")), BRIDGE) == "vllm"
+    assert decide.rollback_to(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE) == "vllm"
+    assert decide.rollback_to(observed(CANDLE, CANDLE, via("vllm", "candle")), BRIDGE) == "vllm"
+    assert isinstance(decide.audit_step(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE,
+                                        verified=None), decide.Nothing)
+    # no gap under bridge: the bridge serves while the source is freed
+    free = step("vllm", "free", to="candle")
+    assert decide.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,
+                             source="vllm", to="candle") is None

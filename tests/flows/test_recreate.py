@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,31 +27,9 @@ from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from helpers import named, told
+from one_gpu import ENGINES, ENGINES_FILE, PATH, WORKLOADS, engines_follow_git, reconcile
 
 pytestmark = pytest.mark.looptime
-
-PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
-ENGINES = "k8s/apps/llm-serving/engines.yaml"
-ENGINES_FILE = """\
-# one card each: the node has one (4 of 4 GPUs allocated)
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: llm-reasoning
-spec:
-  replicas: 1  # vLLM
-  template: {}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: candle-reasoning
-spec:
-  replicas: 0
-  template: {}
-"""
-WORKLOADS = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {ENGINES}}}",
-             "candle": f"{{kind: Deployment, name: candle-reasoning, path: {ENGINES}}}"}
 
 
 @pytest.fixture
@@ -195,55 +171,6 @@ async def test_a_target_committed_stopped_is_started_at_min_ready_pods(
         "replicas: 0\n  template", "replicas: 1\n  template")
     (restore, _) = cutover_commits(repo, ENGINES)
     assert "started at verify.minReadyPods" in restore
-
-
-DEPLOYMENTS = {"vllm": "llm-reasoning", "candle": "candle-reasoning"}
-
-
-def replicas(text: str, backend: str) -> int:
-    found = re.search(rf"name: {DEPLOYMENTS[backend]}\nspec:\n  replicas: (\d+)", text)
-    assert found is not None
-    return int(found.group(1))
-
-
-def reconcile(world: World, repo: BareRepo, *, gpu: bool = True) -> None:
-    """The Deployment controller and the scheduler of the emulated one-GPU node, as far as the handoff needs them,
-    once: each engine's pods follow its replicas in Git (ArgoCD applied), and a pod is bound to the card only while
-    no other engine's pod holds it (Pending, Unschedulable, until then). `gpu` False: pods need no card."""
-    text, _ = repo.read(ENGINES)  # type: ignore[misc]
-    for backend in DEPLOYMENTS:
-        pods = [pod for pod in world.pods.values() if pod.backend == backend]
-        if replicas(text, backend) == 0:
-            for pod in pods:
-                world.delete_pod(pod.name)
-            continue
-        holders = [pod for pod in world.pods.values() if pod.node and pod.backend != backend] if gpu else []
-        pending = [pod for pod in pods if pod.node is None] if gpu else []
-        if (pods and not pending) or (pending and holders):
-            continue
-        for pod in pending:
-            world.delete_pod(pod.name)
-        world.add_pod(backend, Script(pull=20, load=60) if not holders else Script(fault="unschedulable"),
-                      gpus=1 if gpu else 0, node=None if holders else ("gpu-1" if gpu else None))
-
-
-@contextlib.asynccontextmanager
-async def engines_follow_git(world: World, repo: BareRepo) -> AsyncIterator[None]:
-    """`reconcile` every 5 s, beside the stand-in for ArgoCD's sync of the Service."""
-
-    async def follow() -> None:
-        while True:
-            reconcile(world, repo)
-            await asyncio.sleep(5)
-
-    task = asyncio.create_task(follow())
-    try:
-        async with sim_argocd.running(world, repo, PATH):
-            yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_run_takes_every_hop_and_a_rollback_on_one_gpu_takes_them_back(

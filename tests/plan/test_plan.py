@@ -11,7 +11,7 @@ import pytest
 
 from cutover import plan
 from cutover.errors import ExitCode, InvalidInput
-from plans import BAD, GOOD, edit
+from plans import BAD, GOOD, THREE, edit
 
 
 def test_the_spec_example_reads_into_the_model() -> None:
@@ -156,15 +156,10 @@ def test_handoff_defaults_to_parallel_and_reads_its_keys() -> None:
     assert timed.handoff.drain_timeout == 120.0 and timed.handoff.bridge is None
 
 
-@pytest.mark.parametrize("section", [
-    "handoff: {strategy: bridge, bridge: vllm}",
-    "handoff: {retire: {after: 24h}}",
-])
-def test_what_this_version_does_not_carry_out_is_refused_after_it_is_checked(section: str) -> None:
-    """bridge and retire are read and checked like every key, then refused by name: never run as parallel, which
-    would wait 30 minutes for a pod that cannot schedule."""
+def test_what_this_version_does_not_carry_out_is_refused_after_it_is_checked() -> None:
+    """retire is read and checked like every key, then refused by name: never silently left undone."""
     with pytest.raises(InvalidInput) as caught:
-        plan.parse(GOOD + section + "\n", source="plan.yaml")
+        plan.parse(GOOD + "handoff: {retire: {after: 24h}}\n", source="plan.yaml")
     assert caught.value.cause == "strategy_unavailable" and caught.value.exit_code == ExitCode.INVALID_INPUT
     assert caught.value.message.startswith("plan.yaml: handoff.")
     assert "not carried out by this version" in caught.value.message and "docs/capacity.md" in caught.value.hint
@@ -181,6 +176,22 @@ def test_recreate_is_read_with_its_consent_and_every_workload() -> None:
         plan.parse(half + "handoff: {strategy: recreate, maxGap: 45m}\n", source="plan.yaml")
     assert caught.value.message.startswith("plan.yaml: backends.candle.workload: expected the workload") and \
         caught.value.exit_code == ExitCode.INVALID_INPUT
+
+
+def test_bridge_is_read_with_a_third_backend_and_the_workloads_it_frees() -> None:
+    three = THREE.replace("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, "
+                                              "name: llm-reasoning}\n", 1)
+    with pytest.raises(InvalidInput) as caught:
+        plan.parse(three + "handoff: {strategy: bridge, bridge: coder}\n", source="plan.yaml")
+    assert caught.value.message.startswith("plan.yaml: backends.candle.workload: expected the workload") and \
+        "strategy bridge frees and restores it" in caught.value.message
+    named = three.replace("    engine: candle-vllm\n", "    engine: candle-vllm\n    workload: {kind: Deployment, "
+                                                         "name: candle}\n")
+    (one,) = plan.parse(named + "handoff: {strategy: bridge, bridge: coder, bridgeNames: [reasoning]}\n")
+    assert one.handoff == plan.Handoff(strategy="bridge", bridge="coder", bridge_names=("reasoning",))
+    assert one.backends["coder"].workload is None  # the bridge is never freed
+    bridged = one.for_bridge()
+    assert bridged.verify.served_names == ("reasoning",) and one.verify.served_names == ("reasoning-long", "reasoning")
 
 
 def test_a_backend_names_what_holds_its_gpus() -> None:

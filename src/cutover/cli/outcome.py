@@ -75,18 +75,28 @@ def _gated(gated: Gated, plan: Plan) -> Report:
 
 def _advanced(advanced: Advanced, plan: Plan) -> Report:
     verb = "committed" if advanced.committed else "already in Git at"
-    return Report(f"{advanced.source} -> {advanced.to}: {verb} {advanced.sha[:12]}",
-                  data={"committed": advanced.committed, "commit": advanced.sha, "url": advanced.url,
-                        "id": advanced.id, "to": advanced.to})
+    data: dict[str, object] = {"committed": advanced.committed, "commit": advanced.sha, "url": advanced.url,
+                               "id": advanced.id, "to": advanced.to}
+    if advanced.toward is None:
+        return Report(f"{advanced.source} -> {advanced.to}: {verb} {advanced.sha[:12]}", data=data)
+    names = ", ".join(plan.handoff.bridge_names)
+    return Report(f"{advanced.source} -> {advanced.to} (the bridge, for {names}): {verb} {advanced.sha[:12]}; the "
+                  f"next sync checks it, then frees {advanced.source} for {advanced.toward}",
+                  data={**data, "toward": advanced.toward})
 
 
 def _freed(freed: Freed, plan: Plan) -> Report:
+    if freed.dry_run:
+        return Report(f"dry run: {freed.backend} would be drained and freed for {freed.to}; nothing was written",
+                      data={"dryRun": True, "freed": freed.backend, "to": freed.to})
     verb = "freed in" if freed.committed else "already freed in Git"
     drained = freed.drained
     how = (f"drained in {drained.get('seconds')}s" if drained.get("complete") else
-           f"drain timed out with {drained.get('running')} still running") if drained else "not drained (a re-run)"
+           f"drain timed out with {drained.get('running')} still running") if drained else "not drained"
+    within = f"while {plan.handoff.bridge} serves {', '.join(plan.handoff.bridge_names)}" \
+        if plan.handoff.strategy == "bridge" else "within handoff.maxGap"
     return Report(f"{freed.backend} {verb} {freed.sha[:12]} ({how}) to make room for {freed.to}; the next sync "
-                  f"waits for {freed.to} within handoff.maxGap",
+                  f"waits for {freed.to} {within}",
                   data={"freed": freed.backend, "to": freed.to, "committed": freed.committed, "commit": freed.sha,
                         "url": freed.url, "drain": drained})
 

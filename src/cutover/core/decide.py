@@ -69,11 +69,15 @@ class Hold:
 
 @dataclasses.dataclass(frozen=True)
 class Advance:
-    """Wait for `to`, prove it, commit its selector (and, on a rollback, hold there)."""
+    """Wait for `to`, prove it, commit its selector (and, on a rollback, hold there). On a path through a bridge
+    (docs/capacity.md) `bridge` names it: `to` is the bridge itself when `toward` (where the path goes on to) is
+    given, proven on handoff.bridgeNames; else the hop from the bridge to the end of the path."""
 
     source: str | None
     to: str
     hold: str | None = None
+    bridge: str | None = None
+    toward: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,14 +112,17 @@ class Restore:
     to: str
     hold: str | None = None
     free: str | None = None
+    drain: bool = True  # the backend freed served the Service: drain it first
 
 
 @dataclasses.dataclass(frozen=True)
 class Free:
-    """handoff.strategy recreate: the target fits only once `backend` (the source) is gone; drain and free it."""
+    """Make room for `to`: drain `backend` (unless it never served) and free it. Strategy recreate: the target fits
+    only once the source is gone; strategy bridge: the bridge carries the Service (verified first)."""
 
     backend: str
     to: str
+    serving: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +144,7 @@ class Gate:
     backend: str
 
 
-Step = Hold | Advance | Restore | AwaitApply | Verify | RollBack | Nothing
+Step = Hold | Advance | Restore | Free | AwaitApply | Verify | RollBack | Nothing
 
 
 def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: str | None = None) -> Step:
@@ -153,6 +160,9 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
     held = None if explicit else _hold(observed, plan)
     if held is not None:
         return held
+    bridged = _bridged(observed, plan, to=to, hold=hold, explicit=explicit)
+    if bridged is not None:
+        return bridged
     wanted = dict(plan.backends[to].selector)
     if dict(observed.in_git) != wanted or hold is not None:
         source = backend_of(plan, observed.in_git)
@@ -180,6 +190,50 @@ def _swapped(observed: Observed, plan: Plan, source: str | None, to: str) -> str
     return None if source in observed.workloads.freed or plan.backends[source].workload is None else source
 
 
+def _bridged(observed: Observed, plan: Plan, *, to: str, hold: str | None, explicit: bool) -> Step | None:
+    """handoff.strategy bridge (docs/capacity.md): the path source → bridge → `to`, one hop per step, each decided
+    from Git. From a running source: switch to the bridge. On the bridge: once ArgoCD applied it, free the backend
+    at the other end of the path (restoring `to` in the same commit when Git holds it freed), then switch to `to`.
+    Going back to where the path began while it still runs is one switch. A rollback's path (its hop to the bridge
+    holds) is finished by PostSync too. None: no bridge in this step (the other rules decide)."""
+    bridge = plan.handoff.bridge
+    if plan.handoff.strategy != "bridge" or bridge is None:
+        return None
+    git, hop = backend_of(plan, observed.in_git), bridge_hop(observed.last, plan)
+    if git == bridge and hop is not None:
+        if not explicit and hop.trailers.hold:
+            to = hold = hop.trailers.hold
+        return None if to == bridge else _on_bridge(observed, plan, hop, to=to, hold=hold)
+    if git is None or git in (to, bridge) or to == bridge:
+        return None
+    if plan.backends[git].workload is None or git in observed.workloads.freed:
+        return None
+    return Advance(git, bridge, hold, bridge=bridge, toward=to)
+
+
+def _on_bridge(observed: Observed, plan: Plan, hop: Commit, *, to: str, hold: str | None) -> Step:
+    """Git selects the bridge, by `hop`: the next hop of the path to `to`."""
+    bridge, freed = hop.trailers.to or "", observed.workloads.freed
+    if dict(observed.live.selector) != dict(plan.backends[bridge].selector):
+        return AwaitApply(bridge)
+    origin = hop.trailers.source
+    other = (hop.trailers.toward if to == origin else origin) or ""
+    if to == origin and to not in freed:
+        return Advance(bridge, to, hold, bridge=bridge)  # back where the path began: it still runs
+    if other in plan.backends and other != to and plan.backends[other].workload is not None and other not in freed:
+        served = other == origin  # the other end that never had the Service is not drained
+        return Restore(to, to, hold, free=other, drain=served) if to in freed else Free(other, to, served)
+    return Restore(to, to, hold) if to in freed else Advance(other, to, hold, bridge=bridge)
+
+
+def bridge_hop(last: Commit | None, plan: Plan) -> Commit | None:
+    """The newest switch, when it was the hop to the plan's bridge on a path elsewhere."""
+    bridge = plan.handoff.bridge
+    if last is None or bridge is None or last.trailers.to != bridge or last.trailers.bridge != bridge:
+        return None
+    return last if last.trailers.toward else None
+
+
 def _hold(observed: Observed, plan: Plan) -> Hold | None:
     """A rollback's hold (on the selector's commit), or a restore's after a gap was exceeded (on the workload's)."""
     held = held_by(observed.last, plan)
@@ -202,6 +256,8 @@ def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verif
     if live != git:
         return Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
     last = observed.last
+    if git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
+        return Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
     if last is not None and last.trailers.to == git and last.sha != verified:
         return Verify(git)
     return Check(live)
@@ -242,6 +298,9 @@ def rollback_to(observed: Observed, plan: Plan) -> str:
     now, last = backend_of(plan, observed.in_git), observed.last
     if last is not None and last.trailers.hold and last.trailers.hold == now:
         return now
+    hop = bridge_hop(last, plan)
+    if hop is not None and hop.trailers.hold and hop.trailers.hold in plan.backends:
+        return hop.trailers.hold  # a rollback through the bridge, stopped on it
     to = previous_backend(plan, now, last)
     if (last is None or last.trailers.to != now) and to == plan.target and now != plan.target:
         # No cutover brought Git to `now`: "the other backend" would be the plan's target, the cutover itself.
@@ -262,10 +321,15 @@ def backend_of(plan: Plan, selector: Mapping[str, str]) -> str | None:
 
 
 def held_by(last: Commit | None, plan: Plan) -> str | None:
-    """The backend a rollback holds the Service on, while the plan still names the target rolled back from."""
-    if last is None or not last.trailers.hold:
+    """The backend a rollback holds the Service on, while the plan still names the target rolled back from (on a
+    path through a bridge, the switch that left it may be the bridge's: any other target than the hold's then). A
+    rollback's hop to its bridge holds nothing yet: it says where the path ends."""
+    if last is None or not last.trailers.hold or last.trailers.to != last.trailers.hold:
         return None
-    return last.trailers.hold if last.trailers.source == plan.target else None
+    trailers = last.trailers
+    if trailers.source == plan.target or (trailers.bridge and trailers.hold != plan.target):
+        return trailers.hold
+    return None
 
 
 def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:
@@ -313,7 +377,9 @@ def on_capacity_held(observed: Observed, plan: Plan, *, source: str | None, to: 
 
 def gap_opened(observed: Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
     """The free commit that opened the gap a switch to `to` closes: `source` freed in Git by a cutover heading for
-    `to`. None when no gap is open (the source runs, or was freed by hand)."""
+    `to`. None when no gap is open (the source runs, or was freed by hand; under strategy bridge the bridge serves)."""
+    if plan.handoff.strategy == "bridge":
+        return None
     return gap_commit(observed.workloads, source=source, to=to)
 
 

@@ -30,6 +30,9 @@ DRAINING = "handoff.draining"
 FREED = "handoff.freed"
 RESTORED = "handoff.restored"
 GAP_CLOSED = "handoff.gap_closed"
+BRIDGING = "handoff.bridging"  # strategy bridge: the hop to the bridge begins
+BRIDGED = "handoff.bridged"  # ... the bridge's selector committed
+BRIDGE_VERIFIED = "handoff.bridge_verified"  # ... and checked through the Service, before the source is freed
 
 STAGES: Mapping[str, str] = {
     STARTED: "started", WAITING: "waiting for the target", READY: "target ready",
@@ -37,6 +40,7 @@ STAGES: Mapping[str, str] = {
     COMMITTED: "committed", CHANGE_OPENED: "pull request opened", SYNCED: "synced by ArgoCD",
     VERIFIED: "verified", COMPLETED: "completed", FAILED: "failed", FAILED_FAST: "failed",
     BUDGET_EXHAUSTED: "failed", NAMES_FAILED: "failed", ROLLED_BACK: "rolled back", HELD: "held",
-    DRAINING: "draining the source", FREED: "source freed (gap open)", RESTORED: "workload restored",
-    GAP_CLOSED: "gap closed",
+    DRAINING: "draining the source", FREED: "source freed", RESTORED: "workload restored",
+    GAP_CLOSED: "gap closed", BRIDGING: "switching to the bridge", BRIDGED: "bridge committed",
+    BRIDGE_VERIFIED: "bridge serves",
 }

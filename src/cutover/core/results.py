@@ -62,12 +62,13 @@ class Advanced:
     sha: str
     url: str | None
     id: str
+    toward: str | None = None  # the hop to a bridge (docs/capacity.md): where the path goes on to
 
 
 @dataclasses.dataclass(frozen=True)
 class Freed:
     """A hop of a handoff (docs/capacity.md): `backend` drained and its workload freed in Git, to make room for
-    `to`; the gap opens once ArgoCD applies it."""
+    `to`; under strategy recreate the gap opens once ArgoCD applies it."""
 
     backend: str
     to: str
@@ -75,6 +76,7 @@ class Freed:
     sha: str
     url: str | None
     drained: dict[str, object]  # the drain's measure (`flows.drain.Drained.as_data`)
+    dry_run: bool = False  # --dry-run: what would be freed; nothing drained or written
 
 
 @dataclasses.dataclass(frozen=True)

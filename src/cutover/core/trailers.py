@@ -4,7 +4,8 @@ Git history is the state the commands read back, so the trailers are a format: `
 `Cutover-To`, `Cutover-Plan`, the Service's `Cutover-Service-Uid` and `Cutover-Cluster-Ip` recorded before
 the switch, and `Cutover-Hold` on a rollback; a commit that frees or restores a backend's workload
 (docs/capacity.md) says so with `Cutover-Step`, `Cutover-Backend` and what the field held before (`Cutover-Previous`,
-`Cutover-Added`). Written by `writeback`, read back through the Git providers.
+`Cutover-Added`); a switch on a path through a bridge names it (`Cutover-Bridge`) and, on the hop to the bridge, where
+the path goes on to (`Cutover-Toward`). Written by `writeback`, read back through the Git providers.
 """
 
 from __future__ import annotations
@@ -32,13 +33,18 @@ class Trailers:
     backend: str | None = None  # Cutover-Backend: the backend freed or restored
     previous: str | None = None  # Cutover-Previous: the field's value before a free (`absent`), written back later
     added: str | None = None  # Cutover-Added: mappings the free added on the way to the field (a restore drops them)
+    # docs/capacity.md, strategy bridge: the bridge backend of the path this switch is a hop of, and on the hop to
+    # the bridge, where the path goes next
+    bridge: str | None = None  # Cutover-Bridge
+    toward: str | None = None  # Cutover-Toward
 
     # field, trailer key, rendered even when empty
     _KEYS = (("id", "Cutover-Id", True), ("source", "Cutover-From", True), ("to", "Cutover-To", True),
              ("plan", "Cutover-Plan", True), ("service_uid", "Cutover-Service-Uid", False),
              ("cluster_ip", "Cutover-Cluster-Ip", False), ("hold", "Cutover-Hold", False),
              ("step", "Cutover-Step", False), ("backend", "Cutover-Backend", False),
-             ("previous", "Cutover-Previous", False), ("added", "Cutover-Added", False))
+             ("previous", "Cutover-Previous", False), ("added", "Cutover-Added", False),
+             ("bridge", "Cutover-Bridge", False), ("toward", "Cutover-Toward", False))
 
     def render(self) -> str:
         """The trailer block: the last paragraph of a commit message."""

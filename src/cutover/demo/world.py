@@ -46,7 +46,14 @@ BACKENDS: dict[str, dict[str, Any]] = {
                "labels": {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"},
                # candle-vllm has no /health: a TCP probe, since it binds only once loaded
                "probe": {"tcpSocket": {"port": 8080}, "periodSeconds": 15, "failureThreshold": 120}},
+    # the reference cluster's `coder` (2 of its 4 GPUs): a vLLM that also answers `reasoning`, the bridge of
+    # handoff.strategy bridge (docs/capacity.md)
+    "coder": {"engine": "vllm", "names": ("coder", "reasoning"),
+              "labels": {"app.kubernetes.io/name": "coder", "component": "predictor"},
+              "probe": {"httpGet": {"path": "/health", "port": 8080}, "periodSeconds": 15, "failureThreshold": 120},
+              "args": ["--served-model-name", "coder", "reasoning", "--shutdown-timeout", "60"], "grace": 90},
 }
+BRIDGE_NAMES = ("reasoning",)  # what coder serves of the reference Service's names
 PODS = "/v1/pods"
 SLICES = "discovery.k8s.io/v1/endpointslices"
 # Each world takes its own block of loopback addresses; the start is random so that two test processes on
@@ -83,8 +90,8 @@ class SimPod:
     def __init__(self, world: World, backend: str, name: str, ip: str, script: Script) -> None:
         self.world, self.backend, self.name, self.ip, self.script = world, backend, name, ip, script
         spec = BACKENDS[backend]
-        self.engine = EngineDouble(spec["engine"], ip=ip, port=world.port, served_names=SERVED_NAMES,
-                                   model_id=SERVED_NAMES[0])
+        names = spec.get("names", SERVED_NAMES)
+        self.engine = EngineDouble(spec["engine"], ip=ip, port=world.port, served_names=names, model_id=names[0])
         self.restarts = 0
         self.extra_labels: dict[str, str] = {}
         self.gpus = 0  # nvidia.com/gpu it requests (and limits), as a model server does
@@ -394,11 +401,12 @@ class World:
                   min_ready: int = 1, names: tuple[str, ...] = SERVED_NAMES, git_api_url: str | None = None,
                   slack: bool = False, git_path: str = "k8s/apps/llm-serving/reasoning-long-service.yaml",
                   git_more: str = "", git_values: Mapping[str, str] | None = None, fitness: str | None = None,
-                  workloads: Mapping[str, str] | None = None, handoff: str | None = None) -> str:
+                  workloads: Mapping[str, str] | None = None, handoff: str | None = None,
+                  coder: bool = False) -> str:
         """The reference scenario's plan; `git_more` adds lines under `git:` (e.g. `source: kustomize`),
         `git_values` a gitValue per backend (helm-values), `fitness` the value of `verify.fitness` (a flow
         mapping such as `{maxLatency: 2s}`), `workloads` a backend's `workload` (a flow mapping), `handoff` the
-        plan's `handoff` (one)."""
+        plan's `handoff` (one), `coder` the third backend (a bridge)."""
         def selector(backend: str) -> str:
             value = f"\n    gitValue: {git_values[backend]}" if git_values else ""
             if workloads and backend in workloads:
@@ -424,7 +432,8 @@ backends:
   candle:
     selector:{selector("candle")}
     engine: candle-vllm
-    port: {self.port}
+    port: {self.port}{f"{chr(10)}  coder:{chr(10)}    selector:{selector('coder')}{chr(10)}    engine: vllm"
+                      f"{chr(10)}    port: {self.port}" if coder else ""}
 target: {target}
 verify:
   servedNames: [{", ".join(names)}]

@@ -19,6 +19,7 @@ from cutover.flows import handoff, sync, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
+from cutover.plan import Plan
 
 log = structlog.get_logger("cutover")
 
@@ -57,16 +58,19 @@ async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, 
     while a gap is open (`decide.gap_opened`) the wait is bounded by what is left of handoff.maxGap, and a target
     not proven in it restores the source (`handoff.gap_failed`)."""
     plan, live = run.plan, observed.live
-    log.info(milestones.STARTED, source=step.source, to=step.to, dry_run=run.dry_run)
+    proving = plan.for_bridge() if step.toward is not None else plan  # the hop to a bridge: its names only
+    log.info(milestones.BRIDGING if step.toward else milestones.STARTED, source=step.source, to=step.to,
+             toward=step.toward, dry_run=run.dry_run)
     opened = decide.gap_opened(observed, plan, source=step.source, to=step.to)
     deadline = _gap_deadline(run, opened)
+    freed_source = opened is not None or (step.bridge is not None and step.source in observed.workloads.freed)
     async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                           me=run.identity, now=run.clock.now) as held:
         confirm = functools.partial(lease.confirm, run.cluster, held)
         freed: Freed | None = None
         try:
             proofs: list[Proven] = [await prove_backend(
-                run.cluster, plan, plan.backend(step.to), wait=True, source_freed=opened is not None,
+                run.cluster, proving, plan.backend(step.to), wait=True, source_freed=freed_source,
                 budget=None if deadline is None else deadline - run.clock.monotonic())]
             await no_foreign_pods(run, step.to)
         except CutoverError as exc:
@@ -78,24 +82,48 @@ async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, 
                 raise await handoff.gap_failed(run, observed, opened, exc, source=step.source, to=step.to,
                                                deadline=deadline, before_write=confirm) from exc
             else:
+                _bridge_serves(run, observed, step, exc)
                 raise
         else:
-            ident = decide.cutover_id(plan, from_backend=step.source, to_backend=step.to, service_uid=live.uid)
-            structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover
+            ident = decide.cutover_id(plan, from_backend=step.source, to_backend=step.toward or step.to,
+                                      service_uid=live.uid)
+            structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover, bridge or not
             trailers = Trailers(id=ident, source=step.source, to=step.to, plan=plan.name,
-                                service_uid=live.uid or None, cluster_ip=live.cluster_ip or None, hold=step.hold)
+                                service_uid=live.uid or None, cluster_ip=live.cluster_ip or None, hold=step.hold,
+                                bridge=step.bridge, toward=step.toward)
             result = await writeback.commit_selector(
                 run.host, plan, source=run.source, to_backend=step.to, author=run.author, seen=seen,
-                text=writeback.message(plan, trailers=trailers, proof=_proof(proofs[-1], run), note=run.source.note),
-                before_write=functools.partial(_before_write, run, held, step.to, proofs))
+                text=writeback.message(proving, trailers=trailers, proof=_proof(proofs[-1], proving),
+                                       note=run.source.note),
+                before_write=functools.partial(_before_write, run, held, step.to, proofs, proving))
     await sync.refresh(run)
     if freed is not None:
         return freed
-    await run.event(live, "CutoverRolledBack" if step.hold else "CutoverCommitted",
-                    f"{step.source} -> {step.to} in {result.sha[:12]}")
-    if step.hold:
-        log.info(milestones.ROLLED_BACK, source=step.source, to=step.to, commit=result.sha, hold=step.hold)
-    return Advanced(step.source, step.to, result.committed, result.sha, result.url, ident)
+    await _committed(run, observed, step, result.sha)
+    return Advanced(step.source, step.to, result.committed, result.sha, result.url, ident, step.toward)
+
+
+async def _committed(run: Run, observed: decide.Observed, step: decide.Advance, sha: str) -> None:
+    via = f" toward {step.toward}" if step.toward else f" (bridged by {step.bridge})" if step.bridge else ""
+    reason = "CutoverRolledBack" if step.hold and step.hold == step.to else \
+        "CutoverBridged" if step.toward else "CutoverCommitted"
+    await run.event(observed.live, reason, f"{step.source} -> {step.to}{via} in {sha[:12]}")
+    if step.toward:
+        log.info(milestones.BRIDGED, source=step.source, bridge=step.to, toward=step.toward, commit=sha,
+                 names=list(run.plan.handoff.bridge_names))
+    elif step.hold:
+        log.info(milestones.ROLLED_BACK, source=step.source, to=step.to, commit=sha, hold=step.hold)
+
+
+def _bridge_serves(run: Run, observed: decide.Observed, step: decide.Advance, exc: CutoverError) -> None:
+    """The last hop of a bridged path failed: nothing is rolled back, since the bridge serves the bridged names and
+    the source is freed; say so, and how to go back."""
+    if step.bridge is None or step.toward is not None or step.source not in observed.workloads.freed:
+        return
+    log.warning("handoff.bridge_serving", bridge=step.bridge, to=step.to, cause=exc.cause,
+                names=list(run.plan.handoff.bridge_names),
+                hint=f"the bridge {step.bridge} keeps serving {', '.join(run.plan.handoff.bridge_names)}; fix "
+                     f"{step.to} and sync again, or run the cutover-rollback Job to bring {step.source} back")
 
 
 def _gap_deadline(run: Run, opened: Commit | None) -> float | None:
@@ -109,25 +137,31 @@ def _gap_deadline(run: Run, opened: Commit | None) -> float | None:
     return run.clock.monotonic() + max_gap - max(0.0, spent)
 
 
-async def restore(run: Run, observed: decide.Observed, step: decide.Restore) -> Restored:
-    """Restore a freed backend's workload under the Service's Lease (under recreate, the source drained and freed
-    first, in the same hop), then ask for a refresh: ArgoCD applies both in one sync."""
+async def make_room(run: Run, observed: decide.Observed, step: decide.Restore | decide.Free) -> Restored | Freed:
+    """A hop of a handoff that is no switch, under the Service's Lease, then a refresh: ArgoCD applies it in one
+    sync. `Restore`: a freed backend's workload written back (the backend it replaces drained and freed first, in
+    the same commit, when the strategy frees it); `Free`: a backend drained and freed (strategy bridge, once the
+    bridge carries the Service)."""
     plan = run.plan
     async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                           me=run.identity, now=run.clock.now) as held:
         confirm = functools.partial(lease.confirm, run.cluster, held)
-        if step.free is not None:
-            await handoff.free(run, observed, decide.Free(step.free, step.to), before_write=confirm)
-        restored = await handoff.restore(run, observed, step, before_write=confirm)
+        if isinstance(step, decide.Free):
+            done: Restored | Freed = await handoff.free(run, observed, step, before_write=confirm,
+                                                        serving=step.serving)
+        else:
+            if step.free is not None:
+                await handoff.free(run, observed, decide.Free(step.free, step.to), before_write=confirm,
+                                   serving=step.drain)
+            done = await handoff.restore(run, observed, step, before_write=confirm)
     await sync.refresh(run)
-    return restored
+    return done
 
 
-async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven]) -> None:
+async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven], plan: Plan) -> None:
     """Right before the write: the Lease is still ours, and docs/guarantees.md #1 holds on the pods the selector picks
     now (prove again once if the proof went stale or pods left Ready since; a pod of another backend is final)."""
     await lease.confirm(run.cluster, held)
-    plan = run.plan
     for attempt in range(2):
         selected, _ = await run.cluster.pods(plan.service.namespace, plan.backend(to).selector)
         proven = {proof.pod: proofs[-1].proven_at for proof in proofs[-1].proofs}
@@ -142,26 +176,31 @@ async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven
         proofs.append(await prove_backend(run.cluster, plan, plan.backend(to), wait=False))
 
 
-async def would_restore(run: Run, step: decide.Restore) -> Restored:
-    """--dry-run of a restore: said, nothing written."""
-    log.info("cutover.dry_run", restore=step.backend, to=step.to)
+async def would_make_room(run: Run, step: decide.Restore | decide.Free) -> Restored | Freed:
+    """--dry-run of a restore or a free: said, nothing written."""
+    if isinstance(step, decide.Free):
+        log.info("cutover.dry_run", free=step.backend, to=step.to)
+        return Freed(step.backend, step.to, False, "", None, {}, dry_run=True)
+    log.info("cutover.dry_run", restore=step.backend, free=step.free, to=step.to)
     return Restored(step.backend, step.to, False, "", None, None, dry_run=True)
 
 
 async def would_advance(run: Run, seen: writeback.Seen, step: decide.Advance) -> WouldAdvance:
     """--dry-run: the proof (not waiting) and the exact diff; nothing written anywhere."""
     plan = run.plan
-    log.info(milestones.STARTED, source=step.source, to=step.to, dry_run=True)
-    proven = await prove_backend(run.cluster, plan, plan.backend(step.to), wait=False)
+    log.info(milestones.BRIDGING if step.toward else milestones.STARTED, source=step.source, to=step.to,
+             toward=step.toward, dry_run=True)
+    proving = plan.for_bridge() if step.toward is not None else plan
+    proven = await prove_backend(run.cluster, proving, plan.backend(step.to), wait=False)
     await no_foreign_pods(run, step.to)
     edit = await run.source.edit(seen.version, plan.backend(step.to).selector, where=plan.git.path)
     log.info("cutover.dry_run", source=step.source, to=step.to, would_commit=edit.changed)
     return WouldAdvance(step.source, step.to, proven, edit.diff(plan.git.path), edit.changed)
 
 
-def _proof(proven: Proven, run: Run) -> writeback.Proof:
+def _proof(proven: Proven, plan: Plan) -> writeback.Proof:
     return writeback.Proof(pods=tuple(f"{proof.pod} ({proof.address})" for proof in proven.proofs),
-                           names=run.plan.verify.served_names,
+                           names=plan.verify.served_names,
                            method=proven.proofs[0].method if proven.proofs else "", waited=proven.waited,
                            proven_at=proven.proven_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
                            table=proven.fitness.table() if proven.fitness else ())

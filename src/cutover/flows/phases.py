@@ -24,8 +24,10 @@ from cutover.core.results import (
     Audited,
     Awaiting,
     Completed,
+    Freed,
     Gated,
     Held,
+    Restored,
     Result,
     SyncFailed,
     Verified,
@@ -79,7 +81,9 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         return Gated(shown, changed=True)
     leaving = decide.backend_of(plan, live.selector)
     log.info("presync.gating", revision=shown, to=step.backend, live=leaving)
-    proven = await prove_backend(run.cluster, plan, plan.backend(step.backend), wait=True)
+    bridging = step.backend == plan.handoff.bridge  # its names only (docs/capacity.md)
+    proven = await prove_backend(run.cluster, plan.for_bridge() if bridging else plan, plan.backend(step.backend),
+                                 wait=True)
     await advance.no_foreign_pods(run, step.backend)
     for warning in await drain.safety(run.cluster, plan, leaving=leaving, to=step.backend):
         log.warning("drain.unsafe", backend=leaving, message=warning,
@@ -111,8 +115,11 @@ async def postsync(run: Run) -> Result:
     if isinstance(step, decide.Hold):
         log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
         return Held(step.on, step.commit, step.author)
-    if isinstance(step, decide.Restore):
-        return await (advance.would_restore(run, step) if run.dry_run else advance.restore(run, observed, step))
+    if isinstance(step, (decide.Restore, decide.Free)):
+        if run.dry_run:
+            return await advance.would_make_room(run, step)
+        await _bridge_carries(run, observed, seen)
+        return await advance.make_room(run, observed, step)
     if isinstance(step, decide.Advance):
         return await (advance.would_advance(run, seen, step) if run.dry_run else
                       advance.hop(run, observed, seen, step))
@@ -167,19 +174,56 @@ async def _gap_closed(run: Run, observed: decide.Observed, backend: str) -> floa
 
 async def _roll_back_after(run: Run, failure: VerificationFailed, observed: decide.Observed,
                            seen: writeback.Seen | None, *, source: str, to: str) -> VerificationFailed:
-    """rollback.auto: commit the previous selector by the same guarded path."""
+    """rollback.auto: the first hop of the way back to `to`, as a rollback run would take it (docs/capacity.md: a
+    freed backend is restored first; on a bridged path the bridge carries the Service meanwhile); the next syncs
+    take the rest."""
     log.error(milestones.FAILED, cause="verification_failed", message=failure.message, then=f"roll back to {to}")
     if run.dry_run:
         return VerificationFailed(f"{failure.message}; dry run: would roll back to {to}", hint=failure.hint)
+    step = decide.next_step(observed, run.plan, to=to, hold=to)
     try:
-        back = await advance.advance(run, observed, seen, decide.Advance(source, to, hold=to))
+        if isinstance(step, (decide.Restore, decide.Free)):
+            room = await advance.make_room(run, observed, step)
+            return VerificationFailed(f"{failure.message}; rolling back to {to}: {_room_said(room)}",
+                                      cause="verification_failed_rolled_back",
+                                      hint=f"the next syncs switch the Service back to {to} once it is proven; fix "
+                                           "the target, then change the plan's target to try again")
+        hop = step if isinstance(step, decide.Advance) else decide.Advance(source, to, hold=to)
+        back = await advance.advance(run, observed, seen, hop)
     except CutoverError as exc:
         return VerificationFailed(f"{failure.message}; the rollback to {to} failed too: {exc.message}",
                                   cause="rollback_failed", hint=exc.hint)
-    return VerificationFailed(f"{failure.message}; rolled back to {to} in {back.sha[:12]}",
+    by = f" through the bridge {back.to}" if back.to != to else ""
+    return VerificationFailed(f"{failure.message}; rolled back to {to}{by} in {back.sha[:12]}",
                               cause="verification_failed_rolled_back",
                               hint="the Service goes back once ArgoCD syncs the rollback; fix the target, then "
                                    "change the plan's target to try again")
+
+
+def _room_said(room: Restored | Freed) -> str:
+    what = "restored" if isinstance(room, Restored) else "freed"
+    return f"{room.backend} {what} in {room.sha[:12]}" if room.sha else f"{room.backend} {what} already"
+
+
+async def _bridge_carries(run: Run, observed: decide.Observed, seen: writeback.Seen | None) -> None:
+    """handoff.strategy bridge: before anything is freed, the bridge the Service selects is checked through the
+    Service on handoff.bridgeNames (docs/capacity.md); failing that, rollback.auto goes back to where the path
+    began, which still runs."""
+    plan, bridge = run.plan, run.plan.handoff.bridge
+    if bridge is None or decide.bridge_hop(observed.last, plan) is None or \
+            decide.backend_of(plan, observed.in_git) != bridge:
+        return
+    assert observed.last is not None
+    try:
+        await verification.verify(dataclasses.replace(run, plan=plan.for_bridge()), observed.live,
+                                  observed.last.trailers, bridge)
+    except VerificationFailed as failure:
+        step = decide.next_step(dataclasses.replace(observed, verification_failed=True), plan, to=bridge)
+        if not isinstance(step, decide.RollBack):
+            raise
+        raise await _roll_back_after(run, failure, observed, seen, source=bridge, to=step.to) from failure
+    log.info(milestones.BRIDGE_VERIFIED, bridge=bridge, names=list(plan.handoff.bridge_names),
+             commit=observed.last.sha[:12])
 
 
 # --- run and rollback ------------------------------------------------------------------------------------------
@@ -201,7 +245,9 @@ async def rollback(run: Run) -> Result:
     return await _run(run, observed, seen, to=previous, hold=previous)
 
 
-HOPS = 4  # at most: restore the target, free the source, switch (and one more look): never a loop
+# at most: switch to a bridge, see it applied, free the source (restoring the target), switch, and one more
+# look: never a loop
+HOPS = 6
 
 
 async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to: str,
@@ -210,10 +256,16 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
     commit, committed_at = None, None
     for _ in range(HOPS):  # the hops of a handoff (docs/capacity.md), each decided on a fresh look at Git
         step = decide.next_step(observed, plan, to=to, hold=hold)
-        if isinstance(step, decide.Restore):
+        if isinstance(step, (decide.Restore, decide.Free)):
             if run.dry_run:
-                return await advance.would_restore(run, step)
-            await advance.restore(run, observed, step)
+                return await advance.would_make_room(run, step)
+            await _bridge_carries(run, observed, seen)
+            await advance.make_room(run, observed, step)
+        elif isinstance(step, decide.AwaitApply) and step.to != to and observed.last is not None:
+            # the bridge: ArgoCD applies it (and the bridge is checked) before anything is freed
+            last = observed.last
+            await sync.await_applied(run, to=step.to, commit=last.sha, committed_at=committed_at or
+                                     last.date or run.clock.now())
         elif isinstance(step, decide.Advance):
             if run.dry_run:
                 return await advance.would_advance(run, seen, step)
@@ -222,7 +274,8 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
                 # When the commit landed, not when the run began: the wait before it may have taken 30 minutes, and
                 # an operation that began during that wait is one that can end without our commit (argo-cd#21902).
                 commit, committed_at = done.sha, run.clock.now()
-                break
+                if done.to == to:
+                    break
         else:
             break
         observed, seen = await observe(run)

@@ -1,7 +1,6 @@
 """The plan's `handoff:` section (docs/capacity.md): how the target gets room when the cluster cannot hold both
 engines, and what happens to the source after the switch. Every key is read and checked against the rest of the plan;
-the strategies this version does not carry out yet (bridge, retire) are then refused by name (exit 2), never silently
-run as `parallel`."""
+what this version does not carry out yet (retire) is then refused by name (exit 2), never silently left undone."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from collections.abc import Mapping
 
 from cutover.errors import InvalidInput
 from cutover.plan.field import Field
-from cutover.plan.model import AVAILABLE_STRATEGIES, DRAIN_TIMEOUT, STRATEGIES, Backend, Handoff
+from cutover.plan.model import DRAIN_TIMEOUT, STRATEGIES, Backend, Handoff
 
 _KEYS = ("strategy", "bridge", "bridgeNames", "maxGap", "drainTimeout", "retire")
 
@@ -26,18 +25,19 @@ def read_handoff(node: Field, *, backends: Mapping[str, Backend], target: str,
                       drain_timeout=node.child("drainTimeout").duration(default=DRAIN_TIMEOUT),
                       retire_after=_retire_after(node.child("retire")))
     _refuse_unavailable(node, handoff)
-    if strategy == "recreate":
-        _workloads_named(node, backends)
+    if strategy != "parallel":
+        _workloads_named(node, backends, strategy=strategy, bridge=handoff.bridge)
     return handoff
 
 
-def _workloads_named(node: Field, backends: Mapping[str, Backend]) -> None:
-    """recreate frees the source and restores it (a rollback goes the other way): every backend names its workload."""
+def _workloads_named(node: Field, backends: Mapping[str, Backend], *, strategy: str, bridge: str | None) -> None:
+    """recreate and bridge free the source and restore it (a rollback goes the other way): every backend names its
+    workload, but the bridge, which is never freed."""
     for name, backend in backends.items():
-        if backend.workload is None:
+        if backend.workload is None and name != bridge:
             raise Field(node.source, f"backends.{name}.workload", None).fail(
-                "the workload that holds the backend's resources, {kind, name} (handoff.strategy recreate frees "
-                "and restores it)")
+                "the workload that holds the backend's resources, {kind, name} (handoff.strategy "
+                f"{strategy} frees and restores it)")
 
 
 def _bridge(node: Field, strategy: str, *, backends: Mapping[str, Backend], target: str) -> str | None:
@@ -52,6 +52,9 @@ def _bridge(node: Field, strategy: str, *, backends: Mapping[str, Backend], targ
     if name not in backends or name == target:
         others = ", ".join(other for other in backends if other != target) or "none"
         raise field.fail(f"a backend of the plan other than the target ({others})")
+    if len(backends) < 3:  # the bridge carries the names between two others: with two, it would be the source
+        raise field.fail(f"a third backend besides the target and the one it replaces (the plan has "
+                         f"{', '.join(backends)})")
     return name
 
 
@@ -89,12 +92,7 @@ def _retire_after(node: Field) -> float | None:
 
 
 def _refuse_unavailable(node: Field, handoff: Handoff) -> None:
-    """Read and checked, but not carried out by this version: refused by name rather than run as `parallel`."""
-    if handoff.strategy not in AVAILABLE_STRATEGIES:
-        raise InvalidInput(
-            f"{node.source}: handoff.strategy: {handoff.strategy} is not carried out by this version of cutover "
-            f"(available: {', '.join(AVAILABLE_STRATEGIES)})", cause="strategy_unavailable",
-            hint="free or add capacity so that both backends fit, and use strategy parallel (docs/capacity.md)")
+    """Read and checked, but not carried out by this version: refused by name rather than left undone."""
     if handoff.retire_after is not None:
         raise InvalidInput(f"{node.source}: handoff.retire: retiring the source is not carried out by this version "
                            "of cutover", cause="strategy_unavailable",

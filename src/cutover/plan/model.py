@@ -146,7 +146,6 @@ class Slack:
 
 
 STRATEGIES = ("parallel", "bridge", "recreate")  # docs/capacity.md: how a handoff makes room for the target
-AVAILABLE_STRATEGIES = ("parallel", "recreate")  # carried out; the others are read, checked and refused
 DRAIN_TIMEOUT = 300.0  # seconds: handoff.drainTimeout's default
 
 
@@ -174,6 +173,13 @@ class Plan:
     rollback_auto: bool = True
     slack: Slack | None = None
     handoff: Handoff = Handoff()
+
+    def for_bridge(self) -> Plan:
+        """The plan the bridge is held to (docs/capacity.md): handoff.bridgeNames proven, compared with no other
+        backend (it carries the names for a while; it replaces no engine)."""
+        fitness = self.verify.fitness and dataclasses.replace(self.verify.fitness, compare=False)
+        return dataclasses.replace(self, verify=dataclasses.replace(
+            self.verify, served_names=self.handoff.bridge_names or self.verify.served_names, fitness=fitness))
 
     def backend(self, name: str, *, field: str = "--backend") -> Backend:
         if name not in self.backends:

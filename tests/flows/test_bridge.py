@@ -1,0 +1,195 @@
+"""handoff.strategy bridge on a cluster with one GPU (docs/capacity.md), over the emulated cluster, the engine doubles
+and a GitHub double over a real bare repository, in fake time: `coder` (a vLLM that also answers `reasoning`) carries
+the bridged name while vLLM is freed and candle starts on its card. Each PostSync does one hop (switch to the bridge,
+proven on the bridged names; check the bridge through the Service, drain and free vLLM starting candle; switch to
+candle; verify); a client sending the bridged name through the Service meanwhile sees no failed request; `cutover run`
+and `cutover rollback` take every hop in one run, both ways; a bridge that fails its check goes back to vLLM, which
+still runs; a target that fails after the source was freed leaves the bridge serving."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from cutover import plan
+from cutover.core import milestones
+from cutover.core.trailers import Trailers
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import BRIDGE_NAMES, Script, World
+from cutover.errors import CutoverError, VerificationFailed
+from cutover.flows import phases
+from cutover.flows.context import Run
+from cutover.githost.github import GitHub
+from cutover.kube import cluster
+from helpers import named, told
+from one_gpu import ENGINES, ENGINES_FILE, PATH, WORKLOADS, engines_follow_git, reconcile
+
+pytestmark = pytest.mark.looptime
+
+
+@pytest.fixture
+async def one_gpu(world: World, repo: BareRepo) -> None:
+    """vLLM holds the only card; candle is committed stopped with the plan's target; coder runs on cards of its
+    own (no card of this node)."""
+    sim_argocd.seed_application(world)
+    repo.commit({ENGINES: ENGINES_FILE}, "Add the engines, candle stopped\n")
+    world.add_node("gpu-1", gpus=1)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    world.add_pod("coder", ready=True)
+    await world.settled()
+
+
+def bridge_plan(make_plan: Any) -> plan.Plan:
+    built: plan.Plan = make_plan(workloads=WORKLOADS, coder=True, handoff="{strategy: bridge, bridge: coder, "
+                                                                          "bridgeNames: [reasoning], drainTimeout: 1m}")
+    return built
+
+
+def commits(repo: BareRepo, path: str) -> list[Trailers]:
+    """The cutover commits of a file, newest first, by their trailers."""
+    return [Trailers.parse(entry.message) for entry in repo.log(path) if entry.message.startswith("cutover(")]
+
+
+@contextlib.asynccontextmanager
+async def probing(world: World, every: float = 2.0) -> AsyncIterator[list[str]]:
+    """A client sending the bridged name through the Service's ClusterIP every `every` s; yields its failures (and
+    asserts, when it stops, that it kept asking: answers for at least half of its rounds)."""
+    failures: list[str] = []
+    answered = [0]
+    began = asyncio.get_running_loop().time()
+
+    async def probe() -> None:
+        async with httpx.AsyncClient(timeout=10) as client:
+            while True:
+                try:
+                    answer = await client.post(f"http://{world.cluster_ip}:8080/v1/chat/completions", json={
+                        "model": BRIDGE_NAMES[0], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+                    if answer.status_code != 200:
+                        failures.append(f"{answer.status_code}: {answer.text[:80]}")
+                    else:
+                        answered[0] += 1
+                except httpx.HTTPError as exc:
+                    failures.append(repr(exc))
+                await asyncio.sleep(every)
+
+    task = asyncio.create_task(probe())
+    try:
+        yield failures
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert answered[0] >= (asyncio.get_running_loop().time() - began) / every / 2, answered
+
+
+async def test_each_postsync_takes_one_hop_and_the_bridged_name_never_fails(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]]) -> None:
+    the_plan = bridge_plan(make_plan)
+    async with probing(world) as failures:
+        bridged = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
+        assert bridged.data["to"] == "coder" and bridged.data["committed"] is True
+        assert bridged.data["toward"] == "candle" and "(the bridge, for reasoning)" in bridged.summary
+        (hop,) = commits(repo, PATH)
+        assert (hop.source, hop.to, hop.bridge, hop.toward) == ("vllm", "coder", "coder", "candle")
+        assert "answered reasoning (" in repo.log(PATH)[0].message  # proven on the bridged names only
+        assert commits(repo, ENGINES) == []  # nothing freed before the bridge carries the Service
+
+        # PreSync gates the bridge on its names: coder answers `reasoning`, not `reasoning-long`
+        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+            "operationState": sim_argocd.operation_state(world, "Running", repo.head() or "", finished=False)}})
+        gated = told(await phases.presync(Run.create(kube, the_plan, host), job_name="cutover-presync-llm-serving"),
+                     the_plan)
+        assert gated.data["backend"] == "coder"
+        sim_argocd.apply_git(world, repo, PATH)
+        room = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
+        assert room.data["restored"] == "candle"
+        restore, free = commits(repo, ENGINES)
+        assert (free.step, free.backend, restore.step, restore.backend) == ("free", "vllm", "restore", "candle")
+        assert named(events, milestones.BRIDGE_VERIFIED) and named(events, milestones.DRAINING)
+
+        reconcile(world, repo)  # vLLM's pod goes, candle's is bound to the card it left
+        switched = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
+        assert switched.data["to"] == "candle" and switched.data["committed"] is True
+        last, _ = commits(repo, PATH)
+        assert (last.source, last.to, last.bridge, last.toward) == ("vllm", "candle", "coder", None)
+
+        sim_argocd.apply_git(world, repo, PATH)
+        verified = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-4")), the_plan)
+        assert verified.data["verified"] is True and "gapSeconds" not in verified.data
+    assert failures == []
+    assert len({hop.id, last.id}) == 1  # one cutover, one Slack thread
+    reasons = [event["reason"] for event in world.kube.objects("/v1/events", "llm-serving")]
+    assert {"CutoverBridged", "CutoverFreed", "CutoverRestored", "CutoverCommitted"} <= set(reasons)
+
+
+async def test_run_takes_every_hop_and_rollback_takes_them_back_through_the_bridge(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
+    the_plan = bridge_plan(make_plan)
+    async with probing(world) as failures, engines_follow_git(world, repo):
+        ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+        assert ran.data["to"] == "candle" and ran.data["verified"] is True
+        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        assert back.data["to"] == "vllm" and back.data["verified"] is True
+    assert failures == []
+    switches = [(t.source, t.to, t.hold) for t in commits(repo, PATH)]
+    assert switches == [("candle", "vllm", "vllm"), ("candle", "coder", "vllm"),  # newest first
+                        ("vllm", "candle", None), ("vllm", "coder", None)]
+    steps = [(t.step, t.backend) for t in commits(repo, ENGINES)]
+    assert steps == [("restore", "vllm"), ("free", "candle"), ("restore", "candle"), ("free", "vllm")]
+    text, _ = repo.read(ENGINES)  # type: ignore[misc]
+    assert text == ENGINES_FILE  # as the person committed it
+    held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-after")), the_plan)
+    assert held.data == {"held": "vllm"}
+
+
+async def test_a_bridge_that_fails_its_check_goes_back_to_the_source_which_still_runs(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
+    the_plan = bridge_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    sim_argocd.apply_git(world, repo, PATH)
+    (coder,) = [pod for pod in world.pods.values() if pod.backend == "coder"]
+    await coder.engine.unbind()  # the bridge stops answering between its proof and its check
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    assert caught.value.cause == "verification_failed_rolled_back" and "rolled back to vllm" in caught.value.message
+    back, _ = commits(repo, PATH)
+    assert (back.source, back.to, back.hold, back.bridge) == ("coder", "vllm", "vllm", "coder")
+    assert commits(repo, ENGINES) == []  # vLLM never freed
+    sim_argocd.apply_git(world, repo, PATH)
+    held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
+    assert held.data == {"held": "vllm"}
+
+
+async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_serving(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]]) -> None:
+    """No gap to close: the bridge serves, so nothing is rolled back by itself; a rollback then frees candle
+    without draining it (it never served) and brings vLLM back."""
+    the_plan = bridge_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    sim_argocd.apply_git(world, repo, PATH)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
+        world.delete_pod(pod.name)
+    world.add_pod("candle", Script(pull=5, fault="crash_loop"), gpus=1, node="gpu-1")
+    with pytest.raises(CutoverError) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+    assert caught.value.cause == "crash_loop"
+    (serving,) = named(events, "handoff.bridge_serving")
+    assert "cutover-rollback" in serving["hint"] and serving["bridge"] == "coder"
+    assert [t.to for t in commits(repo, PATH)] == ["coder"]  # still on the bridge
+
+    async with probing(world) as failures, engines_follow_git(world, repo):
+        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+    assert back.data["to"] == "vllm" and back.data["verified"] is True and failures == []
+    free_candle = next(t for t in commits(repo, ENGINES) if t.backend == "candle" and t.step == "free")
+    assert free_candle.to == "vllm"
+    (candle_freed,) = [event for event in named(events, milestones.FREED) if event["backend"] == "candle"]
+    assert candle_freed["drain"] == {}  # never served: not drained
