@@ -367,3 +367,14 @@ def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged
     free = step("vllm", "free", to="candle")
     assert decide.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,
                              source="vllm", to="candle") is None
+
+
+def test_a_rollback_that_restored_its_backend_switches_back_next() -> None:
+    """rollback.auto on one GPU: the failed target's PostSync restored vLLM (freeing candle); the next PostSync
+    switches back with the hold instead of verifying candle again."""
+    restored = step("vllm", "restore", to="vllm", hold="vllm", at=NOW + timedelta(minutes=1))
+    seen = observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(("candle",), vllm=restored))
+    assert decide.next_step(seen, RECREATE) == decide.Advance("candle", "vllm", "vllm")
+    older = step("vllm", "restore", to="vllm", hold="vllm", at=NOW - timedelta(minutes=1))
+    assert decide.next_step(observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(vllm=older)),
+                            RECREATE) == decide.Verify("candle")  # a switch made since: over

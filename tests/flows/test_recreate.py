@@ -21,7 +21,7 @@ from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, SimPod, World
-from cutover.errors import CutoverError, GapExceeded
+from cutover.errors import CutoverError, GapExceeded, VerificationFailed
 from cutover.flows import commands, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -286,3 +286,30 @@ async def test_a_hop_killed_anywhere_and_run_again_commits_each_step_once(
     steps = [(t.step, t.backend) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]
     assert steps == [("restore", "candle"), ("free", "vllm")], steps  # newest first, each once
     assert again.data.get("restored") == "candle" or again.data.get("to") == "candle", again.data
+
+
+async def test_a_switch_that_fails_verification_on_one_gpu_rolls_back_by_restoring_the_source_first(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod]) -> None:
+    """rollback.auto after a recreate: vLLM is freed in Git, so switching back to it first restores it (freeing
+    candle, drained: it served), and the next PostSync waits for vLLM and switches back with a hold."""
+    the_plan = recreate_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    candle = applies_the_free(world, one_gpu, load=60)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    sim_argocd.apply_git(world, repo, PATH)
+    await candle.engine.unbind()  # candle stops answering once it has the Service
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+    assert caught.value.cause == "verification_failed_rolled_back"
+    assert "rolling back to vllm: vllm restored in" in caught.value.message
+    steps = [(t.step, t.backend, t.hold) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]
+    assert steps[:2] == [("restore", "vllm", "vllm"), ("free", "candle", None)]
+    reconcile(world, repo)  # ArgoCD applies it: candle goes, and vLLM comes back on the card it left
+    reconcile(world, repo)
+    back = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-4")), the_plan)
+    assert back.data["to"] == "vllm" and back.data["committed"] is True
+    assert Trailers.parse(cutover_commits(repo, PATH)[0]).hold == "vllm"
+    sim_argocd.apply_git(world, repo, PATH)
+    held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-5")), the_plan)
+    assert held.data == {"held": "vllm"}

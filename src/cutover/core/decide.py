@@ -160,6 +160,9 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
     held = None if explicit else _hold(observed, plan)
     if held is not None:
         return held
+    going = None if explicit else rolling_back(observed, plan)
+    if going is not None:  # a rollback that restored its backend first: the switch back is next
+        to = hold = going
     bridged = _bridged(observed, plan, to=to, hold=hold, explicit=explicit)
     if bridged is not None:
         return bridged
@@ -403,6 +406,21 @@ def restore_hold(observed: Observed, plan: Plan) -> Commit | None:
         last = observed.last
         if last is None or last.date is None or commit.date is None or commit.date >= last.date:
             return commit
+    return None
+
+
+def rolling_back(observed: Observed, plan: Plan) -> str | None:
+    """A rollback under way: it restored the backend it goes back to (a restore holding on itself, newer than the
+    last switch) and Git does not select it yet. Where it goes, or None."""
+    last = observed.last
+    for commit in observed.workloads.steps.values():
+        trailers = commit.trailers
+        if trailers.step != "restore" or not trailers.hold or trailers.to != trailers.hold \
+                or trailers.hold == plan.target or trailers.hold not in plan.backends:
+            continue
+        newer = last is None or last.date is None or commit.date is None or commit.date >= last.date
+        if newer and backend_of(plan, observed.in_git) != trailers.hold:
+            return trailers.hold
     return None
 
 
