@@ -262,10 +262,12 @@ def after_capacity(failure: Failure, verdict: capacity.Verdict, *, strategy: str
     if verdict.held_by_source and source_freed:
         return None
     if verdict.held_by_source:
-        hint = (f"strategy parallel never opens a gap nobody consented to: set handoff.strategy: recreate with "
-                f"handoff.maxGap (the consent to a gap in service), or add capacity for {verdict.target} "
-                f"(docs/capacity.md; strategy bridge is not carried out by this version yet)"
-                ) if strategy == "parallel" else f"free {verdict.source} (handoff.strategy: recreate)"
+        hint = (f"strategy parallel never opens a gap nobody consented to: set handoff.strategy: bridge with "
+                f"handoff.bridge (another backend that answers the names while {verdict.source} is freed), or "
+                f"recreate with handoff.maxGap (the consent to a gap in service), or add capacity for "
+                f"{verdict.target} (docs/capacity.md)"
+                ) if strategy == "parallel" else f"free {verdict.source} first (handoff.strategy: {strategy}; " \
+                                                  "docs/capacity.md)"
         return Failure(cause="capacity_held_by_source", pod=failure.pod,
                        message=f"{failure.message}; {verdict.summary()}", hint=hint)
     if verdict.fit is capacity.Fit.NOW:
