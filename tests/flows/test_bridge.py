@@ -23,7 +23,7 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BRIDGE_NAMES, Script, World
 from cutover.errors import CutoverError, VerificationFailed
-from cutover.flows import phases
+from cutover.flows import commands, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -193,3 +193,24 @@ async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_ser
     assert free_candle.to == "vllm"
     (candle_freed,) = [event for event in named(events, milestones.FREED) if event["backend"] == "candle"]
     assert candle_freed["drain"] == {}  # never served: not drained
+
+
+async def test_cutover_plan_says_where_the_path_stands_and_the_next_hop(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
+    the_plan = bridge_plan(make_plan)
+
+    async def shown() -> dict[str, Any]:
+        state: dict[str, Any] = told(await commands.show_plan(kube, the_plan, host=host), the_plan).data["handoff"]
+        return state
+
+    assert (await shown())["next"] == "switch to the bridge coder (proven on reasoning), toward candle"
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    waiting = await shown()
+    assert waiting["next"] == "ArgoCD applies coder's selector" and waiting["bridge"]["toward"] == "candle"
+    sim_argocd.apply_git(world, repo, PATH)
+    assert (await shown())["next"] == "restore candle, draining and freeing vllm in the same sync"
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    after = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
+    assert after.data["handoff"]["next"] == "wait for candle, prove it and switch from the bridge coder to it"
+    (line,) = [line for line in after.lines if line.startswith("  handoff: ")]
+    assert "on the bridge coder toward candle since" in line and "gap" not in line

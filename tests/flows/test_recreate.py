@@ -239,7 +239,8 @@ async def test_cutover_plan_says_where_the_handoff_stands(
     world.add_pod("vllm", ready=True)
     the_plan = recreate_plan(make_plan)
     before = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
-    assert before.data["handoff"] == {"strategy": "recreate", "freed": ["candle"], "steps": {}}
+    assert before.data["handoff"] == {"strategy": "recreate", "freed": ["candle"], "steps": {},
+                                      "next": "restore candle, draining and freeing vllm in the same sync"}
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # vLLM freed, candle started
     await asyncio.sleep(60)
     shown = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
@@ -250,6 +251,7 @@ async def test_cutover_plan_says_where_the_handoff_stands(
     assert state["gap"]["left"] == 1800 - state["gap"]["seconds"]
     (line,) = [line for line in shown.lines if line.startswith("  handoff: ")]
     assert "freed in Git: vllm" in line and "s of maxGap left" in line
+    assert state["next"] == "wait for candle, prove it and switch to it"
 
 
 @pytest.mark.parametrize("event", ["handoff.draining", "drain.done", "handoff.freed", "handoff.restored",

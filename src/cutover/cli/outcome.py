@@ -204,8 +204,12 @@ def _handoff_line(state: dict[str, Any]) -> str:
     gap = state.get("gap")
     open_gap = (f"; gap open for {gap['seconds']}s since {gap['source']} was freed, {gap['left']}s of maxGap left"
                 if gap else "")
+    bridge = state.get("bridge")
+    on_bridge = (f"; on the bridge {bridge['backend']} toward {bridge['toward']} since {bridge['commit'][:12]}"
+                 if bridge else "")
     return (f"strategy {state['strategy']}, freed in Git: {', '.join(state['freed']) or 'none'}"
-            + (f"; last steps: {steps}" if steps else "") + open_gap)
+            + (f"; last steps: {steps}" if steps else "") + open_gap + on_bridge
+            + (f"; next: {state['next']}" if state.get("next") else ""))
 
 
 def _diff_lines(shown: Shown, plan: Plan, data: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
-from cutover.flows import drain, handoff
+from cutover.flows import drain, handoff, writeback
 from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import lease_rules, readiness
 from cutover.kube.cluster import Cluster
@@ -89,12 +89,14 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
                  (*await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
                   *([short] if short else [])),
-                 await _handoff(plan, host, live=state.state["liveBackend"]))
+                 await _handoff(cluster, plan, host, live=state.state["liveBackend"]))
 
 
-async def _handoff(plan: Plan, host: GitHost | None, *, live: str | None) -> dict[str, Any] | None:
+async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
+                   live: str | None) -> dict[str, Any] | None:
     """docs/capacity.md: where a handoff stands in Git: the backends freed there, the newest free or restore commit
-    of each, and an open gap with the time left of handoff.maxGap."""
+    of each, an open gap with the time left of handoff.maxGap, a path through a bridge, and the hop the next
+    PostSync would take."""
     if host is None or not any(backend.workload for backend in plan.backends.values()):
         return None
     try:
@@ -106,11 +108,57 @@ async def _handoff(plan: Plan, host: GitHost | None, *, live: str | None) -> dic
                "hold": commit.trailers.hold, "at": commit.date.isoformat() if commit.date else None}
         for name, commit in workloads.steps.items()}}
     opened = decide.gap_commit(workloads, source=live, to=plan.target)
-    if opened is not None and opened.date is not None:
+    if opened is not None and opened.date is not None and plan.handoff.strategy != "bridge":
         spent = (Clock().now() - opened.date).total_seconds()
         state["gap"] = {"source": live, "openedBy": opened.sha, "seconds": round(spent),
                         "left": round((plan.handoff.max_gap or 0.0) - spent)}
+    try:
+        observed = await _observed(cluster, plan, host, workloads)
+    except CutoverError as exc:
+        state["next"] = f"not known: {exc.message}"
+        return state
+    hop = decide.bridge_hop(observed.last, plan)
+    if hop is not None and decide.backend_of(plan, observed.in_git) == plan.handoff.bridge:
+        state["bridge"] = {"backend": plan.handoff.bridge, "toward": hop.trailers.toward, "commit": hop.sha,
+                           "hold": hop.trailers.hold}
+    state["next"] = next_hop(decide.next_step(observed, plan), plan)
     return state
+
+
+async def _observed(cluster: Cluster, plan: Plan, host: GitHost, workloads: decide.Workloads) -> decide.Observed:
+    """What a PostSync would read (`phases.observe`), for the hop it would take next."""
+    live = await cluster.service(plan.service.namespace, plan.service.name)
+    version = await host.read(plan.git.path)
+    in_git = await sources.for_plan(plan, host=host).selector(version, ref=None, where=plan.git.path)
+    last = decide.last_cutover(await writeback.history(host, plan), plan)
+    return decide.Observed(live, in_git, last, workloads=workloads)
+
+
+def next_hop(step: decide.Step, plan: Plan) -> str:
+    """What the next PostSync would do, in words (docs/capacity.md)."""
+    said = type(step).__name__
+    match step:
+        case decide.Advance(to=to, toward=toward) if toward is not None:
+            said = f"switch to the bridge {to} (proven on {', '.join(plan.handoff.bridge_names)}), toward {toward}"
+        case decide.Advance(to=to, bridge=bridge) if bridge is not None:
+            said = f"wait for {to}, prove it and switch from the bridge {bridge} to it"
+        case decide.Advance(to=to):
+            said = f"wait for {to}, prove it and switch to it"
+        case decide.Restore(backend=backend, free=free):
+            said = f"restore {backend}" + (f", draining and freeing {free} in the same sync" if free else "")
+        case decide.Free(backend=backend, to=to):
+            said = f"drain and free {backend} for {to}" + (
+                f", once {plan.handoff.bridge} answers through the Service" if plan.handoff.strategy == "bridge"
+                else "")
+        case decide.AwaitApply(to=to):
+            said = f"ArgoCD applies {to}'s selector"
+        case decide.Verify(backend=backend):
+            said = f"verify {backend} through the Service"
+        case decide.Hold(on=on, commit=commit):
+            said = f"none: held on {on} by {commit[:12]}"
+        case decide.Nothing(reason=reason):
+            said = f"none: {reason}"
+    return said
 
 
 async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | None:
