@@ -1,17 +1,23 @@
-"""handoff.strategy recreate through the real ArgoCD, the real scheduler and the real Deployment controller
-(docs/capacity.md): the GPU node has room for one engine (another team's pod holds its other card, as "4 of 4 GPUs
-allocated" does), so the target stays Pending while the source runs. A person's commit sets the target and the
-strategy; PostSync frees the source by a commit, the next sync's PostSync waits for the target and switches, the
-one after verifies and says the gap. Then the way back with a maxGap nobody could keep: the source is restored first,
-the target freed, and when the gap runs out the target is given up (freed) and the source restored, with a hold."""
+"""The whole handoff through the real ArgoCD, the real scheduler, the real Deployment controller and the real
+kube-proxy (docs/capacity.md): the GPU node has room for one engine (another team's pod holds its other card, as
+"4 of 4 GPUs allocated" does), so the target stays Pending while the source runs.
+
+- recreate: a person's commit sets the target and the strategy; PostSync frees the source by a commit, the next
+  sync's PostSync waits for the target and switches, the one after verifies and says the gap;
+- bridge: back to the first engine through `coder`, a third Deployment that also answers `reasoning`; a client
+  sending `reasoning` through the Service's ClusterIP all along sees no failed request;
+- then the way back with a maxGap nobody could keep: the source is restored first, the target freed, and when the
+  gap runs out the target is given up (freed) and the source restored, with a hold."""
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from conftest import MEASURED
@@ -19,7 +25,7 @@ from cutover.core.trailers import Trailers
 from tier import gitops
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
-DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle"}
+DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle", "coder": "coder"}
 HOLDER = """apiVersion: v1
 kind: Pod
 metadata:
@@ -62,6 +68,77 @@ def recreate_plan(target: str, max_gap: str) -> str:
                                                             f"{gitops.ENGINES}}}\n", 1)
     assert plan.count("workload:") == 2
     return plan.rstrip("\n") + f"\n    handoff: {{strategy: recreate, maxGap: {max_gap}, drainTimeout: 10s}}\n"
+
+
+CODER = """---
+# another team's engine, on cards of its own, that also answers `reasoning`: the bridge
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coder
+  namespace: llm-serving
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app.kubernetes.io/name: coder, component: predictor}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: coder, component: predictor}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          args: [--model, /models/coder, --served-model-name, coder, reasoning, --port, "8080", --shutdown-timeout,
+                 "30"]
+          ports: [{containerPort: 8080, name: http}]
+          startupProbe:
+            httpGet: {path: /health, port: 8080}
+            periodSeconds: 15
+            failureThreshold: 120
+          readinessProbe:
+            httpGet: {path: /health, port: 8080}
+            periodSeconds: 10
+"""
+
+
+def bridge_plan(target: str) -> str:
+    plan = recreate_plan(target, "1m").replace(
+        "    handoff: {strategy: recreate, maxGap: 1m, drainTimeout: 10s}\n",
+        "    handoff: {strategy: bridge, bridge: coder, bridgeNames: [reasoning], drainTimeout: 10s}\n")
+    return plan.replace("    target: ", "      coder:\n        selector: {app.kubernetes.io/name: coder, component: "
+                                      "predictor}\n        engine: vllm\n        port: 8080\n    target: ", 1)
+
+
+class Client(threading.Thread):
+    """A client of the Service: `reasoning` through its ClusterIP every 0.2 s, a new connection each time (kube-proxy
+    chooses an endpoint per connection), counting what was answered and what failed."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(name="client", daemon=True)
+        self.address, self.answered = address, 0
+        self.failed: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=10, headers={"Connection": "close"}) as client:
+            while not self.done.wait(0.2):
+                try:
+                    answer = client.post(f"http://{self.address}/v1/chat/completions", json={
+                        "model": "reasoning", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+                    if answer.status_code == 200:
+                        self.answered += 1
+                    else:
+                        self.failed.append(f"{time.strftime('%T')} {answer.status_code} {answer.text[:80]}")
+                except httpx.HTTPError as exc:
+                    self.failed.append(f"{time.strftime('%T')} {exc!r}")
+
+    def __enter__(self) -> Client:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join(timeout=15)
 
 
 def pods(argo: gitops.GitOpsTier, backend: str) -> list[str]:
@@ -133,13 +210,47 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
     assert 0 < gap < took
 
 
+def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(argo: gitops.GitOpsTier,
+                                                                              one_card: tuple[str, str]) -> None:
+    """Back to the first engine through the coder: the switch to the coder (gated by PreSync on `reasoning`), the
+    engine serving now drained and freed and the first one started (one sync), the switch to it, its verification;
+    the client sees every request to `reasoning` answered from the person's commit to the last verification."""
+    first, now = one_card
+    assert serving(argo) == now  # where the recreate left it
+    text = engines_with(argo, {})
+    setup = argo.commit({gitops.ENGINES: text if "name: coder" in text else text + CODER},
+                        "The coder answers reasoning too\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=setup, timeout=180)
+    before = {entry.sha for entry in argo.git.repo.log(limit=30)}
+    started = time.monotonic()
+    with Client(f"{argo.service().spec.cluster_ip}:80") as client:
+        argo.commit({gitops.PLAN: bridge_plan(first)}, f"Hand reasoning-long back to {first} through the coder\n")
+        switch = argo.wait("cutover's last switch", lambda: next(
+            (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+             and Trailers.parse(entry.message).to == first), None), timeout=300)
+        argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
+        argo.wait("the verification", lambda: any(
+            event.get("to") == first for event in events(argo.job_log("cutover-postsync-llm-serving"),
+                                                         "cutover.completed")), timeout=120)
+    took = time.monotonic() - started
+    MEASURED.append(f"bridge {now} -> coder -> {first} on one card: the person's commit to the switch verified "
+                    f"{took:.1f} s; the client through the ClusterIP: {client.answered} answered, "
+                    f"{len(client.failed)} failed")
+    assert client.failed == [] and client.answered > took  # five a second asked; every one answered
+    switched, start, free, bridged = handoff_commits(argo, before)  # one of each: never two
+    assert (bridged.source, bridged.to, bridged.bridge, bridged.toward) == (now, "coder", "coder", first)
+    assert (free.step, free.backend, start.step, start.backend) == ("free", now, "restore", first)
+    assert (switched.source, switched.to, switched.bridge) == (now, first, "coder")
+    assert not pods(argo, now) and pods(argo, "coder")
+
+
 def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOpsTier,
                                                              one_card: tuple[str, str]) -> None:
-    """Back to the first engine with maxGap 1s: the engine serving now is drained and freed and the first one
-    restored in one hop; once the gap has run out the card goes back (the first one, which never served, freed
-    again; the other restored): exit 6 gap_exceeded, the Service never left it, and the next sync holds."""
-    first, now = one_card
-    assert serving(argo) == now  # where the previous scenario left it
+    """Back to the other engine with maxGap 1s: the engine serving now is drained and freed and the other one
+    restored in one hop; once the gap has run out the card goes back (the other one, which never served, freed
+    again; this one restored): exit 6 gap_exceeded, the Service never left it, and the next sync holds."""
+    now = serving(argo)  # where the previous scenarios left it
+    first = "vllm" if now == "candle" else "candle"
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     argo.commit({gitops.PLAN: recreate_plan(first, "1s")}, f"Back to {first}, with no gap to spare\n")
     restored = argo.wait("the restore that gives up", lambda: next(
