@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from cutover import plan
@@ -60,32 +59,10 @@ def commits(repo: BareRepo, path: str) -> list[Trailers]:
 async def probing(world: World, every: float = 2.0) -> AsyncIterator[list[str]]:
     """A client sending the bridged name through the Service's ClusterIP every `every` s; yields its failures (and
     asserts, when it stops, that it kept asking: answers for at least half of its rounds)."""
-    failures: list[str] = []
-    answered = [0]
     began = asyncio.get_running_loop().time()
-
-    async def probe() -> None:
-        async with httpx.AsyncClient(timeout=10) as client:
-            while True:
-                try:
-                    answer = await client.post(f"http://{world.cluster_ip}:8080/v1/chat/completions", json={
-                        "model": BRIDGE_NAMES[0], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
-                    if answer.status_code != 200:
-                        failures.append(f"{answer.status_code}: {answer.text[:80]}")
-                    else:
-                        answered[0] += 1
-                except httpx.HTTPError as exc:
-                    failures.append(repr(exc))
-                await asyncio.sleep(every)
-
-    task = asyncio.create_task(probe())
-    try:
-        yield failures
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    assert answered[0] >= (asyncio.get_running_loop().time() - began) / every / 2, answered
+    async with world.client(BRIDGE_NAMES[0], every=every) as asked:
+        yield asked.failed
+    assert asked.answered >= (asyncio.get_running_loop().time() - began) / every / 2, asked
 
 
 async def test_each_postsync_takes_one_hop_and_the_bridged_name_never_fails(

@@ -195,7 +195,8 @@ async def test_postsync_on_a_full_gpu_node_stops_at_once_and_commits_nothing(
         await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     assert loop.time() - start <= 5
     assert caught.value.cause == "capacity_held_by_source" and caught.value.exit_code == 3
-    assert "vllm holds 1" in caught.value.message and "handoff.strategy: recreate" in caught.value.hint
+    assert "vllm holds 1" in caught.value.message
+    assert "handoff.strategy: bridge" in caught.value.hint and "recreate with handoff.maxGap" in caught.value.hint
     assert cutover_commits(repo) == []
     lease_object = world.kube.stored(LEASES, "llm-serving", "cutover-reasoning-long-predictor")
     assert lease_object is not None and lease_object["spec"].get("holderIdentity") is None  # released

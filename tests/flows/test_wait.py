@@ -311,7 +311,8 @@ async def test_parallel_stops_at_once_when_the_source_holds_the_card(
     assert caught.value.cause == "capacity_held_by_source" and caught.value.exit_code == 3
     assert "candle fits only once vllm's pods are gone; candle needs 1 nvidia.com/gpu per pod for 1 pod; " \
            "gpu-1: nvidia.com/gpu 1 allocatable, vllm holds 1, others 0, 0 free" in caught.value.message
-    assert "handoff.strategy: recreate" in caught.value.hint and "docs/capacity.md" in caught.value.hint
+    assert "handoff.strategy: bridge" in caught.value.hint and "recreate with handoff.maxGap" in caught.value.hint
+    assert "docs/capacity.md" in caught.value.hint
     (judged,) = named(events, "capacity.judged")
     assert judged["fit"] == "fits_once_source_gone" and judged["source"] == "vllm" and judged["fitsOnceSourceGone"] == 1
     (failed,) = named(events, "target.failed_fast")

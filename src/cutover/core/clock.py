@@ -34,5 +34,12 @@ class Clock:
     def now(self) -> datetime:
         return self._wall0 + timedelta(seconds=self._loop.time() - self._loop0)
 
+    @staticmethod
+    def anchored() -> datetime | None:
+        """What a Clock of the running loop would say now, if one was made already (else None): for clocks kept
+        elsewhere (the simulated cluster's) that must agree with it."""
+        loop = asyncio.get_running_loop()
+        return Clock().now() if loop in _ANCHORS else None
+
     def monotonic(self) -> float:
         return self._loop.time()

@@ -26,6 +26,8 @@ import jsonpatch
 import kmock
 from kmock._internal import rendering
 
+from cutover.core.clock import Clock
+
 Key = tuple[str, str, str]  # (resource path "group/version/plural", namespace, name)
 
 KINDS = {  # plural -> (apiVersion, kind) for the resources the simulated world serves
@@ -88,6 +90,8 @@ class KubeEmulator(kmock.KubernetesScaffold):
         """Wall time that advances with the loop's clock. A loop whose clock turns fake mid-way (looptime
         enables it for the test body, not the fixtures) restarts from where wall time had got to."""
         loop_time = asyncio.get_running_loop().time()
+        if self.loop0 is None:  # agree with cutover's clocks when they run ahead of wall time (a later act's world)
+            self.epoch = Clock.anchored() or self.epoch
         if self.loop0 is None or loop_time < self.last_loop_time:
             self.epoch = self.epoch if self.loop0 is None else self.epoch + timedelta(
                 seconds=self.last_loop_time - self.loop0)

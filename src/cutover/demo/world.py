@@ -10,6 +10,7 @@ a 30-minute startup passes in milliseconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -18,11 +19,12 @@ import json
 import random
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import kmock
 from aiohttp import test_utils
 
@@ -203,6 +205,14 @@ class SimPod:
         self._status(**self._running(ready=True))
 
 
+@dataclasses.dataclass
+class Asked:
+    """What a client of the Service saw (`World.client`)."""
+
+    answered: int = 0
+    failed: list[str] = dataclasses.field(default_factory=list)
+
+
 class World:
     """The reference scenario, running. Use as `async with World() as world:`."""
 
@@ -381,6 +391,39 @@ class World:
                 sink.close()
 
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    @contextlib.asynccontextmanager
+    async def client(self, model: str, *, every: float) -> AsyncIterator[Asked]:
+        """A client in namespace poimen: a chat request for `model` through the ClusterIP every `every` s, on a new
+        connection each time (kube-proxy chooses an endpoint per connection), counting what was answered and what
+        failed, while the block runs."""
+        asked = Asked()
+
+        async def ask(session: aiohttp.ClientSession) -> None:
+            body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+            try:
+                async with session.post(f"http://{self.cluster_ip}:80/v1/chat/completions", json=body) as answer:
+                    if answer.status == 200:
+                        asked.answered += 1
+                    else:
+                        asked.failed.append(f"{answer.status}: {(await answer.text())[:80]}")
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                asked.failed.append(repr(exc))
+
+        async def keep_asking() -> None:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True),
+                                             timeout=aiohttp.ClientTimeout(total=10)) as session:
+                while True:
+                    await ask(session)
+                    await asyncio.sleep(every)
+
+        task = asyncio.create_task(keep_asking(), name="client of the Service")
+        try:
+            yield asked
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # --- the files a user has --------------------------------------------------------------------
 

@@ -162,7 +162,7 @@ class Sender:
     async def flush(self, budget: float = FLUSH_BUDGET, *, idle: float = FLUSH_BUDGET) -> None:
         """Give queued messages up to `budget` seconds while Slack keeps taking them, and at most `idle` seconds
         without one taken: a Slack that accepts and never answers holds the exit `idle` seconds whatever the
-        budget (the demo's is 30 s, to post its story one message a second), never longer (docs/guarantees.md #7)."""
+        budget (the demo's is 60 s, to post its story one message a second), never longer (docs/guarantees.md #7)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + budget
         while not self.outbox.drained.is_set():
