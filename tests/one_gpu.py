@@ -69,12 +69,12 @@ def reconcile(world: World, repo: BareRepo, *, gpu: bool = True) -> None:
 
 
 @contextlib.asynccontextmanager
-async def engines_follow_git(world: World, repo: BareRepo) -> AsyncIterator[None]:
+async def engines_follow_git(world: World, repo: BareRepo, *, gpu: bool = True) -> AsyncIterator[None]:
     """`reconcile` every 5 s, beside the stand-in for ArgoCD's sync of the Service."""
 
     async def follow() -> None:
         while True:
-            reconcile(world, repo)
+            reconcile(world, repo, gpu=gpu)
             await asyncio.sleep(5)
 
     task = asyncio.create_task(follow())

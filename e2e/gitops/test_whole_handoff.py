@@ -227,7 +227,8 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
         argo.commit({gitops.PLAN: bridge_plan(first)}, f"Hand reasoning-long back to {first} through the coder\n")
         switch = argo.wait("cutover's last switch", lambda: next(
             (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
-             and Trailers.parse(entry.message).to == first), None), timeout=300)
+             and Trailers.parse(entry.message).to == first and not Trailers.parse(entry.message).step), None),
+            timeout=300)
         argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
         argo.wait("the verification", lambda: any(
             event.get("to") == first for event in events(argo.job_log("cutover-postsync-llm-serving"),

@@ -378,3 +378,28 @@ def test_a_rollback_that_restored_its_backend_switches_back_next() -> None:
     older = step("vllm", "restore", to="vllm", hold="vllm", at=NOW - timedelta(minutes=1))
     assert decide.next_step(observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(vllm=older)),
                             RECREATE) == decide.Verify("candle")  # a switch made since: over
+
+
+# handoff.retire: the backend a verified switch left, freed `after` later
+(RETIRE,) = plan.parse(_world.plan_text(workloads=_WORKLOADS, handoff="{retire: {after: 1h}}"))
+SWITCH = cutover("vllm", "candle")
+
+
+@pytest.mark.parametrize(("seen", "verified", "now", "expected"), [
+    (observed(CANDLE, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(hours=1), decide.Free("vllm", "candle")),
+    (observed(CANDLE, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(minutes=59), None),  # not yet
+    (observed(CANDLE, CANDLE, SWITCH), None, NOW + timedelta(hours=2), None),  # never verified
+    (observed(VLLM, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(hours=2), None),  # not applied (any more)
+    (observed(CANDLE, CANDLE, SWITCH, workloads=handed(("vllm",))), SWITCH.sha, NOW + timedelta(hours=2), None),
+    # a person restored it after the switch: not undone
+    (observed(CANDLE, CANDLE, SWITCH, workloads=handed(vllm=step("vllm", "restore", to="vllm",
+                                                               at=NOW + timedelta(minutes=70)))),
+     SWITCH.sha, NOW + timedelta(hours=2), None),
+    # a rollback's hold: the target it left is not retired
+    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), "c0ffee" + "0" * 34, NOW + timedelta(hours=2),
+     None),
+])
+def test_retire_step(seen: decide.Observed, verified: str | None, now: datetime,
+                     expected: decide.Free | None) -> None:
+    assert decide.retire_step(seen, RETIRE, verified=verified, now=now) == expected
+    assert decide.retire_step(seen, RECREATE, verified=verified, now=now) is None  # retire is off by default

@@ -156,13 +156,17 @@ def test_handoff_defaults_to_parallel_and_reads_its_keys() -> None:
     assert timed.handoff.drain_timeout == 120.0 and timed.handoff.bridge is None
 
 
-def test_what_this_version_does_not_carry_out_is_refused_after_it_is_checked() -> None:
-    """retire is read and checked like every key, then refused by name: never silently left undone."""
+def test_retire_is_read_with_every_workload() -> None:
+    """handoff.retire frees the backend a switch left once `after` has passed: each backend names its workload."""
     with pytest.raises(InvalidInput) as caught:
         plan.parse(GOOD + "handoff: {retire: {after: 24h}}\n", source="plan.yaml")
-    assert caught.value.cause == "strategy_unavailable" and caught.value.exit_code == ExitCode.INVALID_INPUT
-    assert caught.value.message.startswith("plan.yaml: handoff.")
-    assert "not carried out by this version" in caught.value.message and "docs/capacity.md" in caught.value.hint
+    assert caught.value.message.startswith("plan.yaml: backends.vllm.workload: expected the workload") and \
+        "(handoff.retire frees and restores it)" in caught.value.message
+    named = edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: llm-reasoning}\n")
+    named = named.replace("    engine: candle-vllm\n", "    engine: candle-vllm\n    workload: {kind: Deployment, "
+                                                         "name: candle}\n")
+    (one,) = plan.parse(named + "handoff: {retire: {after: 24h}}\n")
+    assert one.handoff == plan.Handoff(retire_after=86400.0)
 
 
 def test_recreate_is_read_with_its_consent_and_every_workload() -> None:

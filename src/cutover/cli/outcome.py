@@ -137,9 +137,22 @@ def _completed(completed: Completed, plan: Plan) -> Report:
 def _verified(verified: Verified, plan: Plan) -> Report:
     gap = f"; the gap in service lasted {verified.gap:.0f}s" if verified.gap is not None else ""
     return Report(f"verified: the Service selects {verified.backend}, same object, {len(verified.endpoints)} "
-                  f"endpoint(s){gap}", data={"verified": True, "endpoints": list(verified.endpoints),
-                                             **({"gapSeconds": round(verified.gap, 1)} if verified.gap is not None
-                                                else {})})
+                  f"endpoint(s){gap}{_retired_said(verified.retired)}",
+                  data={"verified": True, "endpoints": list(verified.endpoints),
+                        **({"gapSeconds": round(verified.gap, 1)} if verified.gap is not None else {}),
+                        **_retired_data(verified.retired)})
+
+
+def _retired_said(retired: Freed | None) -> str:
+    if retired is None:
+        return ""
+    return f"; {retired.backend} retired (drained and freed in {retired.sha[:12]})" if retired.sha else \
+        f"; {retired.backend} retired (freed in Git already)"
+
+
+def _retired_data(retired: Freed | None) -> dict[str, Any]:
+    return {} if retired is None else {"retired": {"backend": retired.backend, "commit": retired.sha,
+                                                   "drain": retired.drained}}
 
 
 def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
@@ -155,8 +168,9 @@ def _audited(audited: Audited, plan: Plan) -> Report:
                              f"({(audited.commit or '')[:12]})",
                  "checked": f"the live backend {audited.backend} still serves every name",
                  "skipped": f"nothing to audit: {audited.detail}"}
-    return Report(summaries[audited.state], data={"audit": audited.state, "backend": audited.backend,
-                                                  "commit": audited.commit, "detail": audited.detail})
+    return Report(summaries[audited.state] + _retired_said(audited.retired),
+                  data={"audit": audited.state, "backend": audited.backend, "commit": audited.commit,
+                        "detail": audited.detail, **_retired_data(audited.retired)})
 
 
 def _status(status: Status, plan: Plan) -> Report:
@@ -209,7 +223,8 @@ def _handoff_line(state: dict[str, Any]) -> str:
                  if bridge else "")
     return (f"strategy {state['strategy']}, freed in Git: {', '.join(state['freed']) or 'none'}"
             + (f"; last steps: {steps}" if steps else "") + open_gap + on_bridge
-            + (f"; next: {state['next']}" if state.get("next") else ""))
+            + (f"; next: {state['next']}" if state.get("next") else "")
+            + (f"; {state['retire']['backend']} retired from {state['retire']['at']}" if state.get("retire") else ""))
 
 
 def _diff_lines(shown: Shown, plan: Plan, data: dict[str, Any]) -> list[str]:

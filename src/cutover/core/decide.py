@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import hashlib
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from cutover.core.proofs import PodProof
 from cutover.core.trailers import Trailers
@@ -407,6 +408,33 @@ def restore_hold(observed: Observed, plan: Plan) -> Commit | None:
         if last is None or last.date is None or commit.date is None or commit.date >= last.date:
             return commit
     return None
+
+
+def retire_step(observed: Observed, plan: Plan, *, verified: str | None, now: datetime) -> Free | None:
+    """handoff.retire (docs/capacity.md): once a verified switch to the plan's target is `after` old in Git, the
+    backend it left is drained and freed, by whichever cutover run comes first after that (a hook, the audit
+    CronJob). Not after a rollback (its hold), not a backend freed already, and not when anyone freed or restored
+    that backend since the switch: a person's restore is not undone."""
+    after, last = plan.handoff.retire_after, observed.last
+    if after is None or last is None or last.date is None or last.sha != verified or last.trailers.hold:
+        return None
+    to, source = last.trailers.to, last.trailers.source
+    if to != plan.target or backend_of(plan, observed.in_git) != to or backend_of(plan, observed.live.selector) != to:
+        return None
+    if source is None or source == to or source not in plan.backends or plan.backends[source].workload is None:
+        return None
+    since = observed.workloads.steps.get(source)
+    if source in observed.workloads.freed or (since is not None and since.date is not None and
+                                              since.date >= last.date):
+        return None
+    return Free(source, to) if now >= retire_at(last, plan) else None
+
+
+def retire_at(last: Commit, plan: Plan) -> datetime:
+    """When the backend a switch left is retired: the switch's date in Git plus handoff.retire.after."""
+    assert last.date is not None
+    assert plan.handoff.retire_after is not None
+    return last.date + timedelta(seconds=plan.handoff.retire_after)
 
 
 def rolling_back(observed: Observed, plan: Plan) -> str | None:

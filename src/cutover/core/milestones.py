@@ -33,6 +33,7 @@ GAP_CLOSED = "handoff.gap_closed"
 BRIDGING = "handoff.bridging"  # strategy bridge: the hop to the bridge begins
 BRIDGED = "handoff.bridged"  # ... the bridge's selector committed
 BRIDGE_VERIFIED = "handoff.bridge_verified"  # ... and checked through the Service, before the source is freed
+RETIRED = "handoff.retired"  # handoff.retire: the backend a verified switch left, drained and freed after `after`
 
 STAGES: Mapping[str, str] = {
     STARTED: "started", WAITING: "waiting for the target", READY: "target ready",
@@ -42,5 +43,5 @@ STAGES: Mapping[str, str] = {
     BUDGET_EXHAUSTED: "failed", NAMES_FAILED: "failed", ROLLED_BACK: "rolled back", HELD: "held",
     DRAINING: "draining the source", FREED: "source freed", RESTORED: "workload restored",
     GAP_CLOSED: "gap closed", BRIDGING: "switching to the bridge", BRIDGED: "bridge committed",
-    BRIDGE_VERIFIED: "bridge serves",
+    BRIDGE_VERIFIED: "bridge serves", RETIRED: "source retired",
 }

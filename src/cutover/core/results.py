@@ -115,6 +115,7 @@ class Verified:
     backend: str
     endpoints: tuple[str, ...]
     gap: float | None = None  # seconds from the source freed to this verification (handoff.strategy recreate)
+    retired: Freed | None = None  # handoff.retire: the backend the switch left, drained and freed now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +143,7 @@ class Audited:
     backend: str | None
     detail: str
     commit: str | None = None
+    retired: Freed | None = None  # handoff.retire: the backend the switch left, drained and freed by this audit
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
 from cutover.flows import drain, handoff, writeback
 from cutover.flows.wait import judge_capacity, prove_backend
-from cutover.kube import lease_rules, readiness
+from cutover.kube import lease, lease_rules, readiness
 from cutover.kube.cluster import Cluster
 from cutover.plan import GitDocument, Plan, label_problem
 from cutover.sources import yaml_edit
@@ -122,7 +123,22 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
         state["bridge"] = {"backend": plan.handoff.bridge, "toward": hop.trailers.toward, "commit": hop.sha,
                            "hold": hop.trailers.hold}
     state["next"] = next_hop(decide.next_step(observed, plan), plan)
+    retire = await _retiring(cluster, plan, observed)
+    if retire is not None:
+        state["retire"] = retire
     return state
+
+
+async def _retiring(cluster: Cluster, plan: Plan, observed: decide.Observed) -> dict[str, Any] | None:
+    """handoff.retire: the backend the verified switch left, and when the next run after that retires it."""
+    if plan.handoff.retire_after is None or observed.last is None:
+        return None
+    notes = await lease.notes(cluster, namespace=plan.service.namespace, service=plan.service.name)
+    step = decide.retire_step(observed, plan, verified=notes.get(lease.VERIFIED),
+                              now=datetime.max.replace(tzinfo=UTC))
+    if step is None:
+        return None
+    return {"backend": step.backend, "at": decide.retire_at(observed.last, plan).isoformat()}
 
 
 async def _observed(cluster: Cluster, plan: Plan, host: GitHost, workloads: decide.Workloads) -> decide.Observed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+from datetime import UTC, datetime
 
 import structlog
 
@@ -149,9 +150,38 @@ async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | 
     if observed.last is not None and not run.dry_run:  # for `cutover audit`: this switch needs no second look
         gap = await _gap_closed(run, observed, backend)
         await lease.annotate(run.cluster, namespace=run.plan.service.namespace, service=run.plan.service.name,
-                             notes={lease.VERIFIED: observed.last.sha})
-        return dataclasses.replace(verified, gap=gap)
+                             notes={lease.VERIFIED: observed.last.sha, **_retire_note(run, observed)})
+        return dataclasses.replace(verified, gap=gap, retired=await _retire_if_due(run, observed,
+                                                                                    verified=observed.last.sha))
     return verified
+
+
+def _retire_note(run: Run, observed: decide.Observed) -> dict[str, str]:
+    """handoff.retire: when the backend this switch left will be retired, kept beside the verification on the
+    Lease (the deadline itself is the switch's date in Git: `decide.retire_at`)."""
+    last = observed.last
+    if last is None or decide.retire_step(observed, run.plan, verified=last.sha, now=NEVER) is None:
+        return {}
+    return {lease.RETIRE_AT: decide.retire_at(last, run.plan).isoformat()}
+
+
+NEVER = datetime.max.replace(tzinfo=UTC)  # a retirement due at any time at all
+
+
+async def _retire_if_due(run: Run, observed: decide.Observed, *, verified: str | None) -> Freed | None:
+    """handoff.retire (docs/capacity.md): the backend a verified switch left, drained and freed by a commit once
+    `after` has passed since the switch; whichever run comes first after that does it."""
+    step = decide.retire_step(observed, run.plan, verified=verified, now=run.clock.now())
+    if step is None or run.dry_run:
+        return None
+    assert observed.last is not None
+    freed = await advance.make_room(run, observed, step)
+    log.info(milestones.RETIRED, backend=step.backend, to=step.to, switched=observed.last.sha[:12],
+             after=run.plan.handoff.retire_after, commit=freed.sha or None)
+    await run.event(observed.live, "CutoverRetired", f"{step.backend} retired {run.plan.handoff.retire_after:g}s "
+                    f"after the switch to {step.to}" + (f" in {freed.sha[:12]}" if freed.sha else ""))
+    assert isinstance(freed, Freed)
+    return freed
 
 
 async def _gap_closed(run: Run, observed: decide.Observed, backend: str) -> float | None:
@@ -314,10 +344,12 @@ async def audit(run: Run) -> Audited:
         log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
                     hint="a sync applied the switch without running the PostSync hook (argo-cd#22795): verifying")
         hold = last.trailers.hold if last else None
-        await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
-        return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None)
+        done = await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
+        return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None,
+                       retired=done.retired)
     await verification.still_serving(run, observed.live, step.backend)
-    return Audited("checked", step.backend, "the live backend proves its names")
+    retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
+    return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
 
 
 # --- syncfail --------------------------------------------------------------------------------------------------

@@ -187,6 +187,7 @@ async def _give_back(cluster: Cluster, held: Held, *, now: Now) -> None:
 
 
 VERIFIED = "cutover.dev/verified"  # the cutover commit whose switch was last verified through the Service
+RETIRE_AT = "cutover.dev/retire-at"  # handoff.retire: when the backend that switch left is retired (docs/capacity.md)
 
 
 async def annotate(cluster: Cluster, *, namespace: str, service: str, notes: Mapping[str, str]) -> None:

@@ -1,12 +1,11 @@
 """The plan's `handoff:` section (docs/capacity.md): how the target gets room when the cluster cannot hold both
-engines, and what happens to the source after the switch. Every key is read and checked against the rest of the plan;
-what this version does not carry out yet (retire) is then refused by name (exit 2), never silently left undone."""
+engines, and what happens to the source after the switch (retire). Every key is read and checked against the rest of
+the plan."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cutover.errors import InvalidInput
 from cutover.plan.field import Field
 from cutover.plan.model import DRAIN_TIMEOUT, STRATEGIES, Backend, Handoff
 
@@ -24,20 +23,19 @@ def read_handoff(node: Field, *, backends: Mapping[str, Backend], target: str,
                       max_gap=_max_gap(node, strategy),
                       drain_timeout=node.child("drainTimeout").duration(default=DRAIN_TIMEOUT),
                       retire_after=_retire_after(node.child("retire")))
-    _refuse_unavailable(node, handoff)
-    if strategy != "parallel":
-        _workloads_named(node, backends, strategy=strategy, bridge=handoff.bridge)
+    if strategy != "parallel" or handoff.retire_after is not None:
+        _workloads_named(node, backends, why=f"handoff.strategy {strategy}" if strategy != "parallel" else
+                         "handoff.retire", bridge=handoff.bridge)
     return handoff
 
 
-def _workloads_named(node: Field, backends: Mapping[str, Backend], *, strategy: str, bridge: str | None) -> None:
-    """recreate and bridge free the source and restore it (a rollback goes the other way): every backend names its
-    workload, but the bridge, which is never freed."""
+def _workloads_named(node: Field, backends: Mapping[str, Backend], *, why: str, bridge: str | None) -> None:
+    """recreate, bridge and retire free the source and restore it (a rollback goes the other way): every backend
+    names its workload, but the bridge, which is never freed."""
     for name, backend in backends.items():
         if backend.workload is None and name != bridge:
             raise Field(node.source, f"backends.{name}.workload", None).fail(
-                "the workload that holds the backend's resources, {kind, name} (handoff.strategy "
-                f"{strategy} frees and restores it)")
+                f"the workload that holds the backend's resources, {{kind, name}} ({why} frees and restores it)")
 
 
 def _bridge(node: Field, strategy: str, *, backends: Mapping[str, Backend], target: str) -> str | None:
@@ -89,12 +87,3 @@ def _retire_after(node: Field) -> float | None:
         return None
     node.mapping(("after",), required=("after",))
     return node.child("after").duration(default=0.0)
-
-
-def _refuse_unavailable(node: Field, handoff: Handoff) -> None:
-    """Read and checked, but not carried out by this version: refused by name rather than left undone."""
-    if handoff.retire_after is not None:
-        raise InvalidInput(f"{node.source}: handoff.retire: retiring the source is not carried out by this version "
-                           "of cutover", cause="strategy_unavailable",
-                           hint="remove handoff.retire and scale the source down through Git once the switch is "
-                                "verified (docs/capacity.md)")
