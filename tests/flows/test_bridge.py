@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import structlog
 
 from cutover import plan
 from cutover.core import milestones
@@ -191,3 +192,51 @@ async def test_cutover_plan_says_where_the_path_stands_and_the_next_hop(
     assert after.data["handoff"]["next"] == "wait for candle, prove it and switch from the bridge coder to it"
     (line,) = [line for line in after.lines if line.startswith("  handoff: ")]
     assert "on the bridge coder toward candle since" in line and "gap" not in line
+
+
+@pytest.mark.parametrize("event", ["handoff.bridging", "git.committed", "handoff.bridged", "handoff.bridge_verified",
+                                   "handoff.draining", "handoff.freed", "handoff.restored", "lock.released"])
+@pytest.mark.parametrize("hard", [False, True], ids=["SIGTERM", "SIGKILL"])
+async def test_a_hop_killed_anywhere_and_run_again_commits_each_step_once(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        event: str, hard: bool) -> None:
+    """docs/guarantees.md #5 along the bridge's path: each PostSync killed at the step named (SIGTERM: it lets go of
+    the Lease; SIGKILL: the Lease stays held until it expires), and ArgoCD's Job run again, until the path is done:
+    each hop committed once."""
+    the_plan = bridge_plan(make_plan)
+    for attempt in range(6):
+        task = asyncio.create_task(phases.postsync(Run.create(kube, the_plan, host, identity=f"job-{attempt}")))
+        held: list[Any] = []
+
+        def killer(logger: Any, method: str, entry: dict[str, Any], task: asyncio.Task[Any] = task,
+                   held: list[Any] = held) -> dict[str, Any]:
+            if entry.get("event") == event and not task.done():
+                if hard:  # whatever the process does on its way out never reaches the cluster
+                    held.append(world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving",
+                                                  "cutover-reasoning-long-predictor"))
+                task.cancel()
+            return entry
+
+        processors = structlog.get_config()["processors"]
+        structlog.configure(processors=[killer, *processors])
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        structlog.configure(processors=processors)
+        if held and held[0] is not None:
+            world.kube.apply("coordination.k8s.io/v1/leases", held[0])
+        argocd_syncs(world, repo)  # what the killed hop left in Git
+        await phases.postsync(Run.create(kube, the_plan, host, identity=f"job-{attempt}-again"))  # the next pod
+        argocd_syncs(world, repo)
+        if [t.to for t in commits(repo, PATH)][:1] == ["candle"]:
+            break
+    switches = [(t.source, t.to) for t in commits(repo, PATH)]
+    assert switches == [("vllm", "candle"), ("vllm", "coder")], switches  # newest first, each once
+    assert [(t.step, t.backend) for t in commits(repo, ENGINES)] == [("restore", "candle"), ("free", "vllm")]
+
+
+def argocd_syncs(world: World, repo: BareRepo) -> None:
+    """ArgoCD applies the head: the Service's selector, and the engines' replicas (the scheduler binding a pod to
+    the card only once the other engine's pod has gone)."""
+    sim_argocd.apply_git(world, repo, PATH)
+    reconcile(world, repo)
+    reconcile(world, repo)
