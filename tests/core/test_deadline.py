@@ -15,7 +15,7 @@ _WORKLOADS = {"vllm": "{kind: Deployment, name: llm-reasoning}", "candle": "{kin
 
 def planned(max_wait: str = "30m", handoff: str | None = None) -> plan.Plan:
     (one,) = plan.parse(_world.plan_text(max_wait=max_wait, workloads=_WORKLOADS if handoff else None,
-                                         handoff=handoff))
+                                         handoff=handoff, coder=bool(handoff and "bridge" in handoff)))
     return one
 
 
@@ -25,7 +25,13 @@ def planned(max_wait: str = "30m", handoff: str | None = None) -> plan.Plan:
     (planned(handoff="{strategy: recreate, maxGap: 20m, drainTimeout: 5m}"), False, 1200 + 300),  # hop by hop
     (planned(handoff="{strategy: recreate, maxGap: 1h, drainTimeout: 5m}"), False, 1800 + 300),  # maxWait bounds
     (planned(handoff="{strategy: recreate, maxGap: 20m, drainTimeout: 5m}"), True, 300 + 1200 + 600 + 300),
-], ids=["parallel", "parallel-40m", "recreate-hop", "recreate-maxwait", "recreate-run"])
+    (planned(handoff="{strategy: bridge, bridge: coder, drainTimeout: 5m}"), False, 1800 + 300),
+    # a whole run through a bridge waits for ArgoCD twice: the shipped run Jobs' 3000 s is short of a 30m budget
+    (planned("20m", handoff="{strategy: bridge, bridge: coder, drainTimeout: 5m}"), True,
+     300 + 1200 + 2 * 600 + 300),
+    (planned(handoff="{retire: {after: 1h}, drainTimeout: 45m}"), False, 2700 + 300),  # the audit drains
+], ids=["parallel", "parallel-40m", "recreate-hop", "recreate-maxwait", "recreate-run", "bridge-hop", "bridge-run",
+        "retire-drain"])
 def test_the_longest_job(the_plan: plan.Plan, whole: bool, need: float) -> None:
     assert deadline.longest_job(the_plan, whole_path=whole, sync_wait=600 if whole else 0) == need
     said = deadline.warning(the_plan, deadline.SHIPPED, whose="the shipped hook Jobs'", whole_path=whole,
