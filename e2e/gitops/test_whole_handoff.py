@@ -117,20 +117,33 @@ class Client(threading.Thread):
         super().__init__(name="client", daemon=True)
         self.address, self.answered = address, 0
         self.failed: list[str] = []
+        self.asked: list[tuple[float, bool]] = []  # (monotonic time, answered)
         self.done = threading.Event()
 
     def run(self) -> None:
-        with httpx.Client(timeout=10, headers={"Connection": "close"}) as client:
+        with httpx.Client(timeout=5, headers={"Connection": "close"}) as client:
             while not self.done.wait(0.2):
                 try:
                     answer = client.post(f"http://{self.address}/v1/chat/completions", json={
                         "model": "reasoning", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
-                    if answer.status_code == 200:
-                        self.answered += 1
-                    else:
-                        self.failed.append(f"{time.strftime('%T')} {answer.status_code} {answer.text[:80]}")
+                    failure = None if answer.status_code == 200 else f"{answer.status_code} {answer.text[:80]}"
                 except httpx.HTTPError as exc:
-                    self.failed.append(f"{time.strftime('%T')} {exc!r}")
+                    failure = repr(exc)
+                self.asked.append((time.monotonic(), failure is None))
+                if failure is None:
+                    self.answered += 1
+                else:
+                    self.failed.append(f"{time.strftime('%T')} {failure}")
+
+    def longest_gap(self) -> float:
+        """Seconds from the first failed request of the longest run of failures to the next answered one."""
+        longest, since = 0.0, None
+        for when, answered in self.asked:
+            if not answered and since is None:
+                since = when
+            elif answered and since is not None:
+                longest, since = max(longest, when - since), None
+        return longest
 
     def __enter__(self) -> Client:
         self.start()
@@ -187,19 +200,24 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
     source, target = one_card
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     started = time.monotonic()
-    argo.commit({gitops.PLAN: recreate_plan(target, "90s")},  # the target's workload stays stopped in Git
-                f"Hand reasoning-long to {target} on one card\n")
-    switch = argo.wait("cutover's switch", lambda: next(
-        (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
-         and Trailers.parse(entry.message).to == target and not Trailers.parse(entry.message).step), None),
-        timeout=240)
-    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
-    closed = argo.wait("the verification's gap", lambda: next(
-        iter(events(argo.job_log("cutover-postsync-llm-serving"), "handoff.gap_closed")), None), timeout=120)
+    with Client(f"{argo.service().spec.cluster_ip}:80") as client:
+        argo.commit({gitops.PLAN: recreate_plan(target, "90s")},  # the target's workload stays stopped in Git
+                    f"Hand reasoning-long to {target} on one card\n")
+        switch = argo.wait("cutover's switch", lambda: next(
+            (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+             and Trailers.parse(entry.message).to == target and not Trailers.parse(entry.message).step), None),
+            timeout=240)
+        argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
+        closed = argo.wait("the verification's gap", lambda: next(
+            iter(events(argo.job_log("cutover-postsync-llm-serving"), "handoff.gap_closed")), None), timeout=120)
+        argo.wait("the client answered again", lambda: client.asked and client.asked[-1][1], timeout=30)
     took = time.monotonic() - started
-    gap = float(closed["seconds"])
+    gap, seen = float(closed["seconds"]), client.longest_gap()
     MEASURED.append(f"recreate {source} -> {target} on one card: the person's commit to the switch verified "
-                    f"{took:.1f} s, the gap (free commit to verified) {gap:.1f} s")
+                    f"{took:.1f} s, the gap (free commit to verified) {gap:.1f} s, the gap the client saw "
+                    f"{seen:.1f} s ({seen / 6:.1f}x the target's 6 s load; {len(client.failed)} of "
+                    f"{len(client.asked)} requests failed)")
+    assert 0 < seen <= gap + 5  # what the client saw is within what cutover measured (its clock, Git's seconds)
 
     switched, start, free = handoff_commits(argo, before)  # one of each: never two
     assert (free.step, free.backend, free.previous, free.to) == ("free", source, "1", target)

@@ -192,6 +192,10 @@ async def test_cutover_plan_says_where_the_path_stands_and_the_next_hop(
     assert after.data["handoff"]["next"] == "wait for candle, prove it and switch from the bridge coder to it"
     (line,) = [line for line in after.lines if line.startswith("  handoff: ")]
     assert "on the bridge coder toward candle since" in line and "gap" not in line
+    # `cutover status` says the same, with the live selector beside Git's
+    status = told(await commands.status(kube, the_plan, host=host), the_plan)
+    assert status.data["handoff"]["git"] == "coder" and status.data["liveBackend"] == "coder"
+    assert any(line.startswith("  handoff: strategy bridge, Git selects coder") for line in status.lines)
 
 
 @pytest.mark.parametrize("event", ["handoff.bridging", "git.committed", "handoff.bridged", "handoff.bridge_verified",

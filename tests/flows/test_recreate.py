@@ -239,7 +239,7 @@ async def test_cutover_plan_says_where_the_handoff_stands(
     world.add_pod("vllm", ready=True)
     the_plan = recreate_plan(make_plan)
     before = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
-    assert before.data["handoff"] == {"strategy": "recreate", "freed": ["candle"], "steps": {},
+    assert before.data["handoff"] == {"strategy": "recreate", "freed": ["candle"], "steps": {}, "git": "vllm",
                                       "next": "restore candle, draining and freeing vllm in the same sync"}
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # vLLM freed, candle started
     await asyncio.sleep(60)

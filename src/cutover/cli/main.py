@@ -25,7 +25,7 @@ from cutover import __version__
 
 if TYPE_CHECKING:
     from cutover.cli.outcome import Report
-    from cutover.core.results import Result
+    from cutover.core.results import Result, Status
     from cutover.errors import CutoverError
     from cutover.flows.context import Run
     from cutover.kube.cluster import Cluster
@@ -310,6 +310,23 @@ def _read_secret(path: str | None, env: str) -> str | None:
     return secrets.from_env(env)
 
 
+async def _status(kube: Cluster, plan: Plan) -> Status:
+    """`cutover status`: the cluster's view, and where a handoff stands in Git when the Git host can be reached
+    (best effort: a status never fails for want of a token)."""
+    from cutover import githost  # noqa: PLC0415
+    from cutover.errors import CutoverError  # noqa: PLC0415
+    from cutover.flows import commands  # noqa: PLC0415
+
+    try:
+        host = githost.connect(plan.git)
+    except CutoverError:
+        return await commands.status(kube, plan)
+    try:
+        return await commands.status(kube, plan, host=host)
+    finally:
+        await host.aclose()
+
+
 async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     """One plan's command; those that read Git get a host for it."""
     from cutover import githost  # noqa: PLC0415
@@ -321,7 +338,7 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     if args.command == "verify":
         return outcome.render(await commands.verify(kube, plan, backend=args.backend, wait=args.wait), plan)
     if args.command == "status":
-        return outcome.render(await commands.status(kube, plan), plan)
+        return outcome.render(await _status(kube, plan), plan)
     host, api = githost.connect(plan.git), ArgoCDApi.connect(plan.argocd)
     try:
         if args.command == "plan":

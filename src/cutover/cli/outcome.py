@@ -184,6 +184,8 @@ def _status(status: Status, plan: Plan) -> Report:
     if state.get("lease"):
         held = state["lease"]
         lines.append(f"  in progress: the Lease is held by {held['holder']} (until {held['expires']})")
+    if state.get("handoff"):
+        lines.append(f"  handoff: {_handoff_line(state['handoff'])}")
     summary = ("nothing to do: the Service already selects the target" if live == plan.target
                else f"the Service selects {live or 'no plan backend'}; the plan's target is {plan.target}")
     return Report(summary=summary, lines=lines, data=state)
@@ -203,7 +205,7 @@ def _shown(shown: Shown, plan: Plan) -> Report:
     report.lines += _diff_lines(shown, plan, report.data)
     report.lines += [f"  drain safety: {warning}" for warning in shown.drain]
     report.data["drainSafety"] = list(shown.drain)
-    if shown.handoff is not None:
+    if shown.handoff is not None and "handoff" not in shown.status.state:
         report.data["handoff"] = shown.handoff
         report.lines.append(f"  handoff: {_handoff_line(shown.handoff)}")
     return report
@@ -221,7 +223,8 @@ def _handoff_line(state: dict[str, Any]) -> str:
     bridge = state.get("bridge")
     on_bridge = (f"; on the bridge {bridge['backend']} toward {bridge['toward']} since {bridge['commit'][:12]}"
                  if bridge else "")
-    return (f"strategy {state['strategy']}, freed in Git: {', '.join(state['freed']) or 'none'}"
+    return (f"strategy {state['strategy']}" + (f", Git selects {state['git']}" if state.get("git") else "")
+            + f", freed in Git: {', '.join(state['freed']) or 'none'}"
             + (f"; last steps: {steps}" if steps else "") + open_gap + on_bridge
             + (f"; next: {state['next']}" if state.get("next") else "")
             + (f"; {state['retire']['backend']} retired from {state['retire']['at']}" if state.get("retire") else ""))

@@ -39,7 +39,9 @@ async def verify(cluster: Cluster, plan: Plan, *, backend: str, wait: bool) -> P
     return await prove_backend(cluster, plan, chosen, wait=wait)
 
 
-async def status(cluster: Cluster, plan: Plan) -> Status:
+async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -> Status:
+    """The live Service and each backend's pods, where the target fits, who holds the Lease, and with a Git host
+    (best effort) where a handoff stands in Git (`_handoff`)."""
     service = await cluster.service(plan.service.namespace, plan.service.name)
     pods = await asyncio.gather(*(cluster.pods(plan.service.namespace, backend.selector)
                                   for backend in plan.backends.values()))
@@ -57,12 +59,14 @@ async def status(cluster: Cluster, plan: Plan) -> Status:
         verdict = await judge_capacity(cluster, plan, plan.backends[plan.target], pending, targets=target_pods,
                                        service=service)
         backends[plan.target]["capacity"] = {**verdict.as_data(), "summary": verdict.summary()}
-    return Status({"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
-                               "ports": [port.port for port in service.ports]},
-                   "selector": selector_text(service.selector),
-                   "liveBackend": decide.backend_of(plan, service.selector), "target": plan.target,
-                   "strategy": plan.handoff.strategy, "backends": backends,
-                   "lease": await _lease(cluster, plan)})
+    live = decide.backend_of(plan, service.selector)
+    state = {"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
+                         "ports": [port.port for port in service.ports]},
+             "selector": selector_text(service.selector), "liveBackend": live, "target": plan.target,
+             "strategy": plan.handoff.strategy, "backends": backends, "lease": await _lease(cluster, plan)}
+    if host is not None:
+        state["handoff"] = await _handoff(cluster, plan, host, live=live)
+    return Status(state)
 
 
 async def _lease(cluster: Cluster, plan: Plan) -> dict[str, Any] | None:
@@ -80,7 +84,7 @@ async def _lease(cluster: Cluster, plan: Plan) -> dict[str, Any] | None:
 
 async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Shown:
     """State, whether the target is provable right now, and the exact diff that would be committed."""
-    state = await status(cluster, plan)
+    state = await status(cluster, plan)  # the handoff below, read once
     proven, unprovable = None, None
     try:
         proven = await prove_backend(cluster, plan, plan.backend(plan.target), wait=False)
@@ -99,7 +103,7 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
     of each, an open gap with the time left of handoff.maxGap, a path through a bridge, and the hop the next
     PostSync would take."""
     if host is None or not any(backend.workload for backend in plan.backends.values()):
-        return None
+        return None  # no handoff without workloads to free: `cutover plan`'s diff says what Git holds
     try:
         workloads = await handoff.read_workloads(host, plan, {})
     except CutoverError as exc:
@@ -118,6 +122,7 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
     except CutoverError as exc:
         state["next"] = f"not known: {exc.message}"
         return state
+    state["git"] = decide.backend_of(plan, observed.in_git) or selector_text(observed.in_git)
     hop = decide.bridge_hop(observed.last, plan)
     if hop is not None and decide.backend_of(plan, observed.in_git) == plan.handoff.bridge:
         state["bridge"] = {"backend": plan.handoff.bridge, "toward": hop.trailers.toward, "commit": hop.sha,
