@@ -89,6 +89,7 @@ class NodeView:
     allocatable: Mapping[str, int] = dataclasses.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False  # spec.unschedulable: cordoned
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)  # what the CNI records (dataplane)
 
 
 @dataclasses.dataclass(frozen=True)

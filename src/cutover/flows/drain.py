@@ -16,6 +16,7 @@ import structlog
 from cutover.core.clock import Clock
 from cutover.core.views import PodView
 from cutover.engines import api, drain, kinds, shutdown
+from cutover.kube import dataplane
 from cutover.kube.cluster import Cluster
 from cutover.plan import Backend, Plan
 
@@ -100,4 +101,13 @@ async def safety(cluster: Cluster, plan: Plan, *, leaving: str | None, to: str) 
         return ()
     backend = plan.backends[leaving]
     pods, _ = await cluster.pods(plan.service.namespace, backend.selector)
-    return tuple(shutdown.warnings(leaving, backend.engine, pods))
+    cut = await _dataplane(cluster)
+    return (*shutdown.warnings(leaving, backend.engine, pods), *([cut] if cut else []))
+
+
+async def _dataplane(cluster: Cluster) -> str | None:
+    """Whether the switch itself cuts streams (Cilium's kube-proxy replacement), where cutover may list nodes and
+    pods (the optional cutover-capacity ClusterRole); nothing is said where it may not."""
+    nodes = await cluster.nodes()
+    runs = await cluster.kube_proxy_runs() if nodes else None
+    return None if nodes is None or runs is None else dataplane.warning(nodes, kube_proxy_runs=runs)

@@ -88,7 +88,7 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
     await advance.no_foreign_pods(run, step.backend)
     for warning in await drain.safety(run.cluster, plan, leaving=leaving, to=step.backend):
         log.warning("drain.unsafe", backend=leaving, message=warning,
-                    hint="the switch cuts nothing; deleting that backend's pods later will (docs/capacity.md)")
+                    hint=f"streams in flight on {leaving} may be cut (docs/capacity.md, before you free an engine)")
     return Gated(shown, True, step.backend, proven)
 
 

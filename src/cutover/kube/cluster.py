@@ -238,6 +238,15 @@ class Cluster:
         body = await self.get("/api/v1/nodes", what="list nodes")
         return [node_view(item) for item in body.get("items", [])]
 
+    async def kube_proxy_runs(self) -> bool | None:
+        """Whether a kube-proxy pod runs (kube-system, `k8s-app=kube-proxy`, as kubeadm and most installers label
+        it); None where cutover-capacity is not granted (docs/capacity.md)."""
+        if not await self.may("list", "pods"):
+            return None
+        body = await self.get("/api/v1/namespaces/kube-system/pods", query={"labelSelector": "k8s-app=kube-proxy"},
+                              what="list the kube-proxy pods")
+        return bool(body.get("items"))
+
     async def bound_pods(self, namespace: str) -> tuple[list[PodView], bool]:
         """The non-terminal pods bound to a node, cluster-wide where cutover-capacity is granted (True), else only
         `namespace`'s (False): what the capacity judgment counts as held."""

@@ -116,6 +116,7 @@ def node_view(obj: Mapping[str, Any]) -> NodeView:
         taints=tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
                      for t in spec.get("taints") or ()),
         unschedulable=bool(spec.get("unschedulable")),
+        annotations={str(key): str(value) for key, value in (meta.get("annotations") or {}).items()},
     )
 
 
