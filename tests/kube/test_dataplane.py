@@ -3,7 +3,6 @@ Cilium annotates and the absence of kube-proxy pods; then said by `cutover plan`
 
 from __future__ import annotations
 
-
 import pytest
 
 from cutover.core.views import NodeView
