@@ -283,6 +283,7 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
     # its grace period (30 s) no longer covers vLLM's --shutdown-timeout (60 s): deleting it would cut its streams
     assert "  drain safety: vllm: reasoning-long-predictor-vllm-00001's terminationGracePeriodSeconds (30s) is " \
            "below its preStop sleep plus --shutdown-timeout (60s)" in result.stdout
+    assert "  jobs: a sync of this plan may run its hooks for 2400s: keep ArgoCD's sync timeout" in result.stdout
 
 
 async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Run, world: World,

@@ -40,3 +40,10 @@ def test_the_longest_job(the_plan: plan.Plan, whole: bool, need: float) -> None:
     if said:
         assert said.startswith("the shipped hook Jobs' activeDeadlineSeconds (2400s) is shorter") and f"({need:g}s" \
             in said
+
+
+def test_the_sync_timeout_a_plan_needs() -> None:
+    """ArgoCD's sync timeout cannot be read from the cluster by cutover: `cutover plan` says the least it needs."""
+    assert deadline.sync_timeout(planned()) == 1800 + 300 + 300
+    note = deadline.sync_timeout_note(planned())
+    assert note.startswith("a sync of this plan may run its hooks for 2400s") and "controller.sync.timeout" in note

@@ -43,3 +43,18 @@ def warning(plan: Plan, deadline: float, *, whose: str, whole_path: bool = False
             "bridge" or plan.handoff.retire_after is not None else "verify.maxWait")
     return (f"{whose} activeDeadlineSeconds ({deadline:g}s) is shorter than one hook Job of this plan may take "
             f"({need:g}s: {what} and {MARGIN:g}s to prove and commit): the Job controller would kill it mid-wait")
+
+
+def sync_timeout(plan: Plan) -> float:
+    """The least ArgoCD sync timeout (application-controller `--sync-timeout`, `controller.sync.timeout.seconds` in
+    argocd-cmd-params-cm; 0, none, by default) a sync of this plan needs: its PreSync gate (a proof) and its PostSync
+    hop (`longest_job`). From ArgoCD 3.4 on, ending a sync deletes its running hook Jobs: a wait cut short."""
+    return longest_job(plan) + MARGIN
+
+
+def sync_timeout_note(plan: Plan) -> str:
+    """What `cutover plan` says of ArgoCD's sync timeout, which cutover cannot read (it lives in ArgoCD's own
+    configuration)."""
+    return (f"a sync of this plan may run its hooks for {sync_timeout(plan):g}s: keep ArgoCD's sync timeout "
+            "(controller.sync.timeout.seconds in argocd-cmd-params-cm, --sync-timeout) at 0, its default, or above "
+            "that; ending a sync deletes its running hook Jobs (ArgoCD 3.4 and later)")

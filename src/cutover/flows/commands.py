@@ -92,9 +92,9 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
         unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
     short = deadline.warning(plan, deadline.SHIPPED, whose="the shipped hook Jobs'")
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
-                 (*await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
-                  *([short] if short else [])),
-                 await _handoff(cluster, plan, host, live=state.state["liveBackend"]))
+                 await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
+                 await _handoff(cluster, plan, host, live=state.state["liveBackend"]),
+                 (*([short] if short else []), deadline.sync_timeout_note(plan)), deadline.sync_timeout(plan))
 
 
 async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
