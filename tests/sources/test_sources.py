@@ -171,6 +171,60 @@ async def test_a_pinned_selector_is_a_render_mismatch_and_nothing_is_touched(wor
     assert live_selector(world) == VLLM
 
 
+ENGINES = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm-reasoning, namespace: llm-serving}
+spec:
+  replicas: 1  # vLLM, on the one card
+  template: {}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm-reasoning-candle, namespace: llm-serving}
+spec:
+  replicas: 0
+  template: {}
+"""
+# The engines in the base; the prod overlay sets their replicas (a kustomize `replicas:` entry each).
+WITH_ENGINES = {
+    **ADDS_A_LABEL,
+    f"{APP}/base/kustomization.yaml": kustomization("service.yaml", "engines.yaml"),
+    f"{APP}/base/engines.yaml": ENGINES,
+    f"{APP}/overlays/prod/kustomization.yaml": kustomization(
+        "../../base", more="labels:\n  - pairs: {component: predictor}\n    includeSelectors: true\nreplicas:\n"
+                           "  - name: llm-reasoning\n    count: 1\n  - name: llm-reasoning-candle\n    count: 0\n"),
+}
+
+
+@pytest.mark.parametrize(("where", "checked"), [(f"{APP}/overlays/prod/kustomization.yaml", True),
+                                                (f"{APP}/base/engines.yaml", False)],
+                         ids=["replicas-entry", "pinned-by-the-overlay"])
+async def test_a_free_is_render_checked_like_the_switch(world: World, kube: Any, tmp_path: Path, where: str,
+                                                        checked: bool, events: list[dict[str, Any]]) -> None:
+    """docs/capacity.md: with git.source kustomize, the free's edit is built with the tree as ArgoCD builds it; a
+    Deployment whose replicas the overlay pins is not freed by editing its own file: exit 2, nothing committed."""
+    world.add_pod("vllm", ready=True)
+    await world.settled()
+    workloads = {backend: f"{{kind: Deployment, name: {name}, path: {where}}}"
+                 for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
+    async with layout(world, tmp_path, WITH_ENGINES, edits=f"{APP}/base/service.yaml", workloads=workloads,
+                      handoff="{strategy: recreate, maxGap: 30m, drainTimeout: 1m}") as the:
+        head = the.repo.head()
+        run = Run.create(kube, the.plan, the.host, identity="cutover-postsync-1")
+        if checked:
+            await phases.postsync(run)
+            content, _ = the.repo.read(where)  # type: ignore[misc]
+            assert "  - name: llm-reasoning\n    count: 0\n  - name: llm-reasoning-candle\n    count: 1\n" in content
+            assert [e["workload"] for e in named(events, "render.checked")] == [
+                "Deployment/llm-reasoning", "Deployment/llm-reasoning-candle"]
+            return
+        with pytest.raises(InvalidInput) as caught:
+            await phases.postsync(run)
+        assert the.repo.head() == head  # nothing committed
+    assert caught.value.cause == "render_mismatch" and caught.value.exit_code == 2
+    assert "the rendered Deployment llm-reasoning holds spec.replicas = 1, not '0'" in caught.value.message
+
+
 async def test_the_presync_gate_judges_the_rendered_revision(world: World, kube: Any, tmp_path: Path) -> None:
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from cutover.core import decide, milestones
-from cutover.core.repository import GitHost
+from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Freed, Restored
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
@@ -27,6 +27,7 @@ from cutover.flows.context import Run
 from cutover.plan import Plan
 from cutover.sources import field_edit, freeing
 from cutover.sources.field_edit import FieldEdit
+from cutover.sources.kustomize import KustomizeSource
 
 log = structlog.get_logger("cutover")
 
@@ -80,7 +81,8 @@ async def free(run: Run, observed: decide.Observed, step: decide.Free, *,
                                             added=str(edit.created) if edit.created else None))
 
     change = writeback.FieldChange(where.path, lambda text: freeing.free(text, where, source=where.path), message,
-                                   branch=f"cutover/{plan.name}-free-{step.backend}")
+                                   branch=f"cutover/{plan.name}-free-{step.backend}",
+                                   check=_render_check(run, step.backend, where, wanted=str(where.freed)))
     result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
     measured = drained.as_data() if drained else {}
     log.info(milestones.FREED, backend=step.backend, to=step.to, commit=result.sha or None,
@@ -118,7 +120,8 @@ async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
 
     change = writeback.FieldChange(where.path, lambda text: freeing.restore(text, where, previous=previous,
                                                                             added=added, source=where.path),
-                                   message, branch=f"cutover/{plan.name}-restore-{step.backend}")
+                                   message, branch=f"cutover/{plan.name}-restore-{step.backend}",
+                                   check=_render_check(run, step.backend, where, wanted=None))
     result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
     log.info(milestones.RESTORED, backend=step.backend, to=step.to, commit=result.sha or None,
              committed=result.committed, value=previous, hold=step.hold)
@@ -162,6 +165,23 @@ async def give_back(run: Run, observed: decide.Observed, *, source: str, to: str
     back = await restore(run, observed, decide.Restore(source, to, hold=source), before_write=before_write)
     await sync.refresh(run)
     return back
+
+
+def _render_check(run: Run, backend: str, where: freeing.Freeing, *,
+                  wanted: str | None) -> Callable[[FileVersion, FieldEdit], Awaitable[None]] | None:
+    """With `git.source: kustomize`, a free or a restore is render-checked like the switch (docs/capacity.md): the
+    build of the Application's directory with the edit holds the workload's field at `wanted` (None: a restore, not
+    checked) and nothing else changed. Workloads the build does not render (another Application's) are not."""
+    source, workload = run.source, run.plan.backends[backend].workload
+    if not isinstance(source, KustomizeSource) or workload is None or workload.values_key is not None:
+        return None
+    rendered = freeing.rendered_field(workload)
+
+    async def check(version: FileVersion, edit: FieldEdit) -> None:
+        await source.check_workload(version, edit.after, path=where.path, kind=workload.kind, name=workload.name,
+                                    field=rendered, wanted=wanted)
+
+    return check
 
 
 def _trailers(run: Run, observed: decide.Observed, backend: str, *, to: str, step: str,

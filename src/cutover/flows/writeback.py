@@ -206,6 +206,7 @@ class FieldChange:
     edit: Callable[[str], FieldEdit]
     message: Callable[[FieldEdit], str]
     branch: str  # the pull request's branch, in pull-request mode
+    check: Callable[[FileVersion, FieldEdit], Awaitable[None]] | None = None  # the render check, before the write
 
 
 async def commit_field(host: GitHost, plan: Plan, change: FieldChange, *, author: Author,
@@ -231,6 +232,8 @@ async def _write_field(host: GitHost, plan: Plan, change: FieldChange, *, author
     if not edit.changed:
         log.info("git.already", path=change.path, field=str(edit.field), value=edit.old)
         return Result(False, "", None, number)
+    if change.check is not None:
+        await change.check(current, edit)
     if before_write is not None:
         await before_write()
     text = change.message(edit)

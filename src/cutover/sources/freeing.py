@@ -56,6 +56,14 @@ def _field(workload: Workload, path: str) -> FieldRef:
     return FieldRef(GitDocument(workload.kind, workload.name), ("spec", "replicas"))
 
 
+def rendered_field(workload: Workload) -> tuple[str, ...]:
+    """Where the rendered object holds what frees it, whichever file sets it (a `replicas:` entry renders into the
+    Deployment's spec.replicas)."""
+    if workload.kind == "InferenceService":
+        return ("metadata", "annotations", KSERVE_STOP)
+    return ("spec", "replicas")
+
+
 def free(text: str, where: Freeing, *, source: str = "file") -> FieldEdit:
     """The free: the field set to the freeing value; `old` and `created` are what the restore will need (they go
     into the commit's trailers, `previous` and `added`)."""

@@ -99,14 +99,28 @@ class KustomizeSource:
             self._trees[key] = await self.host.snapshot(ref or self.git.branch, into)
         return self._trees[key]
 
+    async def check_workload(self, version: FileVersion, after: str, *, path: str, kind: str, name: str,
+                             field: tuple[str, ...], wanted: str | None) -> bool:
+        """The render check of a free or a restore (`render_check.workload`): the build with `path` as Git holds it
+        (`version`) and as the edit leaves it (`after`). False when the render holds no such workload."""
+        where = f"{path} (rendered)"
+        current = await self._render(version, version.content, ref=None, where=where, path=path)
+        candidate = await self._render(version, after, ref=None, where=where, path=path)
+        checked = render_check.workload(current, candidate, kind=kind, name=name, field=field, wanted=wanted,
+                                        where=where)
+        log.info("render.checked" if checked else "render.unchecked", path=await self._render_path(),
+                 workload=f"{kind}/{name}", field=".".join(field))
+        return checked
+
     async def _render(self, version: FileVersion, content: str, *, ref: str | None,
-                      where: str) -> list[dict[str, Any]]:
-        """kustomize build of the render path, in a copy of the tree whose file holds `content`."""
+                      where: str, path: str | None = None) -> list[dict[str, Any]]:
+        """kustomize build of the render path, in a copy of the tree whose file (`path`, default git.path) holds
+        `content`."""
         pristine = await self._tree(version, ref)
         work = Path(tempfile.mkdtemp(dir=self._scratch, prefix="build-"))
         try:
             shutil.copytree(pristine, work, dirs_exist_ok=True)
-            (work / self.git.path).write_bytes(content.encode("utf-8"))
+            (work / (path or self.git.path)).write_bytes(content.encode("utf-8"))
             directory = await self._render_path()
             return await kustomize_build.build(work / directory, where=f"{directory}@{(ref or self.git.branch)[:12]}")
         finally:

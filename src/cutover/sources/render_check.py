@@ -14,7 +14,7 @@ from typing import Any
 
 from cutover.errors import InvalidInput
 
-__all__ = ["RenderMismatch", "check", "service", "shown"]
+__all__ = ["RenderMismatch", "check", "service", "shown", "workload"]
 
 
 class RenderMismatch(InvalidInput):
@@ -77,3 +77,46 @@ def _without_selector(doc: Mapping[str, Any] | None) -> Any:
         return None
     spec = {key: value for key, value in (doc.get("spec") or {}).items() if key != "selector"}
     return {**doc, "spec": spec}
+
+
+def workload(current: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]], *, kind: str, name: str,
+             field: tuple[str, ...], wanted: str | None, where: str) -> bool:
+    """The render check of a free or a restore (docs/capacity.md): in what ArgoCD will apply, the workload `kind/name`
+    holds `wanted` at `field` (None: not checked, a restore writes back what the file held) and nothing else differs.
+    False when the render holds no such workload (it is another Application's): not checked."""
+    def found(docs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        return [doc for doc in docs if doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name]
+
+    after, before = found(candidate), found(current)
+    if not after and not before:
+        return False
+    if len(after) != 1 or len(before) != 1:
+        raise RenderMismatch(f"{where}: expected one {kind} {name} in the rendered output, found {len(after)}",
+                             hint="name the workload the build renders once (backends.<name>.workload)")
+    value = _at(after[0], field)
+    if wanted is not None and str(value) != wanted:
+        raise RenderMismatch(f"{where}: the rendered {kind} {name} holds {'.'.join(field)} = {value!r}, not "
+                             f"{wanted!r}: the build sets it elsewhere", hint="another layer sets this field (a "
+                             "kustomization `replicas:` entry, a patch): point backends.<name>.workload.path at it")
+    others = [doc for doc in candidate if doc is not after[0]] != [doc for doc in current if doc is not before[0]]
+    if others or _without(after[0], field) != _without(before[0], field):
+        raise RenderMismatch(f"{where}: the edit changes more than {kind} {name}'s {'.'.join(field)} in the rendered "
+                             "output", hint="the workload's file is read by more than that field; point "
+                                            "backends.<name>.workload.path at the layer that sets only it")
+    return True
+
+
+def _at(doc: Mapping[str, Any], field: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for key in field:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+def _without(doc: Mapping[str, Any], field: tuple[str, ...]) -> Any:
+    if not field or not isinstance(doc, Mapping):
+        return doc
+    head, rest = field[0], field[1:]
+    if not rest:
+        return {key: value for key, value in doc.items() if key != head}
+    return {**doc, head: _without(doc.get(head) or {}, rest)}
