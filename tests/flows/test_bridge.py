@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import structlog
 
@@ -244,3 +245,32 @@ def argocd_syncs(world: World, repo: BareRepo) -> None:
     sim_argocd.apply_git(world, repo, PATH)
     reconcile(world, repo)
     reconcile(world, repo)
+
+
+async def test_a_stream_in_flight_on_the_source_ends_before_the_source_is_freed(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]]) -> None:
+    """A client's stream to vLLM, begun before the switch to the bridge applies, still runs when the next PostSync
+    would free vLLM: the drain waits for it (vLLM's in-flight gauge), and it ends whole, `data: [DONE]` included."""
+    the_plan = bridge_plan(make_plan)
+    (vllm,) = [pod for pod in world.pods.values() if pod.backend == "vllm"]
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    vllm.engine.latency = 40.0  # a long answer (its first token after 40 s), within the drain timeout (1m)
+
+    async def stream() -> str:
+        async with httpx.AsyncClient(timeout=300) as client, client.stream(
+                "POST", f"http://{world.cluster_ip}:80/v1/chat/completions",
+                json={"model": "reasoning", "stream": True, "max_tokens": 4,
+                      "messages": [{"role": "user", "content": "a long answer"}]}) as answer:
+            return (await answer.aread()).decode()
+
+    streaming = asyncio.create_task(stream())
+    await asyncio.sleep(1)
+    assert vllm.engine.in_flight == 1
+    sim_argocd.apply_git(world, repo, PATH)  # the switch to the bridge applies: the stream's connection stays
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    assert vllm.engine.in_flight == 0  # answered whole before the free was committed
+    assert (await streaming).rstrip().endswith("data: [DONE]")  # and the client has every byte of it
+    (drained,) = named(events, "drain.done")
+    assert drained["by"] == "metrics" and drained["seconds"] >= 35 and drained["complete"] is True
+    assert [t.step for t in commits(repo, ENGINES)] == ["restore", "free"]
