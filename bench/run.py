@@ -29,6 +29,8 @@ Ratios are taken inside one run because these machines are noisy. Measured:
  17. handoff.strategy recreate on one GPU (docs/capacity.md), three PostSyncs in fake time with ArgoCD's part played
      between them at once: the gap (free commit → verified) over the target's startup (pull + load), and
      Kubernetes API requests per pod over the whole path
+ 18. handoff.strategy bridge on one GPU, four PostSyncs likewise (vLLM → coder → candle): the path over the target's
+     startup, the bridged name's failed requests through the Service, API requests per pod
 """
 
 from __future__ import annotations
@@ -606,6 +608,60 @@ async def _recreate_once(pull: float, load: float) -> tuple[float, float, int]:
     return gap, pull + load, api
 
 
+async def _bridge_once(pull: float, load: float) -> dict[str, float]:
+    """One handoff by bridge, vLLM -> coder -> candle on a one-GPU node, four PostSyncs: the path (first PostSync
+    to verified) over the target's startup, API requests per pod, and what a client asking for the bridged name
+    through the Service every 10 s saw."""
+    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
+    engines, service = "k8s/apps/llm-serving/engines.yaml", "k8s/apps/llm-serving/reasoning-long-service.yaml"
+    loop = asyncio.get_running_loop()
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = BareRepo(Path(tmp) / "gitops.git")
+        repo.commit({service: (ROOT / "tests" / "fixtures" / "reasoning-long-service.yaml").read_text(),
+                     engines: RECREATE_ENGINES}, "seed\n")
+        async with World() as world, FakeContentsHost(repo, token="t") as fake:
+            world.admit_jobs()
+            sim_argocd.seed_application(world)
+            world.add_node("gpu-1", gpus=1)
+            vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+            world.add_pod("coder", ready=True)
+            await world.settled()
+            workloads = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {engines}}}",
+                         "candle": f"{{kind: Deployment, name: candle, path: {engines}}}"}
+            (the_plan,) = plan.parse(world.plan_text(
+                git_api_url=fake.url, workloads=workloads, coder=True,
+                handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"))
+            kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
+            host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
+            try:
+                before = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))])
+                async with world.client("reasoning", every=10) as asked:
+                    started = loop.time()
+                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+                    sim_argocd.apply_git(world, repo, service)
+                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+                    world.delete_pod(vllm.name)
+                    world.add_pod("candle", Script(pull=pull, load=load), gpus=1, node="gpu-1")
+                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+                    sim_argocd.apply_git(world, repo, service)
+                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-4"))
+                    path = loop.time() - started
+                api = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))]) - before
+            finally:
+                await host.aclose()
+                await kube.aclose()
+    return {"path": path, "startup": pull + load, "ratio": path / (pull + load), "requests_per_pod": api / 3,
+            "answered": asked.answered, "failed": len(asked.failed)}
+
+
+def bench_bridge() -> dict[str, float]:
+    loop = looptime.new_event_loop(start=0)
+    try:
+        return loop.run_until_complete(_bridge_once(45, 11 * 60))
+    finally:
+        loop.close()
+
+
 def bench_recreate() -> dict[str, float]:
     loop = looptime.new_event_loop(start=0)
     try:
@@ -636,6 +692,7 @@ def main() -> int:
     drained = bench_drain(2 if args.smoke else 10)
     judged = bench_capacity(2 if args.smoke else 20)
     recreated = bench_recreate()
+    bridged = bench_bridge()
     rows = [
         ("1. Ready → names.proven p50 (s)", f"{latency['p50']:.3f}", "≤ 0.25"),
         ("1. Ready → names.proven p95 (s)", f"{latency['p95']:.3f}", ""),
@@ -676,6 +733,12 @@ def main() -> int:
          f"{recreated['ratio']:.2f}×", "≤ 1.1× (+ ArgoCD's syncs in a cluster)"),
         ("17. recreate on one GPU: Kubernetes API requests per pod over the path (3 PostSyncs)",
          f"{recreated['requests_per_pod']:.0f}", ""),
+        (f"18. bridge on one GPU: path / target startup ({bridged['path']:.0f} s / {bridged['startup']:.0f} s)",
+         f"{bridged['ratio']:.2f}×", "≤ 1.1× (+ ArgoCD's syncs in a cluster)"),
+        ("18. bridge on one GPU: requests for the bridged name that failed, one every 10 s along the path",
+         f"{bridged['failed']:.0f} of {bridged['answered'] + bridged['failed']:.0f}", "0"),
+        ("18. bridge on one GPU: Kubernetes API requests per pod over the path (4 PostSyncs, 3 pods)",
+         f"{bridged['requests_per_pod']:.0f}", ""),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")
@@ -689,7 +752,7 @@ def main() -> int:
                       "git": git, "edit": edit, "slack_overhead_us": overhead, "slack_posts": slack_posts,
                       "scale": scale, "ready_to_commit": to_commit, "render_checks": renders,
                       "ready_to_switched": switch, "fitness": fitness, "drain": drained,
-                      "capacity_judgment": judged, "recreate": recreated}))
+                      "capacity_judgment": judged, "recreate": recreated, "bridge": bridged}))
     return 0
 
 
