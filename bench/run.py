@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -45,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -571,38 +572,59 @@ spec:
 """
 
 
-async def _recreate_once(pull: float, load: float) -> tuple[float, float, int]:
-    """One recreate, vLLM -> candle on a one-GPU node: (gap, startup, API requests)."""
+ENGINES_PATH, SERVICE_PATH = "k8s/apps/llm-serving/engines.yaml", "k8s/apps/llm-serving/reasoning-long-service.yaml"
+
+
+@contextlib.asynccontextmanager
+async def _one_gpu(handoff: str, *, coder: bool = False) -> AsyncIterator[tuple[World, BareRepo, Any, Any, Any]]:
+    """A one-GPU node with vLLM serving on it, candle committed stopped, the plan's `handoff`: (world, repo, kube,
+    host, plan)."""
     structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
-    engines, service = "k8s/apps/llm-serving/engines.yaml", "k8s/apps/llm-serving/reasoning-long-service.yaml"
     with tempfile.TemporaryDirectory() as tmp:
         repo = BareRepo(Path(tmp) / "gitops.git")
-        repo.commit({service: (ROOT / "tests" / "fixtures" / "reasoning-long-service.yaml").read_text(),
-                     engines: RECREATE_ENGINES}, "seed\n")
+        repo.commit({SERVICE_PATH: (ROOT / "tests" / "fixtures" / "reasoning-long-service.yaml").read_text(),
+                     ENGINES_PATH: RECREATE_ENGINES}, "seed\n")
         async with World() as world, FakeContentsHost(repo, token="t") as fake:
             world.admit_jobs()
             sim_argocd.seed_application(world)
             world.add_node("gpu-1", gpus=1)
-            vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+            world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+            if coder:
+                world.add_pod("coder", ready=True)
             await world.settled()
-            workloads = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {engines}}}",
-                         "candle": f"{{kind: Deployment, name: candle, path: {engines}}}"}
-            (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, workloads=workloads,
-                                                     handoff="{strategy: recreate, maxGap: 30m}"))
+            workloads = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {ENGINES_PATH}}}",
+                         "candle": f"{{kind: Deployment, name: candle, path: {ENGINES_PATH}}}"}
+            (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, workloads=workloads, coder=coder,
+                                                     handoff=handoff))
             kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
             host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
             try:
-                before = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))])
-                await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
-                world.delete_pod(vllm.name)
-                world.add_pod("candle", Script(pull=pull, load=load), gpus=1, node="gpu-1")
-                await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
-                sim_argocd.apply_git(world, repo, service)
-                verified = await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
-                api = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))]) - before
+                yield world, repo, kube, host, the_plan
             finally:
                 await host.aclose()
                 await kube.aclose()
+
+
+def _api_requests(world: World) -> int:
+    return len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))])
+
+
+def _candle_on_the_card(world: World, pull: float, load: float) -> None:
+    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
+        world.delete_pod(pod.name)
+    world.add_pod("candle", Script(pull=pull, load=load), gpus=1, node="gpu-1")
+
+
+async def _recreate_once(pull: float, load: float) -> tuple[float, float, int]:
+    """One recreate, vLLM -> candle on a one-GPU node: (gap, startup, API requests)."""
+    async with _one_gpu("{strategy: recreate, maxGap: 30m}") as (world, repo, kube, host, the_plan):
+        before = _api_requests(world)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+        _candle_on_the_card(world, pull, load)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+        sim_argocd.apply_git(world, repo, SERVICE_PATH)
+        verified = await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+        api = _api_requests(world) - before
     gap = getattr(verified, "gap", None)
     assert gap is not None
     return gap, pull + load, api
@@ -612,44 +634,21 @@ async def _bridge_once(pull: float, load: float) -> dict[str, float]:
     """One handoff by bridge, vLLM -> coder -> candle on a one-GPU node, four PostSyncs: the path (first PostSync
     to verified) over the target's startup, API requests per pod, and what a client asking for the bridged name
     through the Service every 10 s saw."""
-    structlog.configure(processors=[lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
-    engines, service = "k8s/apps/llm-serving/engines.yaml", "k8s/apps/llm-serving/reasoning-long-service.yaml"
     loop = asyncio.get_running_loop()
-    with tempfile.TemporaryDirectory() as tmp:
-        repo = BareRepo(Path(tmp) / "gitops.git")
-        repo.commit({service: (ROOT / "tests" / "fixtures" / "reasoning-long-service.yaml").read_text(),
-                     engines: RECREATE_ENGINES}, "seed\n")
-        async with World() as world, FakeContentsHost(repo, token="t") as fake:
-            world.admit_jobs()
-            sim_argocd.seed_application(world)
-            world.add_node("gpu-1", gpus=1)
-            vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
-            world.add_pod("coder", ready=True)
-            await world.settled()
-            workloads = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {engines}}}",
-                         "candle": f"{{kind: Deployment, name: candle, path: {engines}}}"}
-            (the_plan,) = plan.parse(world.plan_text(
-                git_api_url=fake.url, workloads=workloads, coder=True,
-                handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"))
-            kube = cluster.connect(kubeconfig=str(world.kubeconfig(Path(tmp) / "kubeconfig")), environ={})
-            host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
-            try:
-                before = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))])
-                async with world.client("reasoning", every=10) as asked:
-                    started = loop.time()
-                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
-                    sim_argocd.apply_git(world, repo, service)
-                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
-                    world.delete_pod(vllm.name)
-                    world.add_pod("candle", Script(pull=pull, load=load), gpus=1, node="gpu-1")
-                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
-                    sim_argocd.apply_git(world, repo, service)
-                    await phases.postsync(Run.create(kube, the_plan, host, identity="job-4"))
-                    path = loop.time() - started
-                api = len([r for r in world.kube if r.url.path.startswith(("/api/", "/apis/"))]) - before
-            finally:
-                await host.aclose()
-                await kube.aclose()
+    handoff = "{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"
+    async with _one_gpu(handoff, coder=True) as (world, repo, kube, host, the_plan):
+        before = _api_requests(world)
+        async with world.client("reasoning", every=10) as asked:
+            started = loop.time()
+            await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+            sim_argocd.apply_git(world, repo, SERVICE_PATH)
+            await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+            _candle_on_the_card(world, pull, load)
+            await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+            sim_argocd.apply_git(world, repo, SERVICE_PATH)
+            await phases.postsync(Run.create(kube, the_plan, host, identity="job-4"))
+            path = loop.time() - started
+        api = _api_requests(world) - before
     return {"path": path, "startup": pull + load, "ratio": path / (pull + load), "requests_per_pod": api / 3,
             "answered": asked.answered, "failed": len(asked.failed)}
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+import structlog
 
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
@@ -85,3 +88,28 @@ async def engines_follow_git(world: World, repo: BareRepo, *, gpu: bool = True) 
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def killed_at(world: World, hop: Coroutine[Any, Any, Any], event: str, *, hard: bool) -> None:
+    """Run a phase and kill it when it logs `event` (never, if it does not): SIGTERM lets go of the Lease on the way
+    out; SIGKILL (`hard`) does not, so the Lease stays held, as the cluster saw it then, until it expires."""
+    task = asyncio.create_task(hop)
+    held: list[Any] = []
+
+    def killer(logger: Any, method: str, entry: dict[str, Any]) -> dict[str, Any]:
+        if entry.get("event") == event and not task.done():
+            if hard:  # whatever the process does on its way out never reaches the cluster
+                held.append(world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving",
+                                              "cutover-reasoning-long-predictor"))
+            task.cancel()
+        return entry
+
+    processors = structlog.get_config()["processors"]
+    structlog.configure(processors=[killer, *processors])
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        structlog.configure(processors=processors)
+    if held and held[0] is not None:
+        world.kube.apply("coordination.k8s.io/v1/leases", held[0])

@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-import structlog
 
 from cutover import plan
 from cutover.core import milestones
@@ -29,7 +28,7 @@ from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from helpers import named, told
-from one_gpu import ENGINES, ENGINES_FILE, PATH, WORKLOADS, engines_follow_git, reconcile
+from one_gpu import ENGINES, ENGINES_FILE, PATH, WORKLOADS, engines_follow_git, killed_at, reconcile
 
 pytestmark = pytest.mark.looptime
 
@@ -210,25 +209,8 @@ async def test_a_hop_killed_anywhere_and_run_again_commits_each_step_once(
     each hop committed once."""
     the_plan = bridge_plan(make_plan)
     for attempt in range(6):
-        task = asyncio.create_task(phases.postsync(Run.create(kube, the_plan, host, identity=f"job-{attempt}")))
-        held: list[Any] = []
-
-        def killer(logger: Any, method: str, entry: dict[str, Any], task: asyncio.Task[Any] = task,
-                   held: list[Any] = held) -> dict[str, Any]:
-            if entry.get("event") == event and not task.done():
-                if hard:  # whatever the process does on its way out never reaches the cluster
-                    held.append(world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving",
-                                                  "cutover-reasoning-long-predictor"))
-                task.cancel()
-            return entry
-
-        processors = structlog.get_config()["processors"]
-        structlog.configure(processors=[killer, *processors])
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        structlog.configure(processors=processors)
-        if held and held[0] is not None:
-            world.kube.apply("coordination.k8s.io/v1/leases", held[0])
+        await killed_at(world, phases.postsync(Run.create(kube, the_plan, host, identity=f"job-{attempt}")), event,
+                        hard=hard)
         argocd_syncs(world, repo)  # what the killed hop left in Git
         await phases.postsync(Run.create(kube, the_plan, host, identity=f"job-{attempt}-again"))  # the next pod
         argocd_syncs(world, repo)

@@ -9,11 +9,9 @@ in one run, both directions on one GPU; `cutover plan` says where the handoff st
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import pytest
-import structlog
 
 from cutover import plan
 from cutover.core import milestones
@@ -27,7 +25,7 @@ from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from helpers import named, told
-from one_gpu import ENGINES, ENGINES_FILE, PATH, WORKLOADS, engines_follow_git, reconcile
+from one_gpu import ENGINES, ENGINES_FILE, PATH, WORKLOADS, engines_follow_git, killed_at, reconcile
 
 pytestmark = pytest.mark.looptime
 
@@ -267,22 +265,7 @@ async def test_a_hop_killed_anywhere_and_run_again_commits_each_step_once(
     repo.commit({ENGINES: ENGINES_FILE}, "Add the engines, candle stopped\n")
     world.add_pod("vllm", ready=True)
     the_plan = recreate_plan(make_plan)
-    task = asyncio.create_task(phases.postsync(Run.create(kube, the_plan, host, identity="job-0")))
-    held: list[Any] = []
-
-    def killer(logger: Any, method: str, entry: dict[str, Any]) -> dict[str, Any]:
-        if entry.get("event") == event and not task.done():
-            if hard:  # whatever the process does on its way out never reaches the cluster
-                held.append(world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving",
-                                              "cutover-reasoning-long-predictor"))
-            task.cancel()
-        return entry
-
-    structlog.configure(processors=[killer, *structlog.get_config()["processors"]])
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    if held and held[0] is not None:
-        world.kube.apply("coordination.k8s.io/v1/leases", held[0])
+    await killed_at(world, phases.postsync(Run.create(kube, the_plan, host, identity="job-0")), event, hard=hard)
     reconcile(world, repo, gpu=False)  # ArgoCD syncs what the killed hop left in Git before the next PostSync
     again = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-1")), the_plan)
     steps = [(t.step, t.backend) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]

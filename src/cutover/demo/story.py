@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -198,45 +200,60 @@ spec:
 RECREATE = "{strategy: recreate, maxGap: 20m, drainTimeout: 1m}"
 
 
-async def _one_gpu(workdir: Path) -> float:
-    """The second act: the same handoff where the GPU cannot hold both engines. The gap it measured, in seconds."""
-    say("Act two: the reference cluster has no spare GPU (4 of 4 allocated). Make-before-break cannot start candle "
-        "beside vLLM, so the operator consents to a gap: handoff " + RECREATE)
-    repo = BareRepo(workdir / "one-gpu.git")
+@contextlib.asynccontextmanager
+async def _on_one_gpu(workdir: Path, name: str, handoff: str, *, coder: bool = False) -> AsyncIterator[Cast]:
+    """The reference cluster of acts two and three: a node with one GPU, vLLM serving on it, candle-vllm committed
+    stopped beside it in Git (and `coder` on cards of its own), the plan's `handoff`."""
+    repo = BareRepo(workdir / f"{name}.git")
     repo.commit({SERVICE_FILE: _service_file(overlay=False), ENGINES_FILE: ENGINES},
                 "reasoning-long on vLLM; candle-vllm committed stopped\n")
     async with World() as world, FakeContentsHost(repo, token=TOKEN) as fake:
         world.admit_jobs()
         sim_argocd.seed_application(world)
         world.add_node("gpu-1", gpus=1)
-        vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+        world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+        if coder:
+            world.add_pod("coder", ready=True)
         await world.settled()
         workloads = {backend: f"{{kind: Deployment, name: {name}, path: {ENGINES_FILE}}}"
                      for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
         (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=SERVICE_FILE, workloads=workloads,
-                                                 handoff=RECREATE))
-        kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig-2")))
+                                                 handoff=handoff, coder=coder))
+        kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / f"{name}.kube")))
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
-        cast = Cast(world, repo, "", SERVICE_FILE, kube, host, the_plan,
-                    Author(the_plan.git.author.name, the_plan.git.author.email))
         try:
-            say("The sync of the operator's commit runs PostSync: drain vLLM, free it, start candle, in one hop")
-            print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-1"))))
-            for entry in reversed(repo.log(ENGINES_FILE, limit=2)):
-                print(f"  {entry.sha[:12]} {entry.message.splitlines()[0]}")
-            say("ArgoCD applies both: vLLM's pod terminates, candle-vllm's is bound to the card it left (45 s pull, "
-                "11 min loading). The gap is open: the Service selects pods that are gone")
-            world.delete_pod(vllm.name)
-            world.add_pod("candle", Script(pull=45, load=11 * 60), gpus=1, node="gpu-1")
-            say("The next sync's PostSync waits for candle within what is left of maxGap, proves it, switches")
-            print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-2"))))
-            sim_argocd.apply_git(world, repo, SERVICE_FILE)
-            say("ArgoCD applies the switch; the PostSync after it verifies and says how long the gap lasted")
-            verified = await phases.postsync(cast.run("cutover-postsync-gpu-3"))
-            print(cast.told(verified))
+            yield Cast(world, repo, "", SERVICE_FILE, kube, host, the_plan,
+                       Author(the_plan.git.author.name, the_plan.git.author.email))
         finally:
             await host.aclose()
             await kube.aclose()
+
+
+def _candle_takes_the_card(world: World) -> None:
+    """What ArgoCD and the scheduler do with the free: vLLM's pod goes, candle-vllm's is bound to its card."""
+    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
+        world.delete_pod(pod.name)
+    world.add_pod("candle", Script(pull=45, load=11 * 60), gpus=1, node="gpu-1")
+
+
+async def _one_gpu(workdir: Path) -> float:
+    """The second act: the same handoff where the GPU cannot hold both engines. The gap it measured, in seconds."""
+    say("Act two: the reference cluster has no spare GPU (4 of 4 allocated). Make-before-break cannot start candle "
+        "beside vLLM, so the operator consents to a gap: handoff " + RECREATE)
+    async with _on_one_gpu(workdir, "one-gpu", RECREATE) as cast:
+        say("The sync of the operator's commit runs PostSync: drain vLLM, free it, start candle, in one hop")
+        print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-1"))))
+        for entry in reversed(cast.repo.log(ENGINES_FILE, limit=2)):
+            print(f"  {entry.sha[:12]} {entry.message.splitlines()[0]}")
+        say("ArgoCD applies both: vLLM's pod terminates, candle-vllm's is bound to the card it left (45 s pull, "
+            "11 min loading). The gap is open: the Service selects pods that are gone")
+        _candle_takes_the_card(cast.world)
+        say("The next sync's PostSync waits for candle within what is left of maxGap, proves it, switches")
+        print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-2"))))
+        sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
+        say("ArgoCD applies the switch; the PostSync after it verifies and says how long the gap lasted")
+        verified = await phases.postsync(cast.run("cutover-postsync-gpu-3"))
+        print(cast.told(verified))
     assert isinstance(verified, Verified)
     assert verified.gap is not None
     return verified.gap
@@ -250,44 +267,22 @@ async def _bridged(workdir: Path) -> Asked:
     it while vLLM is freed and candle starts. What a client asking for `reasoning` saw all along."""
     say("Act three: the same cluster, by bridge. The coder deployment (2 of the 4 GPUs) also answers reasoning; "
         "it carries that name while vLLM's card goes to candle-vllm: handoff " + BRIDGE)
-    repo = BareRepo(workdir / "bridge.git")
-    repo.commit({SERVICE_FILE: _service_file(overlay=False), ENGINES_FILE: ENGINES},
-                "reasoning-long on vLLM; candle-vllm committed stopped\n")
-    async with World() as world, FakeContentsHost(repo, token=TOKEN) as fake:
-        world.admit_jobs()
-        sim_argocd.seed_application(world)
-        world.add_node("gpu-1", gpus=1)
-        vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
-        world.add_pod("coder", ready=True)
-        await world.settled()
-        workloads = {backend: f"{{kind: Deployment, name: {name}, path: {ENGINES_FILE}}}"
-                     for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
-        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=SERVICE_FILE, workloads=workloads,
-                                                 handoff=BRIDGE, coder=True))
-        kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig-3")))
-        host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
-        cast = Cast(world, repo, "", SERVICE_FILE, kube, host, the_plan,
-                    Author(the_plan.git.author.name, the_plan.git.author.email))
-        try:
-            async with world.client("reasoning", every=10) as asked:
-                say("A client in poimen asks for reasoning through the Service every 10 s. The sync of the "
-                    "operator's commit runs PostSync: prove coder on reasoning, switch to it")
-                print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-1"))))
-                sim_argocd.apply_git(world, repo, SERVICE_FILE)
-                say("ArgoCD applies it. The next PostSync checks coder through the Service, drains vLLM, frees it "
-                    "and starts candle, in one sync")
-                print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-2"))))
-                world.delete_pod(vllm.name)
-                world.add_pod("candle", Script(pull=45, load=11 * 60), gpus=1, node="gpu-1")
-                say("candle-vllm loads on the card vLLM left, while coder answers reasoning; the next PostSync "
-                    "waits for it, proves it, switches")
-                print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-3"))))
-                sim_argocd.apply_git(world, repo, SERVICE_FILE)
-                say("ArgoCD applies the switch; the PostSync after it verifies it through the Service")
-                print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-4"))))
-        finally:
-            await host.aclose()
-            await kube.aclose()
+    async with _on_one_gpu(workdir, "bridge", BRIDGE, coder=True) as cast, \
+            cast.world.client("reasoning", every=10) as asked:
+        say("A client in poimen asks for reasoning through the Service every 10 s. The sync of the operator's "
+            "commit runs PostSync: prove coder on reasoning, switch to it")
+        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-1"))))
+        sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
+        say("ArgoCD applies it. The next PostSync checks coder through the Service, drains vLLM, frees it and "
+            "starts candle, in one sync")
+        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-2"))))
+        _candle_takes_the_card(cast.world)
+        say("candle-vllm loads on the card vLLM left, while coder answers reasoning; the next PostSync waits for "
+            "it, proves it, switches")
+        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-3"))))
+        sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
+        say("ArgoCD applies the switch; the PostSync after it verifies it through the Service")
+        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-4"))))
     say(f"The client asked for reasoning {asked.answered + len(asked.failed)} times along the path: "
         f"{asked.answered} answered, {len(asked.failed)} failed")
     return asked
