@@ -133,27 +133,43 @@ build_helm() {  # for ArgoCD's repo-server, which renders charts with the helm o
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
-# ArgoCD's go.mod replaces modules too (the Kubernetes staging modules at published versions; from v3.3 on also
-# gitops-engine with a local directory, which no wrapper can satisfy: such a replace is named and stops the build).
+# ArgoCD's go.mod replaces modules too: the Kubernetes staging modules at published versions, and from v3.3 on its
+# gitops-engine with a local directory. That one becomes the nested module the proxy serves at the release's commit
+# (ARGOCD_ENGINE), once its pseudo-version's time is the tag's: a version bump cannot keep a stale engine. Any other
+# local replace is named and stops the build.
 build_argocd() {
   served github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION"
-  local mod
+  local mod engine=github.com/argoproj/argo-cd/gitops-engine
   mod="$(go mod download -json "github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+  if [ -n "${ARGOCD_ENGINE:-}" ]; then
+    # the checksum database has answered 404 once for a fresh pseudo-version, then served it: asked twice
+    go list -m -json "$engine@$ARGOCD_ENGINE" >/dev/null 2>&1 || served "$engine" "$ARGOCD_ENGINE"
+    local tagged stamp
+    tagged="$(go list -m -json "github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION" | python3 -c '
+import json, sys, datetime
+print(datetime.datetime.fromisoformat(json.load(sys.stdin)["Time"].replace("Z", "+00:00")).strftime("%Y%m%d%H%M%S"))')"
+    stamp="$(echo "$ARGOCD_ENGINE" | cut -d- -f2)"
+    [ "$stamp" = "$tagged" ] || die "argocd: ARGOCD_ENGINE $ARGOCD_ENGINE is not argo-cd $ARGOCD_VERSION's commit " \
+      "(its time $stamp, the tag's $tagged): set the engine pseudo-version of that release"
+  fi
   wrapper argocd sh -c '
     set -e
-    go mod edit -json "$1" | python3 -c "
-import json, sys
+    go mod edit -json "$1" | ENGINE="$4" python3 -c "
+import json, os, sys
 for r in json.load(sys.stdin).get(\"Replace\") or []:
     old, new = r[\"Old\"], r[\"New\"]
     if not new.get(\"Version\"):
-        sys.exit(\"argocd: go.mod replaces \" + old[\"Path\"] + \" with the local directory \" + new[\"Path\"])
+        if old[\"Path\"] == \"github.com/argoproj/argo-cd/gitops-engine\" and os.environ[\"ENGINE\"]:
+            new = {\"Path\": old[\"Path\"], \"Version\": os.environ[\"ENGINE\"]}
+        else:
+            sys.exit(\"argocd: go.mod replaces \" + old[\"Path\"] + \" with the local directory \" + new[\"Path\"])
     print(old[\"Path\"] + (\"@\" + old[\"Version\"] if old.get(\"Version\") else \"\") + \"=\" + new[\"Path\"] + \"@\" + new[\"Version\"])
 " >replaces
     while read -r r; do go mod edit -replace "$r"; done <replaces
     go get "github.com/argoproj/argo-cd/v3/cmd@$2"
     go build -p 2 -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${2#v}" -o "$3/argocd" \
       github.com/argoproj/argo-cd/v3/cmd
-  ' _ "$mod" "$ARGOCD_VERSION" "$out"
+  ' _ "$mod" "$ARGOCD_VERSION" "$out" "${ARGOCD_ENGINE:-}"
 }
 
 declare -A products=(

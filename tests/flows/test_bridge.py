@@ -256,3 +256,17 @@ async def test_a_stream_in_flight_on_the_source_ends_before_the_source_is_freed(
     (drained,) = named(events, "drain.done")
     assert drained["by"] == "metrics" and drained["seconds"] >= 35 and drained["complete"] is True
     assert [t.step for t in commits(repo, ENGINES)] == ["restore", "free"]
+
+
+async def test_every_commit_of_the_path_names_one_cutover(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
+    """One `Cutover-Id` from the switch to the bridge to the target's switch, the free and the restore between them
+    included: one Slack thread for the whole path."""
+    the_plan = bridge_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    argocd_syncs(world, repo)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    argocd_syncs(world, repo)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+    ids = {t.id for t in commits(repo, PATH) + commits(repo, ENGINES)}
+    assert len(ids) == 1 and len(commits(repo, PATH) + commits(repo, ENGINES)) == 4

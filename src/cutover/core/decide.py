@@ -230,6 +230,13 @@ def _on_bridge(observed: Observed, plan: Plan, hop: Commit, *, to: str, hold: st
     return Restore(to, to, hold) if to in freed else Advance(other, to, hold, bridge=bridge)
 
 
+def path_source(observed: Observed, plan: Plan) -> str | None:
+    """Where the cutover a hop belongs to came from: the backend Git selects, or on a bridge the one the path left
+    (so that every hop of a path names one cutover, one Slack thread)."""
+    git, hop = backend_of(plan, observed.in_git), bridge_hop(observed.last, plan)
+    return hop.trailers.source if hop is not None and git == plan.handoff.bridge else git
+
+
 def bridge_hop(last: Commit | None, plan: Plan) -> Commit | None:
     """The newest switch, when it was the hop to the plan's bridge on a path elsewhere."""
     bridge = plan.handoff.bridge

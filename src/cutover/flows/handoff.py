@@ -187,8 +187,10 @@ def _render_check(run: Run, backend: str, where: freeing.Freeing, *,
 def _trailers(run: Run, observed: decide.Observed, backend: str, *, to: str, step: str,
               hold: str | None = None) -> Trailers:
     plan, live = run.plan, observed.live
-    source = decide.backend_of(plan, observed.in_git)
+    source = decide.path_source(observed, plan)
     ident = decide.cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
+    if "cutover_id" not in structlog.contextvars.get_contextvars():  # a hop of its own: its cutover's Slack thread
+        structlog.contextvars.bind_contextvars(cutover_id=ident)
     return Trailers(id=ident, source=source, to=to, plan=plan.name, step=step, backend=backend, hold=hold)
 
 
