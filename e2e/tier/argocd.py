@@ -57,6 +57,16 @@ class ArgoCD:
         self.ca_file = self.tls / git_host
         ca.cert_pem.write_to_path(str(self.ca_file))
         self.manifests = module_dir(version) / "manifests"
+        # What ArgoCD's image puts beside the binary (its Dockerfile: COPY hack/gpg-wrapper.sh
+        # hack/git-verify-wrapper.sh /usr/local/bin/): from v3.5 the repo-server runs git-verify-wrapper.sh on every
+        # manifest generation, GPG or not, and answers "permission denied" when it is missing.
+        self.scripts = self.dir / "bin"
+        self.scripts.mkdir(parents=True, exist_ok=True)
+        for script in ("gpg-wrapper.sh", "git-verify-wrapper.sh"):
+            source = module_dir(version) / "hack" / script
+            if source.exists():
+                (self.scripts / script).write_bytes(source.read_bytes())
+                (self.scripts / script).chmod(0o755)
         # the admin's kubeconfig with ArgoCD's namespace as its context's: where every component looks for its
         # Applications, config maps and Secrets (the repo-server takes no --namespace)
         self.kubeconfig = self.dir / "kubeconfig"
@@ -115,7 +125,7 @@ class ArgoCD:
         env = {**os.environ, "TMPDIR": str(tmp), "ARGOCD_FAKE_IN_CLUSTER": "true", "KUBECONFIG": str(self.kubeconfig),
                "ARGOCD_BINARY_NAME": name, "ARGOCD_TLS_DATA_PATH": str(self.tls),
                "ARGOCD_SSH_DATA_PATH": str(self.dir / "ssh"), "ARGOCD_GPG_ENABLED": "false",
-               "HOME": str(self.dir), "PATH": f"{self.plane.bin}:{os.environ['PATH']}",
+               "HOME": str(self.dir), "PATH": f"{self.plane.bin}:{self.scripts}:{os.environ['PATH']}",
                # what ArgoCD's Deployments read from argocd-cm's timeout.reconciliation (valueFrom a key ref)
                "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s"}
         argv = [str(self.plane.bin / binary), *args] if binary else args
