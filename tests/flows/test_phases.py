@@ -366,7 +366,7 @@ async def argocd_running(world: World, repo: BareRepo) -> AsyncIterator[None]:
 
 async def test_the_stand_in_records_a_sync_as_the_real_argocd_does(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
-    """What the real ArgoCD v3.2.11 held after the tier's reference story (e2e/gitops, scenario a), where the
+    """What the real ArgoCD v3.5.3 held after the tier's reference story (e2e/gitops, scenario a), where the
     stand-in held less, each now recorded: the operation's message, the result's line for the Service patched in
     place, `status.history` (one entry per sync), `reconciledAt`, and the source and prune copied into the
     operation. Every write is checked against ArgoCD's CRD schema (tests/contracts.py)."""
@@ -390,11 +390,13 @@ async def test_the_stand_in_records_a_sync_as_the_real_argocd_does(
 
 @pytest.mark.looptime
 async def test_the_stand_in_runs_the_reference_story_with_hooks_as_the_real_argocd_records_it(
-        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
     """The reference story with the hooks run by the stand-in (PreSync, the Service, PostSync, each sync inside a
-    Running operation): a refresh (a person's commit) → the PostSync proves and commits → the refresh it asks
-    for → the sync of cutover's commit, gated and verified. What the Application then holds is what the real
-    ArgoCD v3.2.11 held after the same story (tests/fixtures/argocd-story.json, checked by e2e/gitops scenario a):
+    Running operation): a refresh (a person's commit) → the PostSync proves and commits, and asks for no refresh
+    while the operation runs (argo-cd#27875) → ArgoCD compares with Git as the operation ends → the sync of
+    cutover's commit, gated and verified. What the Application then holds is what the real
+    ArgoCD v3.5.3 held after the same story (tests/fixtures/argocd-story.json, checked by e2e/gitops scenario a):
     the hooks' names and order, the operation's shape and message, one revision everywhere."""
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
@@ -421,6 +423,7 @@ async def test_the_stand_in_runs_the_reference_story_with_hooks_as_the_real_argo
     (commit,) = [e.sha for e in repo.log(PATH) if e.message.startswith("cutover(")]
     app = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
     assert ran == ["PreSync", "PostSync", "PreSync", "PostSync"]  # two syncs, no SyncFail
+    assert named(events, "argocd.refresh_deferred")[0]["operation"] == "Running"
     assert app["status"]["sync"]["revision"] == commit
     assert argocd_observed.observations(app) == argocd_observed.story()
 
@@ -617,24 +620,20 @@ async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(
 async def test_run_asks_again_when_an_operation_that_began_during_the_wait_ends_without_its_commit(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:
-    """argo-cd#21902: a refresh asked for while an older operation runs can be lost with it."""
+    """argo-cd#21902: an operation that began before the commit can end without it (and a refresh asked for while
+    it runs would be lost with it, or from ArgoCD 3.4 turn the next sync into a hook-less self-heal, argo-cd#27875:
+    none is asked for then). Once it has ended, the refresh is asked for again."""
     seed_application(world)
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", Script(pull=30, load=300))
     old = repo.head()
 
-    def refresh_asked() -> bool:
-        application = world.kube.stored(APPS, "argocd", "llm-serving") or {}
-        return "argocd.argoproj.io/refresh" in ((application.get("metadata") or {}).get("annotations") or {})
-
     async def lossy_argocd() -> None:
         await asyncio.sleep(100)  # an operation on the old revision begins while run still waits for candle
         world.kube.merge(APPS, "argocd", "llm-serving", {"status": {"operationState": sim_argocd.operation_state(
             world, "Running", old or "", finished=False)}})
-        while not refresh_asked():  # noqa: ASYNC110 -- ArgoCD notices by polling too (fake time)
+        while repo.head() == old:  # noqa: ASYNC110 -- until cutover has committed (fake time)
             await asyncio.sleep(1)
-        world.kube.merge(APPS, "argocd", "llm-serving",
-                         {"metadata": {"annotations": {"argocd.argoproj.io/refresh": None}}})  # swallowed
         await asyncio.sleep(20)
         world.kube.merge(APPS, "argocd", "llm-serving", {"status": {
             "sync": {"status": "OutOfSync", "revision": old},
@@ -648,4 +647,5 @@ async def test_run_asks_again_when_an_operation_that_began_during_the_wait_ends_
         argocd_task.cancel()
         await asyncio.gather(argocd_task, return_exceptions=True)
     assert report.data["verified"] is True
+    assert len(named(events, "argocd.refresh_deferred")) == 1  # the commit's, while the old operation ran
     assert len(named(events, "argocd.refresh_again")) == 1

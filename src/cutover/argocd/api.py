@@ -75,6 +75,14 @@ class ArgoCDApi:
     def _app(self, suffix: str = "") -> str:
         return f"/api/v1/applications/{self.settings.application}{suffix}"
 
+    async def operation_phase(self) -> str | None:
+        """The phase of the Application's operation (Running while a sync runs), None when it has none."""
+        body = await self._get(self._app(), params={"appNamespace": self.settings.namespace},
+                               what="read the Application")
+        state = ((body.get("status") or {}).get("operationState") or {}) if isinstance(body, dict) else {}
+        phase = state.get("phase")
+        return str(phase) if phase else None
+
     async def refresh(self) -> None:
         await self._get(self._app(), params={"refresh": "normal", "appNamespace": self.settings.namespace},
                         what="refresh the Application")

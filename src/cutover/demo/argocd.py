@@ -101,7 +101,7 @@ def _revisions(world: World, revision: str) -> list[str] | None:
             for source in sources]
 
 
-SUCCEEDED = "successfully synced (no more tasks)"  # the real ArgoCD's message for a finished sync (v3.2.11)
+SUCCEEDED = "successfully synced (no more tasks)"  # the real ArgoCD's message for a finished sync (v3.2.11, v3.5.3)
 
 
 def _source(world: World) -> dict[str, Any] | None:
@@ -148,9 +148,9 @@ HOOK_DONE = "Reached expected number of succeeded pods"  # a finished Job's cond
 
 def hook_result(kind: str, code: int, *, application: str = APPLICATION) -> dict[str, Any]:
     """A hook Job's line in a sync's result, as the real ArgoCD records it: the Component's Job name with the
-    Application's suffix, its phase the hook type's."""
-    return {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
-            "name": f"cutover-{kind.lower()}-{application}",  # no `status`: the real one gives a hook none
+    Application's suffix, its phase the hook type's, and (from v3.5; v3.2 gave a hook none) a sync status."""
+    return {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover", "status": "Synced",
+            "name": f"cutover-{kind.lower()}-{application}",
             "message": HOOK_DONE if code == 0 else f"Container cutover for pod cutover/cutover-{kind.lower()}-"
                                                    f"{application}-x7k2q failed with exit code {code} matching "
                                                    f"FailJob rule at index 0",  # the Jobs' podFailurePolicy
@@ -262,11 +262,13 @@ def apply_git(world: World, repo: BareRepo, path: str, *, endpoints: bool = True
 async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.0, poll: float | None = None,
                    endpoint_lag: float = 0.0, hooks: Mapping[str, Hook] | None = None) -> None:
     """Sync when asked to refresh; with `poll`, also when Git moved and `poll` seconds passed since the last
-    look (ArgoCD's reconciliation timeout, 180 s by default). `endpoint_lag`: the EndpointSlice controller
-    catches up with the new selector only that many seconds after the sync. `hooks`: the hook Jobs each sync
-    runs (`sync_with_hooks`); without them a sync applies the Service alone, as a hookless sync does."""
+    look (ArgoCD's reconciliation timeout, 180 s by default); and when Git moved while a sync ran (ArgoCD compares
+    with Git as each operation ends: a hook's commit is synced next, hooks and all). `endpoint_lag`: the
+    EndpointSlice controller catches up with the new selector only that many seconds after the sync. `hooks`: the
+    hook Jobs each sync runs (`sync_with_hooks`); without them a sync applies the Service alone, as a hookless sync
+    does."""
     loop = asyncio.get_running_loop()
-    looked, synced = loop.time(), repo.head()
+    looked, synced, moved = loop.time(), repo.head(), False
     while True:
         await asyncio.sleep(every)
         stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION)
@@ -274,8 +276,9 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
         polled = poll is not None and loop.time() - looked >= poll
         if polled:
             looked = loop.time()
-        if stored is None or not (asked or (polled and repo.head() != synced)):
+        if stored is None or not (asked or moved or (polled and repo.head() != synced)):
             continue
+        moved = False
         synced = head = repo.head()
         started = world.kube.stamp()
         assert head is not None
@@ -303,6 +306,7 @@ async def autosync(world: World, repo: BareRepo, path: str, *, every: float = 5.
                 world, head) else {"revision": head})}, "health": {"status": "Healthy"},
                        "operationState": _succeeded(world, head, hooked=bool(hooks)),
                        "history": history[-10:], "reconciledAt": started}})  # ArgoCD keeps 10 by default
+        moved = repo.head() != head  # committed while the sync ran: compared with as the operation ends
 
 
 def _succeeded(world: World, head: str, *, hooked: bool) -> dict[str, Any]:

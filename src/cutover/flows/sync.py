@@ -27,20 +27,36 @@ log = structlog.get_logger("cutover")
 
 
 async def refresh(run: Run) -> None:
+    """Ask ArgoCD to compare with Git now, unless one of its operations is running (a hook's commit, mostly): from
+    ArgoCD 3.4 a comparison with the new revision during an operation makes the sync that follows a self-heal of the
+    changed objects only, without hooks (argo-cd#27875; seen on v3.5.3: no PreSync gate, no PostSync verification).
+    ArgoCD compares with Git itself when its operation ends, and syncs the commit, hooks and all."""
     plan = run.plan
     if plan.argocd is None or not plan.argocd.refresh or run.dry_run:
         return
     try:
         if run.api is not None:  # no write permission on the Application needed (docs/security.md)
-            await run.api.refresh()
-            log.info("argocd.refresh_requested", application=plan.argocd.application, via="api")
+            if not _deferred(plan.argocd.application, await run.api.operation_phase()):
+                await run.api.refresh()
+                log.info("argocd.refresh_requested", application=plan.argocd.application, via="api")
             return
         app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
+        if _deferred(plan.argocd.application, app.operation_phase):
+            return
         await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application,
                                           hydrate=app.hydrator is not None)
         log.info("argocd.refresh_requested", application=plan.argocd.application)
     except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
         log.warning("argocd.refresh_failed", error=exc.message, cause=exc.cause, hint=exc.hint)
+
+
+def _deferred(application: str, phase: str | None) -> bool:
+    if phase not in ("Running", "Terminating"):
+        return False
+    log.info("argocd.refresh_deferred", application=application, operation=phase,
+             reason="ArgoCD compares with Git when its operation ends; a refresh now would sync the commit without "
+                    "hooks (argo-cd#27875)")
+    return True
 
 
 async def application(run: Run) -> ApplicationView | None:
