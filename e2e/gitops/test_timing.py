@@ -1,8 +1,9 @@
 """How long a switch takes through the real ArgoCD, from cutover's commit (the target proven Ready) to the live
-Service selecting the target: with cutover's refresh (the Application annotated `argocd.argoproj.io/refresh`,
-goal ≤ 5 s), and with ArgoCD's own polling (`argocd.refresh: false`; `timeout.reconciliation` is 15 s in the tier,
-120 s by default). The target toggles between the two engines, both running; p50 of the runs goes under the table
-(docs/testing.md, "Timing through the real ArgoCD")."""
+Service selecting the target: with `argocd.refresh: true` and with ArgoCD's own polling (`argocd.refresh: false`;
+`timeout.reconciliation` is 15 s in the tier, 120 s by default). A PostSync commits while its own sync runs, and from
+ArgoCD 3.4 a refresh then turns the next sync into a hook-less self-heal (argo-cd#27875): cutover defers it, so
+both take ArgoCD's next look, and every switch is gated and verified by the hooks. The target toggles between the two
+engines, both running; p50 of the runs goes under the table (docs/testing.md, "Timing through the real ArgoCD")."""
 
 from __future__ import annotations
 
@@ -47,5 +48,6 @@ def test_commit_to_live_switch_with_the_refresh_and_with_polling(argo: gitops.Gi
         mode = "cutover's refresh" if refresh else "ArgoCD's polling (15 s)"
         MEASURED.append(f"commit → live selector switched, {mode}: p50 {statistics.median(seconds):.1f} s, "
                         f"max {max(seconds):.1f} s over {len(seconds)} runs")
-    # a ratio inside one run, not a bound on the clock (docs/testing.md): the refresh is what makes it fast
-    assert statistics.median(measured[True]) * 2 < statistics.median(measured[False]), measured
+    # a ratio inside one run, not a bound on the clock (docs/testing.md): a hook's refresh is deferred, so the two
+    # take alike (ArgoCD's next look after its operation); neither waits for more than that look
+    assert 0.5 < statistics.median(measured[True]) / statistics.median(measured[False]) < 2, measured
