@@ -13,6 +13,7 @@ import pytest
 
 from cutover import plan
 from cutover.core import milestones
+from cutover.core.clock import Clock
 from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
@@ -109,3 +110,21 @@ async def test_a_rollback_after_retirement_restores_the_source_and_waits_for_it(
     assert text == ENGINES_FILE.replace("replicas: 0", "replicas: 1")  # vLLM exactly as it was
     last = Trailers.parse(repo.log(PATH)[0].message)
     assert (last.to, last.hold) == ("vllm", "vllm")
+
+
+async def test_a_retirement_that_fails_leaves_the_verified_switch_standing_and_is_tried_again(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, both: None,
+        events: list[dict[str, Any]]) -> None:
+    """Another cutover holds the Service's Lease when the retirement is due: the audit still reports the live
+    backend checked, warns `handoff.retire_failed` (the switch stands verified), and a later run retires."""
+    the_plan = retire_plan(make_plan, "1m")
+    await switched(world, kube, host, repo, the_plan)
+    await asyncio.sleep(61)
+    async with lease.hold(kube, namespace="llm-serving", service="reasoning-long-predictor", me="job-other",
+                          now=Clock().now):
+        checked = told(await phases.audit(Run.create(kube, the_plan, host, identity="audit-1")), the_plan)
+    assert checked.data["audit"] == "checked" and "retired" not in checked.data and steps(repo) == []
+    (failed,) = named(events, "handoff.retire_failed")
+    assert failed["backend"] == "vllm" and failed["cause"] == "lock_held" and "the next cutover run" in failed["hint"]
+    again = told(await phases.audit(Run.create(kube, the_plan, host, identity="audit-2")), the_plan)
+    assert again.data["retired"]["backend"] == "vllm"

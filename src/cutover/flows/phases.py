@@ -175,7 +175,12 @@ async def _retire_if_due(run: Run, observed: decide.Observed, *, verified: str |
     if step is None or run.dry_run:
         return None
     assert observed.last is not None
-    freed = await advance.make_room(run, observed, step)
+    try:
+        freed = await advance.make_room(run, observed, step)
+    except CutoverError as exc:  # the switch stands verified; the next run after this one tries again
+        log.warning("handoff.retire_failed", backend=step.backend, cause=exc.cause, message=exc.message,
+                    hint=f"{exc.hint}; the next cutover run (a hook, the audit CronJob) retires {step.backend}")
+        return None
     log.info(milestones.RETIRED, backend=step.backend, to=step.to, switched=observed.last.sha[:12],
              after=run.plan.handoff.retire_after, commit=freed.sha or None)
     await run.event(observed.live, "CutoverRetired", f"{step.backend} retired {run.plan.handoff.retire_after:g}s "
