@@ -22,6 +22,7 @@ from cutover import plan
 from cutover.cli import main
 from cutover.core.results import Completed
 from cutover.demo import argocd as sim_argocd
+from cutover.demo import story
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, World
@@ -171,25 +172,11 @@ async def test_a_pinned_selector_is_a_render_mismatch_and_nothing_is_touched(wor
     assert live_selector(world) == VLLM
 
 
-ENGINES = """apiVersion: apps/v1
-kind: Deployment
-metadata: {name: llm-reasoning, namespace: llm-serving}
-spec:
-  replicas: 1  # vLLM, on the one card
-  template: {}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: llm-reasoning-candle, namespace: llm-serving}
-spec:
-  replicas: 0
-  template: {}
-"""
 # The engines in the base; the prod overlay sets their replicas (a kustomize `replicas:` entry each).
 WITH_ENGINES = {
     **ADDS_A_LABEL,
     f"{APP}/base/kustomization.yaml": kustomization("service.yaml", "engines.yaml"),
-    f"{APP}/base/engines.yaml": ENGINES,
+    f"{APP}/base/engines.yaml": story.ENGINES,  # the demo's two Deployments, vLLM at 1, candle at 0
     f"{APP}/overlays/prod/kustomization.yaml": kustomization(
         "../../base", more="labels:\n  - pairs: {component: predictor}\n    includeSelectors: true\nreplicas:\n"
                            "  - name: llm-reasoning\n    count: 1\n  - name: llm-reasoning-candle\n    count: 0\n"),

@@ -94,3 +94,10 @@ def applied_revision(app: ApplicationView, commit: str) -> str | None:
     if hydrator.dry_sha == commit and hydrator.phase == "Hydrated":
         return hydrator.hydrated_sha
     return None
+
+
+def refresh_waits(phase: str | None) -> bool:
+    """Whether a refresh must wait for the Application's operation to end: from ArgoCD 3.4 a comparison with a new
+    revision while an operation runs makes the sync that follows a self-heal of the changed objects alone, without
+    hooks (argo-cd#27875, seen on v3.5.3). ArgoCD compares with Git itself as each operation ends."""
+    return phase in ("Running", "Terminating")

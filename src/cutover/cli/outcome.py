@@ -207,9 +207,6 @@ def _shown(shown: Shown, plan: Plan) -> Report:
     report.data["drainSafety"] = list(shown.drain)
     report.lines += [f"  jobs: {line}" for line in shown.jobs]
     report.data["jobs"] = {"notes": list(shown.jobs), "syncTimeoutAtLeast": shown.sync_timeout}
-    if shown.handoff is not None and "handoff" not in shown.status.state:
-        report.data["handoff"] = shown.handoff
-        report.lines.append(f"  handoff: {_handoff_line(shown.handoff)}")
     return report
 
 

@@ -420,8 +420,15 @@ def restore_hold(observed: Observed, plan: Plan) -> Commit | None:
 def retire_step(observed: Observed, plan: Plan, *, verified: str | None, now: datetime) -> Free | None:
     """handoff.retire (docs/capacity.md): once a verified switch to the plan's target is `after` old in Git, the
     backend it left is drained and freed, by whichever cutover run comes first after that (a hook, the audit
-    CronJob). Not after a rollback (its hold), not a backend freed already, and not when anyone freed or restored
-    that backend since the switch: a person's restore is not undone."""
+    CronJob)."""
+    step = retiring(observed, plan, verified=verified)
+    return step if step is not None and observed.last is not None and now >= retire_at(observed.last, plan) else None
+
+
+def retiring(observed: Observed, plan: Plan, *, verified: str | None) -> Free | None:
+    """The retirement to come, whenever its time is: the backend a verified switch to the plan's target left. Not
+    after a rollback (its hold), not a backend freed already, and not when anyone freed or restored that backend
+    since the switch: a person's restore is not undone."""
     after, last = plan.handoff.retire_after, observed.last
     if after is None or last is None or last.date is None or last.sha != verified or last.trailers.hold:
         return None
@@ -434,7 +441,7 @@ def retire_step(observed: Observed, plan: Plan, *, verified: str | None, now: da
     if source in observed.workloads.freed or (since is not None and since.date is not None and
                                               since.date >= last.date):
         return None
-    return Free(source, to) if now >= retire_at(last, plan) else None
+    return Free(source, to)
 
 
 def retire_at(last: Commit, plan: Plan) -> datetime:

@@ -163,7 +163,6 @@ class Shown:
     diff: dict[str, Any] | None  # changed, patch, version; or error, cause, hint; None without a Git host
     path: str
     drain: tuple[str, ...] = ()  # drain-safety warnings for the backend the switch leaves (docs/capacity.md)
-    handoff: dict[str, Any] | None = None  # where a handoff stands in Git (docs/capacity.md); None without workloads
     jobs: tuple[str, ...] = ()  # the hook Jobs' deadline and ArgoCD's sync timeout against the plan's path
     sync_timeout: float = 0.0  # seconds: the least ArgoCD sync timeout (other than none) this plan's syncs need
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from cutover.core import deadline, decide
 from cutover.core.clock import Clock
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
+from cutover.core.views import ServiceView
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
 from cutover.flows import drain, handoff, writeback
@@ -65,7 +65,7 @@ async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -
              "selector": selector_text(service.selector), "liveBackend": live, "target": plan.target,
              "strategy": plan.handoff.strategy, "backends": backends, "lease": await _lease(cluster, plan)}
     if host is not None:
-        state["handoff"] = await _handoff(cluster, plan, host, live=live)
+        state["handoff"] = await _handoff(cluster, plan, host, live=service)
     return Status(state)
 
 
@@ -84,7 +84,7 @@ async def _lease(cluster: Cluster, plan: Plan) -> dict[str, Any] | None:
 
 async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Shown:
     """State, whether the target is provable right now, and the exact diff that would be committed."""
-    state = await status(cluster, plan)  # the handoff below, read once
+    state = await status(cluster, plan, host=host)
     proven, unprovable = None, None
     try:
         proven = await prove_backend(cluster, plan, plan.backend(plan.target), wait=False)
@@ -93,16 +93,14 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     short = deadline.warning(plan, deadline.SHIPPED, whose="the shipped hook Jobs'")
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
                  await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
-                 await _handoff(cluster, plan, host, live=state.state["liveBackend"]),
                  (*([short] if short else []), deadline.sync_timeout_note(plan)), deadline.sync_timeout(plan))
 
 
-async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
-                   live: str | None) -> dict[str, Any] | None:
+async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: ServiceView) -> dict[str, Any] | None:
     """docs/capacity.md: where a handoff stands in Git: the backends freed there, the newest free or restore commit
     of each, an open gap with the time left of handoff.maxGap, a path through a bridge, and the hop the next
     PostSync would take."""
-    if host is None or not any(backend.workload for backend in plan.backends.values()):
+    if not any(backend.workload for backend in plan.backends.values()):
         return None  # no handoff without workloads to free: `cutover plan`'s diff says what Git holds
     try:
         workloads = await handoff.read_workloads(host, plan, {})
@@ -112,13 +110,14 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost | None, *,
         name: {"step": commit.trailers.step, "commit": commit.sha, "to": commit.trailers.to,
                "hold": commit.trailers.hold, "at": commit.date.isoformat() if commit.date else None}
         for name, commit in workloads.steps.items()}}
-    opened = decide.gap_commit(workloads, source=live, to=plan.target)
+    serving = decide.backend_of(plan, live.selector)
+    opened = decide.gap_commit(workloads, source=serving, to=plan.target)
     if opened is not None and opened.date is not None and plan.handoff.strategy != "bridge":
         spent = (Clock().now() - opened.date).total_seconds()
-        state["gap"] = {"source": live, "openedBy": opened.sha, "seconds": round(spent),
+        state["gap"] = {"source": serving, "openedBy": opened.sha, "seconds": round(spent),
                         "left": round((plan.handoff.max_gap or 0.0) - spent)}
     try:
-        observed = await _observed(cluster, plan, host, workloads)
+        observed = await _observed(plan, host, live, workloads)
     except CutoverError as exc:
         state["next"] = f"not known: {exc.message}"
         return state
@@ -139,16 +138,14 @@ async def _retiring(cluster: Cluster, plan: Plan, observed: decide.Observed) -> 
     if plan.handoff.retire_after is None or observed.last is None:
         return None
     notes = await lease.notes(cluster, namespace=plan.service.namespace, service=plan.service.name)
-    step = decide.retire_step(observed, plan, verified=notes.get(lease.VERIFIED),
-                              now=datetime.max.replace(tzinfo=UTC))
+    step = decide.retiring(observed, plan, verified=notes.get(lease.VERIFIED))
     if step is None:
         return None
     return {"backend": step.backend, "at": decide.retire_at(observed.last, plan).isoformat()}
 
 
-async def _observed(cluster: Cluster, plan: Plan, host: GitHost, workloads: decide.Workloads) -> decide.Observed:
+async def _observed(plan: Plan, host: GitHost, live: ServiceView, workloads: decide.Workloads) -> decide.Observed:
     """What a PostSync would read (`phases.observe`), for the hop it would take next."""
-    live = await cluster.service(plan.service.namespace, plan.service.name)
     version = await host.read(plan.git.path)
     in_git = await sources.for_plan(plan, host=host).selector(version, ref=None, where=plan.git.path)
     last = decide.last_cutover(await writeback.history(host, plan), plan)

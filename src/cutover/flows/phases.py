@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from datetime import UTC, datetime
 
 import structlog
 
@@ -160,12 +159,9 @@ def _retire_note(run: Run, observed: decide.Observed) -> dict[str, str]:
     """handoff.retire: when the backend this switch left will be retired, kept beside the verification on the
     Lease (the deadline itself is the switch's date in Git: `decide.retire_at`)."""
     last = observed.last
-    if last is None or decide.retire_step(observed, run.plan, verified=last.sha, now=NEVER) is None:
+    if last is None or decide.retiring(observed, run.plan, verified=last.sha) is None:
         return {}
     return {lease.RETIRE_AT: decide.retire_at(last, run.plan).isoformat()}
-
-
-NEVER = datetime.max.replace(tzinfo=UTC)  # a retirement due at any time at all
 
 
 async def _retire_if_due(run: Run, observed: decide.Observed, *, verified: str | None) -> Freed | None:

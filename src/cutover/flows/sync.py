@@ -51,7 +51,7 @@ async def refresh(run: Run) -> None:
 
 
 def _deferred(application: str, phase: str | None) -> bool:
-    if phase not in ("Running", "Terminating"):
+    if not operation.refresh_waits(phase):
         return False
     log.info("argocd.refresh_deferred", application=application, operation=phase,
              reason="ArgoCD compares with Git when its operation ends; a refresh now would sync the commit without "
