@@ -357,6 +357,26 @@ def test_the_hops_through_a_bridge(seen: decide.Observed, options: dict[str, str
     assert decide.next_step(seen, BRIDGE, **options) == expected
 
 
+def test_every_step_of_a_path_names_one_cutover_and_its_own_hop() -> None:
+    """One Slack thread for vllm → coder → candle, known before a step says anything; each hop told apart, so that
+    the target's proof is news after the bridge's, while a re-run of a hop repeats nothing."""
+    ident = decide.cutover_id(BRIDGE, from_backend="vllm", to_backend="candle", service_uid="uid-1")
+    on_bridge = dataclasses.replace(bridged("vllm", toward="candle"), trailers=dataclasses.replace(
+        bridged("vllm", toward="candle").trailers, id=ident))
+    there = dataclasses.replace(via("vllm", "candle"), trailers=dataclasses.replace(via("vllm", "candle").trailers,
+                                                                                   id=ident))
+    path = [observed(VLLM, VLLM), observed(VLLM, CODER, on_bridge), observed(CODER, CODER, on_bridge),
+            observed(CODER, CODER, on_bridge, workloads=handed(("candle",))),
+            observed(CODER, CODER, on_bridge, workloads=handed(("vllm",))),
+            observed(CANDLE, CANDLE, there, workloads=handed(("vllm",)))]
+    steps = [decide.next_step(seen, BRIDGE) for seen in path]
+    assert {decide.thread(seen, BRIDGE, each) for seen, each in zip(path, steps, strict=True)} == {ident}
+    assert [decide.hop(each) for each in steps] == ["coder", "coder", "free vllm", "restore candle", "candle",
+                                                    "candle"]
+    assert decide.thread(observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN,
+                         decide.Hold("vllm", "c0ffee", "cutover")) is None  # no cutover at work
+
+
 def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged_path_alone() -> None:
     assert decide.rollback_to(observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm")), BRIDGE) == "vllm"
     assert decide.rollback_to(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE) == "vllm"

@@ -270,3 +270,45 @@ async def test_every_commit_of_the_path_names_one_cutover(
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
     ids = {t.id for t in commits(repo, PATH) + commits(repo, ENGINES)}
     assert len(ids) == 1 and len(commits(repo, PATH) + commits(repo, ENGINES)) == 4
+
+
+async def test_one_slack_thread_says_every_hop(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
+                                               make_plan: Any, one_gpu: None) -> None:
+    """Bot mode, each PostSync a process of its own (a new sender, the thread found again on the Lease): one thread
+    for the whole path, a reply for each hop's milestones in their order, the head updated to where it stands."""
+    import io
+
+    import structlog
+
+    from cutover import logs
+    from cutover.kube import lease
+    from cutover.slack import sink, threads, transports
+    from doubles.slack import FakeSlack
+
+    the_plan = bridge_plan(make_plan)
+    async with FakeSlack() as slack:
+        try:
+            for job in range(1, 5):  # bridge; free and restore; switch; verification
+                structlog.contextvars.clear_contextvars()  # a new process
+                outbox = sink.Outbox()
+                logs.configure(fmt="json", stream=io.StringIO(), sinks=[sink.SlackSink(outbox)])
+                sender = sink.Sender(transports.Bot(slack.token, "C0123", api=slack.url + "/api"), outbox,
+                                     store=threads.LeaseThreads(lease.Notes(kube, the_plan.service.namespace,
+                                                                            the_plan.service.name)))
+                sender.start()
+                await phases.postsync(Run.create(kube, the_plan, host, identity=f"job-{job}"))
+                await sender.flush(budget=60)
+                argocd_syncs(world, repo)
+        finally:
+            structlog.reset_defaults()
+    opened = [post for post in slack.posted if post.path.endswith("chat.postMessage") and "thread_ts" not in post.body]
+    assert len(opened) == 1, [post.body["text"] for post in opened]  # one thread for the whole path
+    replies = [post for post in slack.posted if "thread_ts" in post.body]
+    assert {post.body["thread_ts"] for post in replies} == {"1700000000.000001"}
+    said = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in replies]
+    hops = [milestones.STAGES[name] for name in (milestones.BRIDGED, milestones.BRIDGE_VERIFIED,
+                                                  milestones.DRAINING, milestones.FREED, milestones.RESTORED)]
+    assert [stage for stage in said if stage in hops] == hops, said
+    # the bridge and the target each proven, committed and verified: news twice, not a re-run's repetition
+    assert [said.count(stage) for stage in ("names proven", "committed", "verified")] == [2, 3, 2], said
+    assert said[-1] == "completed", said

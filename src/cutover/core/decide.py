@@ -466,6 +466,33 @@ def rolling_back(observed: Observed, plan: Plan) -> str | None:
     return None
 
 
+def thread(observed: Observed, plan: Plan, step: Step) -> str | None:
+    """The cutover a step belongs to (its `Cutover-Id`, its Slack thread), known before anything of it is said: every
+    hop of a path, a re-run and a later Job's verification speak of one cutover. None where no cutover is at work."""
+    uid = observed.live.uid
+    if isinstance(step, Advance):
+        return cutover_id(plan, from_backend=step.source, to_backend=step.toward or step.to, service_uid=uid)
+    if isinstance(step, (Restore, Free)):
+        return cutover_id(plan, from_backend=path_source(observed, plan), to_backend=step.to, service_uid=uid)
+    if isinstance(step, (AwaitApply, Verify)) and observed.last is not None:
+        return observed.last.trailers.id or None
+    return None
+
+
+def hop(step: Step) -> str | None:
+    """Which hop of its cutover a step is: a switch or wait names the backend it goes to, a verification the one it
+    checks, a free or restore the backend it changes."""
+    if isinstance(step, (Advance, AwaitApply)):
+        return step.to
+    if isinstance(step, Verify):
+        return step.backend
+    if isinstance(step, Free):
+        return f"free {step.backend}"
+    if isinstance(step, Restore):
+        return f"restore {step.backend}"
+    return None
+
+
 def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service_uid: str) -> str:
     """Stable for one intent (this Service, from, to), so that re-runs speak of the same cutover."""
     seed = f"{plan.service.namespace}/{plan.service.name}:{service_uid}:{from_backend}->{to_backend}"

@@ -39,6 +39,7 @@ from cutover.flows import advance, drain, handoff, sync, verification, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
+from cutover.plan import Plan
 from cutover.sources.manifest import ManifestSource
 
 log = structlog.get_logger("cutover")
@@ -112,6 +113,7 @@ async def postsync(run: Run) -> Result:
     run.bind("postsync")
     observed, seen = await observe(run)
     step = decide.next_step(observed, run.plan)
+    _in_thread(observed, run.plan, step)
     if isinstance(step, decide.Hold):
         log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
         return Held(step.on, step.commit, step.author)
@@ -123,8 +125,6 @@ async def postsync(run: Run) -> Result:
     if isinstance(step, decide.Advance):
         return await (advance.would_advance(run, seen, step) if run.dry_run else
                       advance.hop(run, observed, seen, step))
-    if observed.last is not None and observed.last.trailers.id:  # the same cutover, seen by a later Job
-        structlog.contextvars.bind_contextvars(cutover_id=observed.last.trailers.id)
     if isinstance(step, decide.AwaitApply):
         await sync.refresh(run)
         return Awaiting(step.to)
@@ -132,6 +132,14 @@ async def postsync(run: Run) -> Result:
     verified = await _verified(run, observed, seen, backend=step.backend)
     log.info(milestones.COMPLETED, to=step.backend, commit=observed.last.sha[:12] if observed.last else None)
     return verified
+
+
+def _in_thread(observed: decide.Observed, plan: Plan, step: decide.Step) -> None:
+    """Every event from here on names the step's cutover (`decide.thread`) and hop: its Slack thread from the first
+    word, not from its commit on, and what a re-run of the hop would say again."""
+    ident = decide.thread(observed, plan, step)
+    if ident:
+        structlog.contextvars.bind_contextvars(cutover_id=ident, hop=decide.hop(step))
 
 
 async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | None, *, backend: str,
@@ -287,6 +295,7 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
     commit, committed_at = None, None
     for _ in range(HOPS):  # the hops of a handoff (docs/capacity.md), each decided on a fresh look at Git
         step = decide.next_step(observed, plan, to=to, hold=hold)
+        _in_thread(observed, plan, step)
         if isinstance(step, (decide.Restore, decide.Free)):
             if run.dry_run:
                 return await advance.would_make_room(run, step)

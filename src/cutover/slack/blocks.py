@@ -24,6 +24,13 @@ class Message:
     def progress(self) -> bool:
         return self.event.get("event") in PROGRESS
 
+    @property
+    def said(self) -> str:
+        """What a re-run saying it again would repeat: the stage of this hop (a path through a bridge proves,
+        commits and verifies twice, once per hop: each is news)."""
+        hop = self.event.get("hop")
+        return f"{self.stage}@{hop}" if hop else self.stage
+
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -128,12 +128,12 @@ class Sender:
             self._announced[message.key] = announced
             if ts and isinstance(self.transport, Bot):
                 self.transport.threads.setdefault(message.key, ts)
-        return message.progress or message.stage not in self._announced[message.key]
+        return message.progress or message.said not in self._announced[message.key]
 
     async def _remember(self, message: Message) -> None:
         if message.progress:
             return
-        self._announced[message.key].add(message.stage)
+        self._announced[message.key].add(message.said)
         if self.store is not None:
             ts = self.transport.threads.get(message.key) if isinstance(self.transport, Bot) else None
             await self.store.save(message.key, ts, self._announced[message.key])
