@@ -1,7 +1,9 @@
 """Scenario h: what RBAC cannot limit, enforced by the real apiserver's ValidatingAdmissionPolicies as shipped
 (manifests/base/admission.yaml): the ServiceAccount's `patch` on an Application asks for a refresh and changes
-nothing else; a pod, Job or CronJob that runs as the ServiceAccount runs cutover's image with its own entrypoint
-and mounts only cutover's volumes, whoever writes it; the Leases it creates are its own."""
+nothing else; every pod, Job or CronJob of the namespace that holds cutover's Secrets is one of cutover's, whoever
+writes it and whatever its ServiceAccount (image and entrypoint, command and flags, environment, no probes or
+lifecycle hooks, securityContext, volumes and where they are mounted), and Pod Security `restricted` holds there;
+the Leases it creates are its own."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from tier.cluster import ROOT, Tier
 REFRESH = {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
 
 
-def patch_application(tier: Tier, patch: dict[str, Any]) -> Any:
+def patch_application(tier: Tier, patch: dict[str, Any], *, dry_run: bool = False) -> Any:
     return tier.kubectl("-n", "argocd", "patch", "application", "llm-serving", "--type", "merge",
-                        "-p", json.dumps(patch), as_sa=True, check=False)
+                        *(["--dry-run=server"] if dry_run else []), "-p", json.dumps(patch), as_sa=True, check=False)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,14 +48,17 @@ def test_the_service_account_may_refresh_an_application(tier: Tier) -> None:
     ({"spec": {"source": {"repoURL": "https://evil.example/x.git"}}}, "may not change an Application's spec"),
     ({"spec": {"destination": {"namespace": "kube-system"}}}, "may not change an Application's spec"),
     ({"operation": {"sync": {"revision": "HEAD"}}}, "may not start an operation"),
-    ({"metadata": {"labels": {"team": "someone-else"}}}, "labels or finalizers"),
+    ({"metadata": {"labels": {"team": "someone-else"}}}, "labels, finalizers or owner references"),
+    ({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "cutover-plan",
+                                        "uid": "00000000-0000-0000-0000-000000000000"}]}},
+     "labels, finalizers or owner references"),
     ({"metadata": {"annotations": {"argocd.argoproj.io/sync-options": "Prune=false"}}}, "no annotation"),
     ({"metadata": {"annotations": {**REFRESH["metadata"]["annotations"], "notes": "x"}}}, "no annotation"),
 ])
 def test_the_service_account_may_change_nothing_else_on_an_application(tier: Tier, patch: dict[str, Any],
                                                                         words: str) -> None:
     before = tier.kubectl("-n", "argocd", "get", "application", "llm-serving", "-o", "json").stdout
-    done = patch_application(tier, patch)
+    done = patch_application(tier, patch, dry_run=True)  # admission answers a dry run alike; nothing could stay
     assert done.returncode != 0 and "cutover-application-refresh-only" in done.stderr and words in done.stderr, \
         done.stderr
     after = tier.kubectl("-n", "argocd", "get", "application", "llm-serving", "-o", "json").stdout
@@ -111,6 +116,36 @@ def _host_network(job: dict[str, Any]) -> None:
     job["spec"]["template"]["spec"]["hostNetwork"] = True
 
 
+def _env(name: str, value: str) -> Any:
+    return lambda job: container(job)["env"].append({"name": name, "value": value})
+
+
+def _exec_probe(job: dict[str, Any]) -> None:  # the kubelet runs it inside the container, as the ServiceAccount
+    container(job)["readinessProbe"] = {"exec": {"command": ["python3", "-c", "print(open('/var/run/secrets/"
+                                                             "cutover/git/token').read())"]}}
+
+
+def _post_start(job: dict[str, Any]) -> None:
+    container(job)["lifecycle"] = {"postStart": {"exec": {"command": ["python3", "-c", "import os"]}}}
+
+
+def _kubeconfig(job: dict[str, Any]) -> None:  # a kubeconfig's exec plugin runs any command
+    container(job)["args"] = ["run", "--kubeconfig", "/etc/cutover/kubeconfig"]
+
+
+def _sitecustomize(job: dict[str, Any]) -> None:  # the plan's ConfigMap holding Python, where Python imports it
+    container(job)["volumeMounts"].append({"name": "plan", "mountPath": "/usr/lib/python3.12/sitecustomize.py",
+                                           "subPath": "sitecustomize.py"})
+
+
+def _writable_root(job: dict[str, Any]) -> None:
+    container(job)["securityContext"]["readOnlyRootFilesystem"] = False
+
+
+def _default_account(job: dict[str, Any]) -> None:
+    job["spec"]["template"]["spec"]["serviceAccountName"] = "default"
+
+
 @pytest.mark.parametrize(("why", "change", "words"), [
     ("another image", lambda job: _image(job, "busybox:1.36"), "runs the image cutover"),
     ("an image of that name from another registry", lambda job: _image(job, "evil.example/cutover:e2e"),
@@ -120,21 +155,57 @@ def _host_network(job: dict[str, Any]) -> None:
     ("the host's filesystem", _host_path, "mounts only the plan"),
     ("someone else's Secret", _other_secret, "mounts only the plan"),
     ("the host's network", _host_network, "shares no host namespace"),
+    # the review's routes to code running as the ServiceAccount, beside its Secrets
+    ("the default ServiceAccount beside the Secrets", _default_account, "runs as the cutover ServiceAccount"),
+    ("an exec probe", _exec_probe, "no probes, lifecycle hooks"),
+    ("a postStart hook", _post_start, "no probes, lifecycle hooks"),
+    ("PYTHONPATH", _env("PYTHONPATH", "/etc/cutover"), "sets only cutover's environment"),
+    ("LD_PRELOAD", _env("LD_PRELOAD", "/etc/cutover/x.so"), "sets only cutover's environment"),
+    ("a kustomize of its own", _env("CUTOVER_KUSTOMIZE", "/etc/cutover/kustomize"), "sets only cutover's environment"),
+    ("a secrets directory that widens tokenFile", _env("CUTOVER_SECRETS_DIR", "/var/run/secrets"),
+     "sets only cutover's environment"),
+    ("a plan read from a Secret's file", _env("CUTOVER_PLAN", "/var/run/secrets/cutover/git/token"),
+     "sets only cutover's environment"),
+    ("a kubeconfig with an exec plugin", _kubeconfig, "one of cutover's commands"),
+    ("the plan mounted as sitecustomize.py", _sitecustomize, "mounts at cutover's paths only"),
+    ("a writable root", _writable_root, "keeps the shipped securityContext"),
 ])
-def test_a_job_that_borrows_the_service_account_is_refused(tier: Tier, why: str, change: Any, words: str) -> None:
+def test_a_job_beside_the_secrets_that_is_not_cutovers_is_refused(tier: Tier, why: str, change: Any,
+                                                                  words: str) -> None:
     job = shipped_job()
     change(job)
     done = create(tier, job, "borrowed")
     assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr and words in done.stderr, (why, done.stderr)
 
 
-def test_a_job_of_another_service_account_is_not_cutovers_business(tier: Tier) -> None:
-    job = shipped_job()
-    job["spec"]["template"]["spec"]["serviceAccountName"] = "default"
-    _image(job, "busybox:1.36")
-    _command(job)
-    done = create(tier, job, "theirs")
-    assert done.returncode == 0, done.stderr
+def test_a_pod_of_its_own_beside_the_secrets_is_refused(tier: Tier) -> None:
+    """The first finding: a pod (or a Job's pod) of another ServiceAccount that mounts cutover-git and sends it
+    away; and a privileged one, which Pod Security `restricted` refuses too."""
+    spec = shipped_job()["spec"]["template"]["spec"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "theirs", "namespace": "cutover"},
+           "spec": {**spec, "serviceAccountName": "default"}}
+    _command({"spec": {"template": {"spec": pod["spec"]}}})
+    _image({"spec": {"template": {"spec": pod["spec"]}}}, "busybox:1.36")
+    done = create(tier, pod, "theirs")
+    assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr, done.stderr
+    privileged = {**pod, "spec": {**spec, "containers": [{**spec["containers"][0], "securityContext": {
+        "privileged": True}}]}}
+    done = create(tier, privileged, "privileged")
+    assert done.returncode != 0 and ("cutover-pod-pinned" in done.stderr or "PodSecurity" in done.stderr), done.stderr
+    # what only Pod Security checks: cutover's own pod without the RuntimeDefault seccomp profile
+    unconfined = {**pod, "spec": {**spec, "securityContext": {
+        key: value for key, value in spec["securityContext"].items() if key != "seccompProfile"}}}
+    done = create(tier, unconfined, "unconfined")
+    assert done.returncode != 0 and 'violates PodSecurity "restricted' in done.stderr, done.stderr
+
+
+def test_the_commands_people_run_from_the_cronjobs_pass(tier: Tier) -> None:
+    for args in (["rollback"], ["run", "--to", "candle", "--dry-run"], ["verify", "--backend", "candle", "--wait"],
+                 ["status", "--output", "json"], ["audit", "--name", "reasoning-long"]):
+        job = shipped_job()
+        container(job)["args"] = args
+        done = create(tier, job, "people")
+        assert done.returncode == 0, (args, done.stderr)
 
 
 @pytest.mark.parametrize(("name", "allowed"), [("cutover-some-service", True), ("kube-scheduler", False)])
