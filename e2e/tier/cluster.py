@@ -19,7 +19,7 @@ import trustme
 
 from tier import controlplane
 from tier.engines import EnginePods
-from tier.githost import TOKEN, TierGitHost
+from tier.githost import REPO_URL, TOKEN, TierGitHost
 from tier.shim import Shim
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,8 +103,8 @@ class Tier:
         self.apply(example / "applications.yaml")
         self.apply(FIXTURES / "cutover")
         self.kubectl("create", "secret", "generic", "cutover-git", "-n", "cutover",
-                     f"--from-literal=token={TOKEN}",
-                     f"--from-file=ca.crt={self._git_ca_file()}")
+                     f"--from-literal=token={TOKEN}", f"--from-literal=repository={REPO_URL}",
+                     "--from-literal=paths=manifests/examples/**", f"--from-file=ca.crt={self._git_ca_file()}")
         self.apply(FIXTURES / "llm-serving")
         self.wait("kube-root-ca.crt in cutover", lambda: self._exists(self.core.read_namespaced_config_map,
                                                                       "kube-root-ca.crt", "cutover"))

@@ -70,10 +70,13 @@ class GitOpsTier(cluster.Tier):
         content, seeded by TierGitHost; the rest is kubectl, then waiting for ArgoCD."""
         # step 2: the namespaces (the workload's may exist already; cutover's holds the Secrets before its sync),
         self.kubectl("create", "namespace", "cutover")
+        self.kubectl("label", "namespace", "cutover", "cutover.dev/credentials=true",
+                     "pod-security.kubernetes.io/enforce=restricted")
         self.kubectl("create", "namespace", "llm-serving")
-        # the Git token cutover writes with (and here the Git host's CA), never committed,
+        # the Git token cutover writes with, where it may go (here the Git host's CA too), never committed,
         self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-git",
-                     f"--from-literal=token={githost.TOKEN}", f"--from-file=ca.crt={self._git_ca_file()}")
+                     f"--from-literal=token={githost.TOKEN}", f"--from-literal=repository={githost.REPO_URL}",
+                     "--from-literal=paths=manifests/examples/**", f"--from-file=ca.crt={self._git_ca_file()}")
         # and ArgoCD's read access to the repository: a repository Secret
         self.kubectl("-n", "argocd", "create", "secret", "generic", "gitops-repo", "--from-literal=type=git",
                      f"--from-literal=url={githost.REPO_URL}", f"--from-literal=username={githost.READER[0]}",
@@ -103,7 +106,8 @@ class GitOpsTier(cluster.Tier):
             if exc.status != 404:
                 raise
             self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-argocd",
-                         f"--from-literal=token={self.argocd.account_token()}")
+                         f"--from-literal=token={self.argocd.account_token()}",
+                         f"--from-literal=server={argocd.SERVER_URL}")
 
     # --- a person's commit ---------------------------------------------------------------------------------------
 
@@ -139,6 +143,12 @@ class GitOpsTier(cluster.Tier):
     def refresh(self, name: str) -> None:
         self.kubectl("-n", "argocd", "annotate", "--overwrite", "application", name,
                      "argocd.argoproj.io/refresh=normal")
+
+    def sync(self, app: str, revision: str) -> None:
+        """A person's sync of `revision` (`argocd app sync`): the whole Application, hooks and all."""
+        operation = {"operation": {"initiatedBy": {"username": "e2e"}, "sync": {"revision": revision}}}
+        self.custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd", "applications", app,
+                                                   operation)
 
     def sync_only(self, app: str, revision: str, *, kind: str, name: str, namespace: str) -> None:
         """A selective sync, as `argocd app sync --resource :<kind>:<name>` asks for it: the operation names

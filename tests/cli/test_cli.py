@@ -190,7 +190,8 @@ def test_the_cli_module_imports_no_heavy_client() -> None:
 async def test_a_secret_in_a_file_the_plan_names_is_redacted_everywhere(cutover: Run, world: World,
                                                                       tmp_path: Path) -> None:
     secret = "plan-named-secret-value-42"
-    token_file = tmp_path / "token"
+    token_file = tmp_path / "git" / "token"
+    token_file.parent.mkdir()
     token_file.write_text(secret + "\n")
     world.add_pod("candle", ready=True)
     await world.settled()

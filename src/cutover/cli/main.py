@@ -230,8 +230,12 @@ def _diff(args: argparse.Namespace, session: _Session) -> Report:
 def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
     from cutover import plan  # noqa: PLC0415
     from cutover.errors import InvalidInput  # noqa: PLC0415
+    from cutover.plan import credentials, secrets  # noqa: PLC0415
 
     plans = plan.load(plan.resolve_path(args.plan))
+    if secrets.in_cluster():  # where the Secrets say their credentials may go, before any request (docs/security.md)
+        bounds = credentials.read(Path(secrets.secrets_dir()))
+        plans = [credentials.check(p, bounds) for p in plans]
     named = [p.git.token_file for p in plans] + [p.argocd.token_file for p in plans if p.argocd] + [
         f for p in plans if p.slack for f in (p.slack.webhook_file, p.slack.bot_token_file)]
     session.redactor.add(_secret_values([path for path in named if path]))  # the plan may name secret files

@@ -21,5 +21,5 @@ def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
         namespace=dns_label(namespace) if namespace.value is not None else "argocd",
         refresh=node.child("refresh").boolean(default=True),
         server=server.value,
-        token_file=secret_file(node.child("tokenFile")),
+        token_file=secret_file(node.child("tokenFile"), "argocd"),
     )

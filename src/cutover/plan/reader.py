@@ -18,7 +18,7 @@ from cutover.plan.argocd import read_argocd
 from cutover.plan.field import Field, first_line
 from cutover.plan.git import read_git
 from cutover.plan.handoff import read_handoff
-from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, SOURCES, Backend, GitSettings, Plan
+from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, SOURCES, Backend, GitSettings, Plan, ServiceRef
 from cutover.plan.notify import read_notify
 from cutover.plan.service import dns_label, read_backends, read_service
 from cutover.plan.verify import read_verify
@@ -118,6 +118,7 @@ def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
     _check_git_values(backends, git, node.child("backends"))
     name = dns_label(meta.child("name"))  # it names branches and Leases: no '/' or '..' reaches a URL
     service, verify = read_service(node.child("service")), read_verify(node.child("verify"))
+    _check_edited(git, service, node.child("git"))
     return Plan(
         name=name,
         service=service,
@@ -132,6 +133,22 @@ def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
         handoff=read_handoff(node.child("handoff"), backends=backends, target=target.string(),
                              served=verify.served_names),
     )
+
+
+def _check_edited(git: GitSettings, service: ServiceRef, node: Field) -> None:
+    """cutover edits the plan's own Service's selector and nothing else (docs/security.md): not another document of
+    the file, not another field of it (the plan is written by a workload's writers; the token is cutover's)."""
+    if not SOURCES[git.source].needs_document:
+        return  # helm-values: the values key, render-checked where ArgoCD's API renders the chart
+    document = node.child("document")
+    if git.document.kind != "Service":
+        raise document.child("kind").fail(f"Service (cutover edits the plan's Service, {service.name}, and nothing "
+                                          f"else)")
+    if git.document.name != service.name:
+        raise document.child("name").fail(f"{service.name} (the plan's service.name: cutover edits that Service "
+                                          f"and nothing else)")
+    if git.selector_path != "spec.selector":
+        raise node.child("selectorPath").fail("spec.selector (cutover edits a Service's selector and nothing else)")
 
 
 def _check_git_values(backends: Mapping[str, Backend], git: GitSettings, node: Field) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from cutover.errors import InvalidInput
 from cutover.plan.field import Field
 
-__all__ = ["SECRETS_DIR", "from_env", "from_file", "secret_file", "secrets_dir"]
+__all__ = ["SECRETS_DIR", "from_env", "from_file", "in_cluster", "secret_file", "secrets_dir"]
 
 SECRETS_DIR = "/var/run/secrets/cutover"  # where the Jobs mount the Secrets; CUTOVER_SECRETS_DIR elsewhere
 
@@ -33,18 +33,27 @@ def from_env(name: str) -> str | None:
     return (os.environ.get(name) or "").strip() or None
 
 
+def in_cluster() -> bool:
+    """Whether this is one of cutover's pods (the kubelet sets the API's address): the Secrets are mounted, and
+    nothing in the pod's environment may widen where they are read or sent."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def secrets_dir() -> str:
-    return os.environ.get("CUTOVER_SECRETS_DIR") or SECRETS_DIR
+    """Where the Secrets are: their mount in a pod; on a person's machine, CUTOVER_SECRETS_DIR may name another."""
+    return SECRETS_DIR if in_cluster() else os.environ.get("CUTOVER_SECRETS_DIR") or SECRETS_DIR
 
 
-def secret_file(node: Field) -> str | None:
-    """A file a credential is read from: only under the secrets directory, so that a plan cannot have the pod's
-    own ServiceAccount token (or any other file) read and sent as a credential."""
+def secret_file(node: Field, secret: str) -> str | None:
+    """A file a credential is read from: only in its own Secret's directory (`git`, `argocd`, `slack` under the
+    secrets directory), so that a plan can neither have the pod's own ServiceAccount token read and sent as a
+    credential nor send one Secret's token where another's goes (the Git token as ArgoCD's)."""
     if node.value is None:
         return None
     path = node.string()
-    root = secrets_dir().rstrip("/") or "/"
+    root = (secrets_dir().rstrip("/") or "") + f"/{secret}"
     normal = posixpath.normpath(path)
     if not path.startswith("/") or not normal.startswith(root + "/"):
-        raise node.fail(f"a file under {root}/ (the Secrets' mount; CUTOVER_SECRETS_DIR names another)")
+        raise node.fail(f"a file under {root}/ (its Secret's mount"
+                        + ("" if in_cluster() else "; CUTOVER_SECRETS_DIR names another root") + ")")
     return normal

@@ -1,0 +1,168 @@
+"""Where a credential may go, said by the Secret that holds it, never by the plan (docs/security.md).
+
+A writer of a workload's path writes the plan; an administrator writes the Secrets. So in a pod (where the Secrets
+are mounted) the Git Secret names the repository its token may reach (`repository`), the branches (`branches`,
+globs; `main` when absent) and the files (`paths`, globs; any file of the repository when absent) cutover may write,
+the API hosts besides the repository's own (`apiHosts`) and, if any, the commits' author (`author`, `Name <email>`);
+the ArgoCD Secret names the server its token may reach (`server`). A plan that goes anywhere else is refused before
+any request (exit 2 `credential_unbound`), naming the plan key and the Secret key. Pure: the caller reads the
+Secret's files (`read`) and asks `check`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cutover.errors import InvalidInput
+from cutover.plan.model import GitAuthor, Plan
+
+GIT_KEYS = ("repository", "branches", "paths", "apiHosts", "author")
+GIT_CREDENTIALS = ("token", "ssh-privatekey")  # what the Git Secret holds that could be sent somewhere
+CAUSE = "credential_unbound"
+HINT = ("the Secret says where its credential may go (docs/install.md, step 2); change the plan to stay there, or "
+        "have the Secret's owner widen it")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """What the mounted Secrets allow; None where a Secret says nothing (or holds no credential)."""
+
+    git_credential: bool = False
+    repository: str | None = None
+    branches: tuple[str, ...] = ("main",)
+    paths: tuple[str, ...] = ("**",)
+    api_hosts: tuple[str, ...] = ()
+    author: GitAuthor | None = None
+    argocd_credential: bool = False
+    argocd_server: str | None = None
+
+
+def read(secrets: Path) -> Bounds:
+    """The bounds in the Secrets mounted under `secrets` (`git/…`, `argocd/…`); a list is one item per line (or
+    comma-separated), blank lines and `#` comments skipped."""
+    git, argocd = secrets / "git", secrets / "argocd"
+    found = {key: _text(git / key) for key in GIT_KEYS}
+    author = found["author"]
+    return Bounds(
+        git_credential=any((git / name).is_file() for name in GIT_CREDENTIALS),
+        repository=found["repository"],
+        branches=_items(found["branches"]) or ("main",),
+        paths=_items(found["paths"]) or ("**",),
+        api_hosts=tuple(host.lower() for host in _items(found["apiHosts"])),
+        author=_author(author) if author else None,
+        argocd_credential=(argocd / "token").is_file(),
+        argocd_server=_text(argocd / "server"),
+    )
+
+
+def check(plan: Plan, bounds: Bounds) -> Plan:
+    """`plan` within what the Secrets allow, with the Secret's author when it names one; raises InvalidInput
+    naming the plan key and the Secret key otherwise."""
+    git = plan.git
+    if bounds.git_credential:
+        if bounds.repository is None:
+            raise _refused("git.url", "cutover-git/repository",
+                           f"the Secret cutover-git names no repository its credential may go to (found {git.url})")
+        if _repository(git.url) != _repository(bounds.repository):
+            raise _refused("git.url", "cutover-git/repository",
+                           f"expected the repository the Secret names ({bounds.repository}), found {git.url}")
+        if not any(_match(pattern, git.branch) for pattern in bounds.branches):
+            raise _refused("git.branch", "cutover-git/branches",
+                           f"expected a branch the Secret allows ({', '.join(bounds.branches)}), found {git.branch}")
+        for key, path in _written(plan):
+            if not any(_match(pattern, path) for pattern in bounds.paths):
+                raise _refused(key, "cutover-git/paths",
+                               f"expected a file the Secret allows ({', '.join(bounds.paths)}), found {path}")
+        for host in _api_hosts(plan):
+            if host not in bounds.api_hosts:
+                raise _refused("git.apiUrl", "cutover-git/apiHosts",
+                               f"expected the repository's host or one the Secret lists "
+                               f"({', '.join(bounds.api_hosts) or 'none'}), found {host}")
+    server = plan.argocd.server if plan.argocd is not None else None
+    if bounds.argocd_credential and server is not None and (
+            bounds.argocd_server is None or _server(server) != _server(bounds.argocd_server)):
+        raise _refused("argocd.server", "cutover-argocd/server",
+                       f"expected the server the Secret names ({bounds.argocd_server or 'none'}), found {server}")
+    return _authored(plan, bounds)
+
+
+def _authored(plan: Plan, bounds: Bounds) -> Plan:
+    """Commits are cutover's own or the Secret's: a plan may not sign them as someone else."""
+    named = plan.git.author
+    allowed = bounds.author or GitAuthor()
+    if named not in (GitAuthor(), allowed):
+        raise _refused("git.author", "cutover-git/author",
+                       f"expected cutover's own author or the one the Secret names ({allowed.name} <{allowed.email}>),"
+                       f" found {named.name} <{named.email}>")
+    return dataclasses.replace(plan, git=dataclasses.replace(plan.git, author=allowed))
+
+
+def _written(plan: Plan) -> Iterable[tuple[str, str]]:
+    """Every file cutover may edit for this plan: the selector's, and the workloads' a handoff frees."""
+    yield "git.path", plan.git.path
+    for name, backend in plan.backends.items():
+        if backend.workload is not None:
+            yield f"backends.{name}.workload.path", backend.workload.path or plan.git.path
+
+
+def _api_hosts(plan: Plan) -> Iterable[str]:
+    """The hosts the Git token goes to besides the repository's own (and api.github.com for github.com)."""
+    home = (urlsplit(plan.git.url).hostname or "").lower()
+    implied = {home, "api.github.com" if home == "github.com" else home}
+    hosts = {(urlsplit(plan.git.api_url).hostname or "").lower()} if plan.git.api_url else set()
+    return sorted(hosts - implied)
+
+
+def _repository(url: str) -> str:
+    """A repository URL as compared: scheme and host lowercased, without a trailing `/` or `.git`."""
+    scp = re.match(r"^([\w.-]+)@([\w.-]+):(.*)$", url)
+    if scp:
+        url = f"ssh://{scp[1]}@{scp[2]}/{scp[3]}"
+    parts = urlsplit(url.strip())
+    path = parts.path.rstrip("/").removesuffix(".git")
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{path}"
+
+
+def _server(url: str) -> str:
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+def _match(pattern: str, value: str) -> bool:
+    """A glob: `**` any characters, `*` and `?` none of them a `/`."""
+    regex = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
+                    for part in re.split(r"(\*\*|\*|\?)", pattern))
+    return re.fullmatch(regex, value) is not None
+
+
+def _refused(plan_key: str, secret_key: str, message: str) -> InvalidInput:
+    return InvalidInput(f"{plan_key}: {message} ({secret_key})", cause=CAUSE, hint=HINT)
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _items(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    lines = (line.split("#", 1)[0] for line in text.splitlines())
+    return tuple(item.strip() for line in lines for item in line.split(",") if item.strip())
+
+
+def _author(text: str) -> GitAuthor:
+    found = re.fullmatch(r"\s*(.+?)\s*<([^<>\s]+@[^<>\s]+)>\s*", text)
+    if found is None:
+        raise InvalidInput(f"cutover-git/author: expected `Name <email>`, found {text!r}", cause=CAUSE,
+                           hint="write the Secret's author key as `Name <email>`")
+    return GitAuthor(found[1], found[2])
+
+
+__all__ = ["CAUSE", "GIT_KEYS", "Bounds", "check", "read"]

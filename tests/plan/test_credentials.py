@@ -1,0 +1,107 @@
+"""Where a credential may go is the Secret's word, not the plan's (docs/security.md): in a pod, the Git token
+reaches only the repository, branches and files its Secret names, ArgoCD's token only the server its Secret names,
+commits are signed by cutover or the Secret's author; everything else is exit 2 `credential_unbound`, naming the
+plan key and the Secret key, before any request. And the edit is the plan's own Service's selector, nothing else."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from cutover import plan
+from cutover.errors import ExitCode, InvalidInput
+from cutover.plan import credentials, secrets
+from cutover.plan.credentials import Bounds
+from cutover.plan.model import GitAuthor
+from plans import GOOD, edit
+
+(PLAN,) = plan.parse(GOOD)
+BOUND = Bounds(git_credential=True, repository=PLAN.git.url.removesuffix(".git") + "/",
+               paths=("k8s/**", "*.yaml"), argocd_credential=True)
+
+
+def test_a_plan_within_the_secrets_bounds_is_taken_with_cutovers_own_author() -> None:
+    assert credentials.check(PLAN, dataclasses.replace(BOUND, paths=(PLAN.git.path,))) == PLAN
+    signed = credentials.check(PLAN, dataclasses.replace(BOUND, paths=("**",), author=GitAuthor("Ops", "o@acme.io")))
+    assert signed.git.author == GitAuthor("Ops", "o@acme.io")  # the Secret's author, the plan naming none
+    # no credential in the Git Secret, nothing to send anywhere: nothing to bound
+    assert credentials.check(PLAN, Bounds()) == PLAN
+
+
+@pytest.mark.parametrize(("why", "changed", "bounds", "keys"), [
+    ("a Secret that names no repository", {}, Bounds(git_credential=True), ("git.url", "cutover-git/repository")),
+    ("the Git token sent to another host", {"url": "https://evil.example/acme/gitops.git"}, BOUND,
+     ("git.url", "cutover-git/repository")),
+    ("another repository of the same host", {"url": "https://github.com/acme/other.git"}, BOUND,
+     ("git.url", "cutover-git/repository")),
+    ("a branch the Secret does not name", {"branch": "release"}, BOUND, ("git.branch", "cutover-git/branches")),
+    ("another team's file", {"path": "teams/platform/namespace.yaml"}, BOUND, ("git.path", "cutover-git/paths")),
+    ("an API host the Secret does not list", {"api_url": "https://collector.example/api"},
+     dataclasses.replace(BOUND, paths=("**",)),
+     ("git.apiUrl", "cutover-git/apiHosts")),
+    ("someone else as the author", {"author": GitAuthor("Release Bot", "bot@acme.io")},
+     dataclasses.replace(BOUND, paths=("**",)), ("git.author", "cutover-git/author")),
+])
+def test_a_plan_that_goes_beyond_the_secret_is_refused_by_both_keys(why: str, changed: dict[str, object],
+                                                                   bounds: Bounds, keys: tuple[str, str]) -> None:
+    bad = dataclasses.replace(PLAN, git=dataclasses.replace(PLAN.git, **changed))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput) as caught:
+        credentials.check(bad, bounds)
+    assert caught.value.cause == "credential_unbound" and caught.value.exit_code == ExitCode.INVALID_INPUT, why
+    assert caught.value.message.startswith(f"{keys[0]}: ") and f"({keys[1]})" in caught.value.message, why
+
+
+def test_the_argocd_token_goes_only_to_the_server_its_secret_names() -> None:
+    assert PLAN.argocd is not None
+    served = dataclasses.replace(PLAN, argocd=dataclasses.replace(PLAN.argocd, server="https://argocd.internal"))
+    ok = dataclasses.replace(BOUND, paths=("**",), argocd_server="https://argocd.internal/")
+    assert credentials.check(served, ok) == served
+    for bounds in (dataclasses.replace(ok, argocd_server=None), dataclasses.replace(ok, argocd_server="https://x")):
+        with pytest.raises(InvalidInput, match=r"^argocd\.server: .*\(cutover-argocd/server\)"):
+            credentials.check(served, bounds)
+
+
+def test_the_bounds_are_read_from_the_mounted_secrets(tmp_path: Path) -> None:
+    (tmp_path / "git").mkdir()
+    (tmp_path / "argocd").mkdir()
+    for name, text in {"git/token": "t\n", "git/repository": "https://github.com/acme/gitops.git\n",
+                       "git/branches": "main\nrelease-*\n",
+                       "git/paths": "# where cutover writes\nk8s/**, apps/*.yaml\n",
+                       "git/author": "Ops Bot <ops@acme.io>\n", "argocd/server": "https://argocd.internal\n"}.items():
+        (tmp_path / name).write_text(text)
+    found = credentials.read(tmp_path)
+    assert found == Bounds(git_credential=True, repository="https://github.com/acme/gitops.git",
+                           branches=("main", "release-*"), paths=("k8s/**", "apps/*.yaml"),
+                           author=GitAuthor("Ops Bot", "ops@acme.io"), argocd_server="https://argocd.internal")
+    assert credentials.read(tmp_path / "nothing") == Bounds()
+    (tmp_path / "git" / "author").write_text("ops@acme.io\n")
+    with pytest.raises(InvalidInput, match="cutover-git/author: expected `Name <email>`"):
+        credentials.read(tmp_path)
+
+
+def test_in_a_pod_nothing_in_its_environment_widens_where_credentials_are_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("CUTOVER_SECRETS_DIR", "/var/run/secrets")  # would let tokenFile name the API token
+    assert secrets.secrets_dir() == secrets.SECRETS_DIR
+    with pytest.raises(InvalidInput, match=r"git\.tokenFile: expected a file under /var/run/secrets/cutover/git/"):
+        plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token",
+                                "/var/run/secrets/kubernetes.io/serviceaccount/token"))
+    # one Secret's file as another's credential: the Git token sent as ArgoCD's
+    with pytest.raises(InvalidInput, match=r"argocd\.tokenFile: expected a file under .*/cutover/argocd/"):
+        plan.parse(GOOD.replace("argocd:\n", "argocd:\n  tokenFile: /var/run/secrets/cutover/git/token\n", 1))
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ("document: {kind: Service, name: reasoning-long-predictor}", "document: {kind: Namespace, name: team-a}",
+     "git.document.kind"),
+    ("document: {kind: Service, name: reasoning-long-predictor}", "document: {kind: Service, name: other-team}",
+     "git.document.name"),
+    ("  selectorPath: spec.selector\n", "  selectorPath: metadata.labels\n", "git.selectorPath"),
+])
+def test_the_edit_is_the_plans_own_service_selector(old: str, new: str, key: str) -> None:
+    assert old in GOOD
+    with pytest.raises(InvalidInput, match=rf": {key}: expected "):
+        plan.parse(edit(old, new))
