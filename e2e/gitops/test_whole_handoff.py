@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import httpx
+import kubernetes
 import pytest
 
 from conftest import MEASURED
@@ -42,7 +45,7 @@ spec:
 
 
 def serving(argo: gitops.GitOpsTier) -> str:
-    return "candle" if argo.service().spec.selector == CANDLE else "vllm"
+    return serving_of(argo.service().spec.selector)
 
 
 def engines_with(argo: gitops.GitOpsTier, replicas: dict[str, int]) -> str:
@@ -104,7 +107,7 @@ spec:
 def bridge_plan(target: str) -> str:
     plan = recreate_plan(target, "1m").replace(
         "    handoff: {strategy: recreate, maxGap: 1m, drainTimeout: 10s}\n",
-        "    handoff: {strategy: bridge, bridge: coder, bridgeNames: [reasoning], drainTimeout: 10s}\n")
+        "    handoff: {strategy: bridge, bridge: coder, bridgeNames: [reasoning], drainTimeout: 2m}\n")
     return plan.replace("    target: ", "      coder:\n        selector: {app.kubernetes.io/name: coder, component: "
                                       "predictor}\n        engine: vllm\n        port: 8080\n    target: ", 1)
 
@@ -154,6 +157,86 @@ class Client(threading.Thread):
         self.join(timeout=15)
 
 
+class Stream(threading.Thread):
+    """One long generation of `reasoning` through the Service's ClusterIP, streamed (a chunk every
+    `token_interval` of the engine): whether it ended whole (every chunk, then `data: [DONE]`) and when."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(name="stream", daemon=True)
+        self.address, self.chunks, self.whole = address, 0, False
+        self.started = self.ended = 0.0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        self.started = time.monotonic()
+        try:
+            with httpx.Client(timeout=httpx.Timeout(10, read=120)) as client, client.stream(
+                    "POST", f"http://{self.address}/v1/chat/completions", json={
+                        "model": "reasoning", "messages": [{"role": "user", "content": "a long story"}],
+                        "max_tokens": 3, "stream": True}) as answer:
+                for line in answer.iter_lines():
+                    if line == "data: [DONE]":
+                        self.whole = True
+                    elif line.startswith("data: "):
+                        self.chunks += 1
+        except httpx.HTTPError as exc:
+            self.error = repr(exc)
+        self.ended = time.monotonic()
+
+
+class Hops(threading.Thread):
+    """What happens around a handoff's hops, read every 0.2 s: when the Service's selector changed and the pods of
+    each backend were last seen; and the first pod of every PostSync Job SIGKILLed once it holds the Lease (the
+    Job controller's next pod takes over, as after a node's crash)."""
+
+    def __init__(self, argo: gitops.GitOpsTier) -> None:
+        super().__init__(name="hops", daemon=True)
+        self.argo, self.done = argo, threading.Event()
+        self.switched: list[tuple[float, str]] = []  # (monotonic time, the backend selected from then on)
+        self.last_seen: dict[str, float] = {}  # backend → when one of its pods was last seen, not terminating
+        self.killed: dict[str, str] = {}  # PostSync Job uid → the last event its killed pod logged
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            try:
+                self._look()
+            except Exception as exc:  # the apiserver busy for a moment: look again
+                self.errors.append(repr(exc))
+
+    def _look(self) -> None:
+        now, selected = time.monotonic(), serving_of(self.argo.service().spec.selector)
+        if not self.switched or self.switched[-1][1] != selected:
+            self.switched.append((now, selected))
+        for pod in self.argo.core.list_namespaced_pod("llm-serving").items:
+            backend = next((b for b, d in DEPLOYMENT.items() if pod.metadata.labels.get("app.kubernetes.io/name") == d),
+                           None)
+            if backend and pod.metadata.deletion_timestamp is None:
+                self.last_seen[backend] = now
+        for container in list(self.argo.shim.running.values()):
+            labels = container.pod["metadata"]["labels"] if container is not None else {}
+            job = labels.get("batch.kubernetes.io/controller-uid")
+            if labels.get("batch.kubernetes.io/job-name") != "cutover-postsync-llm-serving" or job in self.killed:
+                continue
+            logged = self.argo.shim.log_of("cutover", container.pod["metadata"]["name"])
+            if '"lock.acquired"' in logged and container.process.poll() is None:
+                container.process.send_signal(signal.SIGKILL)
+                self.killed[job] = [json.loads(line)["event"] for line in logged.splitlines()
+                                    if line.startswith("{")][-1]
+
+    def __enter__(self) -> Hops:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join(timeout=15)
+
+
+def serving_of(selector: dict[str, str]) -> str:
+    return next(b for b, d in DEPLOYMENT.items() if selector.get("app.kubernetes.io/name") == d)
+
+
 def pods(argo: gitops.GitOpsTier, backend: str) -> list[str]:
     return [pod.metadata.name for pod in argo.core.list_namespaced_pod(
         "llm-serving", label_selector=f"app.kubernetes.io/name={DEPLOYMENT[backend]}").items]
@@ -192,7 +275,7 @@ def one_card(argo: gitops.GitOpsTier) -> Iterator[tuple[str, str]]:
     argo.wait("the coder bound to the GPU node", lambda: argo.core.read_namespaced_pod(
         "coder", "default").spec.node_name == "kwok-gpu-0", timeout=60)
     yield source, target
-    argo.kubectl("delete", "-f", str(holder), "--wait=false")
+    argo.kubectl("delete", "-f", str(holder), "--wait=false", "--ignore-not-found")
 
 
 def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.GitOpsTier,
@@ -232,35 +315,61 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
                                                                               one_card: tuple[str, str]) -> None:
     """Back to the first engine through the coder: the switch to the coder (gated by PreSync on `reasoning`), the
     engine serving now drained and freed and the first one started (one sync), the switch to it, its verification;
-    the client sees every request to `reasoning` answered from the person's commit to the last verification."""
+    the client sees every request to `reasoning` answered from the person's commit to the last verification. A
+    stream begun on the engine serving now, in flight when the switch to the coder applies, ends whole before that
+    engine is freed. Every PostSync of the path is SIGKILLed once it holds the Lease: one commit per hop still."""
     first, now = one_card
     assert serving(argo) == now  # where the recreate left it
     text = engines_with(argo, {})
     setup = argo.commit({gitops.ENGINES: text if "name: coder" in text else text + CODER},
                         "The coder answers reasoning too\n")
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=setup, timeout=180)
+    argo.engines.pace(DEPLOYMENT[now], 30)  # a generation of three chunks: 90 s in flight
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
+    address = f"{argo.service().spec.cluster_ip}:80"
     started = time.monotonic()
-    with Client(f"{argo.service().spec.cluster_ip}:80") as client:
+    with Client(address) as client, Hops(argo) as hops:
         argo.commit({gitops.PLAN: bridge_plan(first)}, f"Hand reasoning-long back to {first} through the coder\n")
+        argo.wait("cutover's switch to the coder", lambda: any(t.to == "coder" for t in handoff_commits(argo, before)),
+                  timeout=240)
+        stream = Stream(address)  # ArgoCD has yet to apply the switch: the stream goes to the engine serving now
+        stream.start()
         switch = argo.wait("cutover's last switch", lambda: next(
             (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
              and Trailers.parse(entry.message).to == first and not Trailers.parse(entry.message).step), None),
-            timeout=300)
+            timeout=420)
         argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
         argo.wait("the verification", lambda: any(
             event.get("to") == first for event in events(argo.job_log("cutover-postsync-llm-serving"),
                                                          "cutover.completed")), timeout=120)
+        stream.join(timeout=60)
     took = time.monotonic() - started
-    MEASURED.append(f"bridge {now} -> coder -> {first} on one card: the person's commit to the switch verified "
+    to_coder = next(when for when, backend in hops.switched if backend == "coder")
+    drained = [event for event in events(_postsync_logs(argo), "drain.done") if event["backend"] == now]
+    MEASURED.append(f"bridge {now} -> coder -> {first} on one card, every PostSync SIGKILLed once ({len(hops.killed)} "
+                    f"kills, at {sorted(set(hops.killed.values()))}): the person's commit to the switch verified "
                     f"{took:.1f} s; the client through the ClusterIP: {client.answered} answered, "
-                    f"{len(client.failed)} failed")
+                    f"{len(client.failed)} failed; a stream in flight at the switch ({to_coder - stream.started:.1f} s "
+                    f"in) ended whole {stream.ended - to_coder:.1f} s after it, {now} drained in "
+                    f"{', '.join(str(event['seconds']) for event in drained)} s")
     assert client.failed == [] and client.answered > took  # five a second asked; every one answered
     switched, start, free, bridged = handoff_commits(argo, before)  # one of each: never two
     assert (bridged.source, bridged.to, bridged.bridge, bridged.toward) == (now, "coder", "coder", first)
     assert (free.step, free.backend, start.step, start.backend) == ("free", now, "restore", first)
     assert (switched.source, switched.to, switched.bridge) == (now, first, "coder")
     assert not pods(argo, now) and pods(argo, "coder")
+    assert len(hops.killed) >= 3, hops.killed  # the bridge's, the free's, the switch's, the verification's PostSync
+    # the stream: begun on the engine serving then, in flight when the switch applied, whole before its pods went
+    whole = 3 if now == "vllm" else 2  # the double's answer, a chunk a word: vLLM's opens with the role
+    assert (stream.error, stream.whole, stream.chunks) == (None, True, whole), stream.error
+    assert stream.started < to_coder < stream.ended < hops.last_seen[now]
+    by = "metrics" if now == "vllm" else "timeout"  # candle-vllm has no in-flight gauge: drainTimeout is waited
+    assert drained and all(event["complete"] and event["by"] == by for event in drained), drained
+
+
+def _postsync_logs(argo: gitops.GitOpsTier) -> str:
+    """Every PostSync pod's log the shim kept, whichever sync's Job it ran for."""
+    return "".join(path.read_text() for path in sorted(argo.shim.dir.glob("cutover_cutover-postsync-*.log")))
 
 
 def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOpsTier,
@@ -283,6 +392,65 @@ def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOps
     assert "cutover.held" in argo.job_log("cutover-postsync-llm-serving")  # the sync of the restore holds
     assert argo.service().spec.selector == (CANDLE if now == "candle" else VLLM)  # never left it
     argo.wait(f"{now} serving again", lambda: pods(argo, now) and not pods(argo, first), timeout=60)
-    logs = "".join(path.read_text() for path in sorted(argo.shim.dir.glob("cutover_cutover-postsync-*.log")))
-    (failed,) = [event for event in events(logs, "cutover.failed") if event.get("cause") == "gap_exceeded"]
+    (failed,) = [event for event in events(_postsync_logs(argo), "cutover.failed")
+                 if event.get("cause") == "gap_exceeded"]
     MEASURED.append(f"recreate with maxGap 1s: {failed['message']}")
+
+
+def test_retired_after_its_time_then_a_rollback_restores_it_and_waits(argo: gitops.GitOpsTier,
+                                                                      one_card: tuple[str, str]) -> None:
+    """The other team's pod gone (room for both), a parallel switch with `retire.after: 45s` (by `cutover-run`, which
+    a person runs to lift the previous scenario's hold): the first run after that (the audit's Job, or a PostSync's
+    verification on a slow day) drains and frees the engine the switch left (one commit), and a person's
+    `cutover-rollback` afterwards restores it exactly, waits for its pods and switches back, with a hold."""
+    now = serving(argo)  # held there by the previous scenario
+    other = "vllm" if now == "candle" else "candle"
+    argo.kubectl("delete", "pod", "coder", "-n", "default", "--wait=true", "--ignore-not-found")
+    retiring = recreate_plan(other, "1m").replace("    handoff: {strategy: recreate, maxGap: 1m, drainTimeout: 10s}\n",
+                                                  "    handoff: {retire: {after: 45s}, drainTimeout: 10s}\n")
+    both = argo.commit({gitops.ENGINES: engines_with(argo, {now: 1, other: 1}), gitops.PLAN: retiring},
+                       f"Room for both again: {other} starts; retire {now} 45 s after the switch\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=both, timeout=180)
+    before = {entry.sha for entry in argo.git.repo.log(limit=30)}
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-run", "cutover-run-retire")
+    switch = argo.wait("cutover's switch", lambda: next(
+        (entry for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+         and Trailers.parse(entry.message).to == other), None), timeout=240)
+    assert argo.finished("cutover-run-retire", timeout=240).succeeded
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch.sha, timeout=180)
+    argo.wait("the verification", lambda: any(event.get("to") == other for event in events(
+        argo.job_log("cutover-postsync-llm-serving"), "cutover.completed")), timeout=120)
+    lease = kubernetes.client.CoordinationV1Api(argo.api).read_namespaced_lease(
+        "cutover-reasoning-long-predictor", "llm-serving")
+    assert (lease.metadata.annotations or {}).get("cutover.dev/retire-at")  # the deadline, where every run reads it
+    due = _epoch(switch.date) + 46
+    if time.time() < due:
+        assert pods(argo, now)  # not before its time: a rollback is instant until then
+    argo.wait("the retirement due", lambda: time.time() > due, timeout=90)
+    if not any(t.step == "free" for t in handoff_commits(argo, before)):
+        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit", "cutover-audit-retire")
+        audit = argo.finished("cutover-audit-retire", timeout=180)
+        assert audit.succeeded, audit.log[-3000:]
+    (free,) = [t for t in handoff_commits(argo, before) if t.step == "free"]  # once, whichever run came first
+    assert (free.backend, free.previous) == (now, "1")
+    argo.wait(f"{now} freed", lambda: not pods(argo, now), timeout=120)
+    logs = "".join(path.read_text() for path in argo.shim.dir.glob("cutover_*.log"))
+    assert len(events(logs, "handoff.retired")) == 1
+
+    started = time.monotonic()
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-rollback", "cutover-rollback-retired")
+    rollback = argo.finished("cutover-rollback-retired", timeout=420)
+    assert rollback.succeeded, rollback.log[-3000:]
+    back, restore = handoff_commits(argo, before)[:2]
+    assert (restore.step, restore.backend) == ("restore", now)
+    assert (back.step, back.to, back.hold) == (None, now, now)
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=argo.git.repo.head(), timeout=180)
+    assert serving(argo) == now and pods(argo, now)
+    MEASURED.append(f"retire {now} 45 s after the switch to {other}, once; the rollback after it "
+                    f"restored {now}, waited for it and switched back in {time.monotonic() - started:.1f} s")
+
+
+def _epoch(date: str) -> float:
+    return datetime.fromisoformat(date).timestamp()
+
+

@@ -9,12 +9,14 @@ through its TLS data directory, as argocd-tls-certs-cm mounted there would.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
 import ssl
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -136,6 +138,22 @@ class ArgoCD:
     def account_token(self) -> str:
         """An API key of the `cutover` account, made as an admin makes one (`argocd account generate-token`):
         a session with the initial admin password, then the account's token."""
+        with self._as_admin() as client:
+            made = client.post(f"/api/v1/account/{ACCOUNT}/token", json={"name": ACCOUNT, "id": "e2e"})
+            made.raise_for_status()
+            return str(made.json()["token"])
+
+    def terminate(self, app: str) -> None:
+        """What `argocd app terminate-op` asks of argocd-server (`DELETE .../operation`): the controller stops the
+        running operation and, from 3.4 on, deletes its running hook Jobs."""
+        with self._as_admin() as client:
+            # argocd-server refuses a write without a JSON content type (415), its guard against cross-site requests
+            client.delete(f"/api/v1/applications/{app}/operation", params={"appNamespace": NAMESPACE},
+                          headers={"Content-Type": "application/json"}).raise_for_status()
+
+    @contextlib.contextmanager
+    def _as_admin(self) -> Iterator[httpx.Client]:
+        """A client of argocd-server with a session of the initial admin."""
         secret = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(self.plane.kubeconfig)))
         found = secret.read_namespaced_secret("argocd-initial-admin-secret", NAMESPACE)
         password = base64.b64decode(found.data["password"]).decode()
@@ -143,10 +161,8 @@ class ArgoCD:
         with httpx.Client(base_url=SERVER_URL, verify=verify, timeout=30) as client:
             session = client.post("/api/v1/session", json={"username": "admin", "password": password})
             session.raise_for_status()
-            made = client.post(f"/api/v1/account/{ACCOUNT}/token", json={"name": ACCOUNT, "id": "e2e"},
-                               headers={"Authorization": f"Bearer {session.json()['token']}"})
-            made.raise_for_status()
-            return str(made.json()["token"])
+            client.headers["Authorization"] = f"Bearer {session.json()['token']}"
+            yield client
 
     def _wait_port(self, host: str, port: int) -> None:
         deadline = time.monotonic() + controlplane.STARTUP

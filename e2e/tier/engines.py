@@ -108,11 +108,19 @@ class EnginePods:
     def fault(self, deployment: str, fault: str | None) -> None:
         """An engine that misbehaves (the engine doubles' faults: "no-token" answers without generating) on every
         pod of `deployment`; None: behaves again."""
+        for double in self._of(deployment):
+            double.fault = fault
+
+    def pace(self, deployment: str, token_interval: float) -> None:
+        """Every pod of `deployment` streams a chunk each `token_interval` seconds: a long generation in flight."""
+        for double in self._of(deployment):
+            double.token_interval = token_interval
+
+    def _of(self, deployment: str) -> list[EngineDouble]:
         pods = [double for pod, double in self.doubles.items() if pod.startswith(f"{deployment}-") and
                 pod.count("-") == deployment.count("-") + 2]  # <deployment>-<replicaset hash>-<suffix>
         assert pods, f"no engine double of {deployment}"
-        for double in pods:
-            double.fault = fault
+        return pods
 
     def _bind(self, double: EngineDouble) -> None:
         if double in self.doubles.values():

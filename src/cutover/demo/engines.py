@@ -6,7 +6,8 @@ no /health, lists one id (created in milliseconds) and accepts any model name, e
 `max_model_len` in /v1/models. A cold engine answers its first generations slowly (`cold_answers`, or
 until `cold_until`), as engines do while they compile and warm up. `stream: true` answers with server-sent
 events as each engine writes them (vLLM: `data: {chunk}` and `data: [DONE]`; candle-vllm: the same through
-axum, with a `: keep-alive-text` comment every 100 ms while nothing else is sent). Fault switches make a
+axum, with a `: keep-alive-text` comment every 100 ms while nothing else is sent), `token_interval` apart: a
+long generation stays in flight. Fault switches make a
 bound engine slow, 503, garbage, huge, a compression bomb or resetting, or break its streams
 (`stream-no-done`, `stream-stall`, `stream-error`, `stream-endless-line`); `Blackhole` makes connects time out,
 as a NetworkPolicy that drops packets does. Used by the demo and the tests.
@@ -59,6 +60,7 @@ class EngineDouble:
         self.fault: str | None = None
         self.max_model_len: int | None = 40960 if engine == "candle-vllm" else 32768
         self.latency = 0.0  # seconds each generation takes once warm (to its first token when streamed)
+        self.token_interval = 0.0  # seconds between a stream's chunks: a long generation stays in flight
         self.cold_latency = 8.0  # seconds a generation takes while cold
         self.cold_answers = 0  # the first this many generations are cold
         self.cold_until: float | None = None  # loop time until which every generation is cold
@@ -157,6 +159,8 @@ class EngineDouble:
             if self.fault == "stream-stall":
                 await self._stall(stream)
                 return stream
+            if self.token_interval and not await self._pace(stream):
+                return stream  # the engine went away mid-generation: the stream is cut, no [DONE]
             if self.fault == "stream-error":
                 await stream.write(self._stream_error())
                 break
@@ -184,6 +188,21 @@ class EngineDouble:
                     await self._closing.wait()
             except TimeoutError:
                 continue
+
+    async def _pace(self, stream: web.StreamResponse) -> bool:
+        """`token_interval` seconds to the next chunk (candle-vllm's keep-alive comments meanwhile); False when
+        the engine is going away first."""
+        deadline = asyncio.get_running_loop().time() + self.token_interval
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            if self.engine == "candle-vllm":
+                await stream.write(b": keep-alive-text\n\n")
+            try:
+                async with asyncio.timeout(min(left, KEEP_ALIVE)):
+                    await self._closing.wait()
+                return False
+            except TimeoutError:
+                continue
+        return True
 
     def _chunks(self, whole: dict[str, Any]) -> list[dict[str, Any]]:
         """vLLM's text_completion / chat.completion.chunk objects, candle-vllm's ChatCompletionChunk
