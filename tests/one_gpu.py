@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -50,14 +50,22 @@ def replicas(text: str, backend: str) -> int:
     return int(found.group(1))
 
 
-def reconcile(world: World, repo: BareRepo, *, gpu: bool = True) -> None:
-    """The Deployment controller and the scheduler of the emulated one-GPU node, as far as the handoff needs them,
-    once: each engine's pods follow its replicas in Git (ArgoCD applied), and a pod is bound to the card only while
-    no other engine's pod holds it (Pending, Unschedulable, until then). `gpu` False: pods need no card."""
+def deployed(repo: BareRepo) -> dict[str, int]:
+    """Each engine's replicas as the engines file in Git holds them."""
     text, _ = repo.read(ENGINES)  # type: ignore[misc]
+    return {backend: replicas(text, backend) for backend in DEPLOYMENTS}
+
+
+def reconcile(world: World, repo: BareRepo, *, gpu: bool = True,
+              wanted: Callable[[BareRepo], dict[str, int]] = deployed) -> None:
+    """The Deployment controller and the scheduler of the emulated one-GPU node, as far as the handoff needs them,
+    once: each engine's pods follow its replicas in Git (ArgoCD applied; `wanted` reads them), and a pod is bound to
+    the card only while no other engine's pod holds it (Pending, Unschedulable, until then). `gpu` False: pods need
+    no card."""
+    counts = wanted(repo)
     for backend in DEPLOYMENTS:
         pods = [pod for pod in world.pods.values() if pod.backend == backend]
-        if replicas(text, backend) == 0:
+        if counts[backend] == 0:
             for pod in pods:
                 world.delete_pod(pod.name)
             continue
@@ -72,12 +80,13 @@ def reconcile(world: World, repo: BareRepo, *, gpu: bool = True) -> None:
 
 
 @contextlib.asynccontextmanager
-async def engines_follow_git(world: World, repo: BareRepo, *, gpu: bool = True) -> AsyncIterator[None]:
+async def engines_follow_git(world: World, repo: BareRepo, *, gpu: bool = True,
+                             wanted: Callable[[BareRepo], dict[str, int]] = deployed) -> AsyncIterator[None]:
     """`reconcile` every 5 s, beside the stand-in for ArgoCD's sync of the Service."""
 
     async def follow() -> None:
         while True:
-            reconcile(world, repo, gpu=gpu)
+            reconcile(world, repo, gpu=gpu, wanted=wanted)
             await asyncio.sleep(5)
 
     task = asyncio.create_task(follow())

@@ -9,6 +9,7 @@ in one run, both directions on one GPU; `cutover plan` says where the handoff st
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -298,3 +299,52 @@ async def test_a_switch_that_fails_verification_on_one_gpu_rolls_back_by_restori
     sim_argocd.apply_git(world, repo, PATH)
     held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-5")), the_plan)
     assert held.data == {"held": "vllm"}
+
+
+VALUES = "k8s/apps/llm-serving/values.yaml"
+VALUES_FILE = "engines:\n  vllm:\n    replicas: 1  # one card\n    image: vllm/vllm-openai\n"
+ISVC = "k8s/apps/llm-serving/candle-isvc.yaml"
+ISVC_FILE = """\
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: candle-reasoning
+  annotations:
+    serving.kserve.io/stop: "true"  # committed stopped with the target
+spec:
+  predictor: {model: {modelFormat: {name: candle}}}
+"""
+
+
+def helm_and_kserve(repo: BareRepo) -> dict[str, int]:
+    """What runs as Git holds it: vLLM's replicas in the chart's values, candle's InferenceService unless stopped."""
+    values, _ = repo.read(VALUES)  # type: ignore[misc]
+    isvc, _ = repo.read(ISVC)  # type: ignore[misc]
+    found = re.search(r"replicas: (\d+)", values)
+    assert found is not None
+    return {"vllm": int(found.group(1)), "candle": 0 if 'serving.kserve.io/stop: "true"' in isvc else 1}
+
+
+async def test_recreate_through_a_helm_values_key_and_an_inference_service_both_ways(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """The same hops when vLLM's replicas are a Helm values key and candle is a KServe InferenceService: the free
+    writes the key 0 and starts candle by its stop annotation in one commit each file; the way back writes both
+    back exactly as they were."""
+    sim_argocd.seed_application(world)
+    repo.commit({VALUES: VALUES_FILE, ISVC: ISVC_FILE}, "vLLM from the chart; candle's InferenceService, stopped\n")
+    world.add_node("gpu-1", gpus=1)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    workloads = {"vllm": f"{{kind: Deployment, name: llm-reasoning, path: {VALUES}, valuesKey: engines.vllm.replicas}}",
+                 "candle": f"{{kind: InferenceService, name: candle-reasoning, path: {ISVC}}}"}
+    the_plan = make_plan(workloads=workloads, handoff="{strategy: recreate, maxGap: 30m, drainTimeout: 1m}")
+    async with engines_follow_git(world, repo, wanted=helm_and_kserve):
+        ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+        assert ran.data["to"] == "candle" and ran.data["verified"] is True
+        assert helm_and_kserve(repo) == {"vllm": 0, "candle": 1}
+        freed = Trailers.parse(cutover_commits(repo, VALUES)[0])
+        assert (freed.step, freed.backend, freed.previous) == ("free", "vllm", "1")
+        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+    assert back.data["to"] == "vllm" and back.data["verified"] is True
+    assert [Trailers.parse(t).step for t in cutover_commits(repo, VALUES)] == ["restore", "free"]
+    assert [Trailers.parse(t).step for t in cutover_commits(repo, ISVC)] == ["free", "restore"]
+    assert repo.read(VALUES)[0] == VALUES_FILE and repo.read(ISVC)[0] == ISVC_FILE  # type: ignore[index]

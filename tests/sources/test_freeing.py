@@ -170,4 +170,4 @@ def test_what_a_restore_puts_back() -> None:
     assert freeing.put_back(deployment, None, replicas=2) == freeing.PutBack("2", 0, False)
     assert freeing.put_back(deployment, Trailers(plan="p", step="restore", backend="vllm"), replicas=1) == \
         freeing.PutBack("1", 0, False)  # a restore records nothing to put back
-    assert freeing.put_back(isvc, None, replicas=1) == freeing.PutBack(freeing.ABSENT, 0, False)
+    assert freeing.put_back(isvc, None, replicas=1) == freeing.PutBack("false", 0, False)

@@ -91,10 +91,12 @@ class PutBack:
 
 def put_back(where: Freeing, freed_by: Trailers | None, *, replicas: int) -> PutBack:
     """Exactly what the free commit's trailers recorded; for a workload no cutover commit freed (committed stopped,
-    to be started by the handoff), `replicas` for a replica count and no stop annotation for an InferenceService."""
+    to be started by the handoff), `replicas` for a replica count and the stop annotation `"false"` for an
+    InferenceService (KServe's own word for running: one line changes, and the person's `annotations:` mapping,
+    its comments and layout stay, where removing its only key would leave it empty)."""
     if freed_by is not None and freed_by.step == "free" and freed_by.previous:
         return PutBack(freed_by.previous, int(freed_by.added or 0), True)
-    return PutBack(ABSENT if isinstance(where.freed, str) else str(replicas), 0, False)
+    return PutBack("false" if isinstance(where.freed, str) else str(replicas), 0, False)
 
 
 def previous_of(edit: FieldEdit) -> str:
