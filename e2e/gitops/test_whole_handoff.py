@@ -7,7 +7,11 @@ kube-proxy (docs/capacity.md): the GPU node has room for one engine (another tea
 - bridge: back to the first engine through `coder`, a third Deployment that also answers `reasoning`; a client
   sending `reasoning` through the Service's ClusterIP all along sees no failed request;
 - then the way back with a maxGap nobody could keep: the source is restored first, the target freed, and when the
-  gap runs out the target is given up (freed) and the source restored, with a hold."""
+  gap runs out the target is given up (freed) and the source restored, with a hold;
+- then room for both: a parallel switch retires the engine it left after `retire.after`, once, and a rollback after
+  that restores it and waits for it.
+In the recreate and the bridge every PostSync is SIGKILLed once it holds the Lease: one commit per hop still; in the
+bridge a stream in flight on the engine the switch leaves ends whole before that engine is freed."""
 
 from __future__ import annotations
 
@@ -280,10 +284,13 @@ def one_card(argo: gitops.GitOpsTier) -> Iterator[tuple[str, str]]:
 
 def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.GitOpsTier,
                                                                   one_card: tuple[str, str]) -> None:
+    """The person's commit sets the target (its workload stopped in Git) and the strategy; PostSync drains and frees
+    the source starting the target (one commit), the next one waits, proves and switches, the one after verifies and
+    says the gap; every PostSync is SIGKILLed once it holds the Lease, and its Job's next pod takes over."""
     source, target = one_card
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     started = time.monotonic()
-    with Client(f"{argo.service().spec.cluster_ip}:80") as client:
+    with Client(f"{argo.service().spec.cluster_ip}:80") as client, Hops(argo) as hops:
         argo.commit({gitops.PLAN: recreate_plan(target, "90s")},  # the target's workload stays stopped in Git
                     f"Hand reasoning-long to {target} on one card\n")
         switch = argo.wait("cutover's switch", lambda: next(
@@ -296,12 +303,14 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
         argo.wait("the client answered again", lambda: client.asked and client.asked[-1][1], timeout=30)
     took = time.monotonic() - started
     gap, seen = float(closed["seconds"]), client.longest_gap()
-    MEASURED.append(f"recreate {source} -> {target} on one card: the person's commit to the switch verified "
+    MEASURED.append(f"recreate {source} -> {target} on one card, every PostSync SIGKILLed once ({len(hops.killed)} "
+                    f"kills, at {sorted(set(hops.killed.values()))}): the person's commit to the switch verified "
                     f"{took:.1f} s, the gap (free commit to verified) {gap:.1f} s, the gap the client saw "
                     f"{seen:.1f} s ({seen / 6:.1f}x the target's 6 s load; {len(client.failed)} of "
                     f"{len(client.asked)} requests failed)")
     assert 0 < seen <= gap + 5  # what the client saw is within what cutover measured (its clock, Git's seconds)
 
+    assert len(hops.killed) >= 2, hops.killed  # the free's, the switch's, the verification's PostSync
     switched, start, free = handoff_commits(argo, before)  # one of each: never two
     assert (free.step, free.backend, free.previous, free.to) == ("free", source, "1", target)
     assert (start.step, start.backend, start.to) == ("restore", target, target)

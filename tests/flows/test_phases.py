@@ -539,8 +539,9 @@ async def test_syncfail_reports_and_with_auto_rollback_brings_git_back_to_what_s
     assert "CutoverSyncFailed" in [e["reason"] for e in world.kube.objects("/v1/events", "llm-serving")]
 
 
-# What the real ArgoCD (v3.2.11, e2e/gitops) holds while its SyncFail hook runs after a PreSync gate failed: the
-# operation is still Running (SyncFail hooks are its last step), and the failure is the hook's resource result.
+# What the real ArgoCD holds while its SyncFail hook runs after a PreSync gate failed (recorded on v3.2.11; the
+# v3.5.3 tier's application-controller log shows the same operation message and resource results, word for word):
+# the operation is still Running (SyncFail hooks are its last step), and the failure is the hook's resource result.
 RUNNING_AFTER_A_FAILED_GATE = {
     "phase": "Running", "message": "waiting for completion of hook batch/Job/cutover-syncfail-llm-serving",
     "startedAt": "2026-12-01T23:18:02Z",
