@@ -23,6 +23,10 @@ from tier.githost import REPO_URL, TOKEN, TierGitHost
 from tier.shim import Shim
 
 ROOT = Path(__file__).resolve().parents[2]
+# what cutover's token may write in the tier's repository (the Git Secret's `paths`, docs/install.md): the workloads'
+# files, never the path of cutover's own Application
+WRITABLE = ("manifests/examples/llm-serving/workload/*,manifests/examples/kustomize-overlay/**,"
+            "manifests/examples/helm-values/*")
 FIXTURES = ROOT / "e2e" / "fixtures"
 SA = "system:serviceaccount:cutover:cutover"
 GIT_HOST_IP = "10.250.0.20"
@@ -104,7 +108,7 @@ class Tier:
         self.apply(FIXTURES / "cutover")
         self.kubectl("create", "secret", "generic", "cutover-git", "-n", "cutover",
                      f"--from-literal=token={TOKEN}", f"--from-literal=repository={REPO_URL}",
-                     "--from-literal=paths=manifests/examples/**", f"--from-file=ca.crt={self._git_ca_file()}")
+                     f"--from-literal=paths={WRITABLE}", f"--from-file=ca.crt={self._git_ca_file()}")
         self.apply(FIXTURES / "llm-serving")
         self.wait("kube-root-ca.crt in cutover", lambda: self._exists(self.core.read_namespaced_config_map,
                                                                       "kube-root-ca.crt", "cutover"))

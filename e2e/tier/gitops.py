@@ -76,7 +76,7 @@ class GitOpsTier(cluster.Tier):
         # the Git token cutover writes with, where it may go (here the Git host's CA too), never committed,
         self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-git",
                      f"--from-literal=token={githost.TOKEN}", f"--from-literal=repository={githost.REPO_URL}",
-                     "--from-literal=paths=manifests/examples/**", f"--from-file=ca.crt={self._git_ca_file()}")
+                     f"--from-literal=paths={cluster.WRITABLE}", f"--from-file=ca.crt={self._git_ca_file()}")
         # and ArgoCD's read access to the repository: a repository Secret
         self.kubectl("-n", "argocd", "create", "secret", "generic", "gitops-repo", "--from-literal=type=git",
                      f"--from-literal=url={githost.REPO_URL}", f"--from-literal=username={githost.READER[0]}",

@@ -199,3 +199,21 @@ def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in
     assert egress["spec"]["egress"][0]["to"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "chat"}
     assert not any(doc["kind"] == "Workload" for doc in objects)  # local-config: never reaches the cluster
+
+
+def test_the_documented_git_secret_lets_the_token_write_the_workload_but_not_cutovers_own_application() -> None:
+    """docs/install.md's `cutover-git`: its `paths` take the example workload's files (the Service, the engines)
+    and not the path of cutover's own Application, whose project may bind Roles in ArgoCD's namespace."""
+    import re
+
+    from cutover.plan import credentials
+
+    text = (ROOT / "docs" / "install.md").read_text()
+    (paths,) = re.findall(r"--from-literal=paths='([^']+)'", text)
+    patterns = [item.strip() for item in paths.split(",")]
+    workload = ROOT / "manifests" / "examples" / "llm-serving" / "workload"
+    for name in ("service.yaml", "engines.yaml"):
+        assert credentials.allows(patterns, str((workload / name).relative_to(ROOT)))
+    own = ROOT / "manifests" / "examples" / "llm-serving" / "cutover"
+    for found in own.rglob("*"):
+        assert not credentials.allows(patterns, str(found.relative_to(ROOT))), found

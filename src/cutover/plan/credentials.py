@@ -70,11 +70,11 @@ def check(plan: Plan, bounds: Bounds) -> Plan:
         if _repository(git.url) != _repository(bounds.repository):
             raise _refused("git.url", "cutover-git/repository",
                            f"expected the repository the Secret names ({bounds.repository}), found {git.url}")
-        if not any(_match(pattern, git.branch) for pattern in bounds.branches):
+        if not allows(bounds.branches, git.branch):
             raise _refused("git.branch", "cutover-git/branches",
                            f"expected a branch the Secret allows ({', '.join(bounds.branches)}), found {git.branch}")
         for key, path in _written(plan):
-            if not any(_match(pattern, path) for pattern in bounds.paths):
+            if not allows(bounds.paths, path):
                 raise _refused(key, "cutover-git/paths",
                                f"expected a file the Secret allows ({', '.join(bounds.paths)}), found {path}")
         for host in _api_hosts(plan):
@@ -132,6 +132,11 @@ def _server(url: str) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
+def allows(patterns: Iterable[str], path: str) -> bool:
+    """Whether any of the Secret's globs (`paths`, `branches`) takes `path`."""
+    return any(_match(pattern, path) for pattern in patterns)
+
+
 def _match(pattern: str, value: str) -> bool:
     """A glob: `**` any characters, `*` and `?` none of them a `/`."""
     regex = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
@@ -165,4 +170,4 @@ def _author(text: str) -> GitAuthor:
     return GitAuthor(found[1], found[2])
 
 
-__all__ = ["CAUSE", "GIT_KEYS", "Bounds", "check", "read"]
+__all__ = ["CAUSE", "GIT_KEYS", "Bounds", "allows", "check", "read"]
