@@ -300,3 +300,13 @@ def test_the_ssh_command_quotes_its_paths_and_bounds_a_quiet_server(tmp_path: Pa
     words = shlex.split(client.env["GIT_SSH_COMMAND"])
     assert f"UserKnownHostsFile={known}" in words
     assert {"ConnectTimeout=10", "ServerAliveInterval=15", "ServerAliveCountMax=2"} <= set(words)
+
+
+async def test_a_file_past_any_gitops_file_stops_at_the_cap_instead_of_filling_memory(
+        host: GitPush, repo: BareRepo) -> None:
+    """git's output is read under a cap (16 MiB for a file, 32 MiB for an archive): a repository whose selector file
+    someone swelled is `git_archive_too_large`, said once, and git is stopped there."""
+    repo.commit({PATH: "# " + "x" * (17 << 20) + "\n"}, "a very large comment\n")
+    with pytest.raises(GitError) as caught:
+        await host.read(PATH)
+    assert caught.value.cause == "git_archive_too_large" and "git show: its output passed 16 MiB" in caught.value.message

@@ -132,7 +132,7 @@ def _members(tar: tarfile.TarFile, *, what: str) -> list[tarfile.TarInfo]:
     members: list[tarfile.TarInfo] = []
     for member in tar:
         if len(members) >= MEMBERS_CAP:
-            raise _too_large(what, f"more than {MEMBERS_CAP} entries")
+            raise too_large(what, f"more than {MEMBERS_CAP} entries")
         members.append(member)
     return members
 
@@ -158,7 +158,7 @@ def _write_out(tar: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path,
             continue
         written += member.size
         if written > UNPACKED_CAP:
-            raise _too_large(what, f"more than {UNPACKED_CAP >> 20} MiB unpacked")
+            raise too_large(what, f"more than {UNPACKED_CAP >> 20} MiB unpacked")
         target.parent.mkdir(parents=True, exist_ok=True)
         found = tar.extractfile(member)
         assert found is not None  # a regular file's
@@ -167,7 +167,7 @@ def _write_out(tar: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path,
     return skipped
 
 
-def _too_large(what: str, why: str) -> GitError:
+def too_large(what: str, why: str) -> GitError:
     return GitError(f"{what}: {why}", cause="git_archive_too_large",
                     hint="cutover renders from a GitOps repository's text; render a smaller repository (its own "
                          "for the workload), or keep large files out of it")
@@ -295,10 +295,10 @@ async def _spooled(response: httpx.Response, *, what: str) -> IO[bytes]:
             spool.write(chunk)
     except bounded.TooLarge:
         spool.close()
-        raise _too_large(what, f"the archive is larger than {ARCHIVE_CAP >> 20} MiB") from None
+        raise too_large(what, f"the archive is larger than {ARCHIVE_CAP >> 20} MiB") from None
     except bounded.BadEncoding as exc:
         spool.close()
-        raise _too_large(what, str(exc)) from None
+        raise too_large(what, str(exc)) from None
     except BaseException:
         spool.close()
         raise

@@ -5,6 +5,7 @@ lives, how the token is sent, and how the host says "stale".
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Callable
 from datetime import datetime
@@ -91,7 +92,7 @@ class ContentsApi(HttpHost):
     async def snapshot(self, ref: str, into: Path) -> Path:
         url = f"{self.root}/{self.archive.format(ref=escaped(ref))}"
         with await self.download(url, what=f"the archive of {ref}") as archive:
-            return unpack(archive, into, what=f"the archive of {ref}")
+            return await asyncio.to_thread(unpack, archive, into, what=f"the archive of {ref}")  # off the loop
 
     async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
         await self._branch_from_base(branch)

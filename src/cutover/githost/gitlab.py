@@ -9,6 +9,7 @@ another file does not). Project paths (with subgroups) and file paths are URL-en
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -61,7 +62,7 @@ class GitLab(HttpHost):
     async def snapshot(self, ref: str, into: Path) -> Path:
         with await self.download(f"/projects/{self.project}/repository/archive.tar.gz", params={"sha": ref},
                                  what=f"the archive of {ref}") as archive:
-            return unpack(archive, into, what=f"the archive of {ref}")
+            return await asyncio.to_thread(unpack, archive, into, what=f"the archive of {ref}")  # off the loop
 
     def _file(self, path: str) -> str:
         return f"/projects/{self.project}/repository/files/{quote(path, safe='')}"

@@ -31,7 +31,16 @@ from cutover.core.repository import Author, FileVersion, GitHost, Written
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
 from cutover.errors import GitError, InvalidInput
-from cutover.githost.base import HostUnavailable, StaleVersion, retrying, token, unpack
+from cutover.githost.base import (
+    ANSWER_CAP,
+    ARCHIVE_CAP,
+    HostUnavailable,
+    StaleVersion,
+    retrying,
+    token,
+    too_large,
+    unpack,
+)
 from cutover.plan import GitSettings
 
 SSH_KEY_FILE = "/var/run/secrets/cutover/git/ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret
@@ -143,7 +152,10 @@ class GitPush(GitHost):
         overdue.daemon = True
         overdue.start()
         try:
-            out, err = await process.communicate(stdin)
+            out, err = await _outputs(process, stdin, cap=ARCHIVE_CAP if args[0] == "archive" else ANSWER_CAP,
+                                      overflow=kill)
+        except _TooMuch as exc:
+            raise too_large(f"git {args[0]}", f"its output passed {exc.cap >> 20} MiB; stopped there") from None
         finally:
             overdue.cancel()
         if killed.is_set():
@@ -172,6 +184,8 @@ class GitPush(GitHost):
         try:
             content = await self.git("show", f"{head}:{path}")
         except GitError as exc:
+            if exc.cause == "git_archive_too_large":
+                raise
             raise GitError(f"git: {path} not found on {self.branch}", cause="git_not_found",
                            hint="check git.path and git.branch") from exc
         return FileVersion(content=content, version=head, head=head)
@@ -180,7 +194,7 @@ class GitPush(GitHost):
         head = await self._fetch()
         sha = head if ref == self.branch else (await self.git("rev-parse", "--verify", f"{ref}^{{commit}}")).strip()
         archive = await self._run(("archive", "--format=tar.gz", "--prefix=tree/", sha))
-        return unpack(archive, into, what=f"git archive {sha[:12]}")
+        return await asyncio.to_thread(unpack, archive, into, what=f"git archive {sha[:12]}")  # off the event loop
 
     async def scratch(self, path: str, content: str, *, message: str, author: Author, branch: str) -> str:
         head = await self._fetch()
@@ -268,3 +282,43 @@ def _failure(command: str, stderr: str, secret: str) -> GitError:
     if status >= 500 or status == 429 or any(word in lowered for word in _UNREACHABLE):
         return HostUnavailable(f"git {command}: the remote is unreachable or failing ({summary})")
     return GitError(f"git {command} failed: {summary}", cause="git_error", hint="see the message from git")
+
+
+class _TooMuch(Exception):
+    def __init__(self, cap: int) -> None:
+        super().__init__(cap)
+        self.cap = cap
+
+
+async def _outputs(process: asyncio.subprocess.Process, stdin: bytes | None, *, cap: int,
+                   overflow: Callable[[], None]) -> tuple[bytes, bytes]:
+    """What `communicate` gives, read under a cap: a repository's file or archive far past anything a GitOps
+    repository holds stops git there (`overflow`) instead of filling the Job's memory; what is still in the pipes
+    is read and dropped, so the process ends and is reaped as usual. stderr is kept under 1 MiB likewise."""
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    if stdin:
+        process.stdin.write(stdin)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            await process.stdin.drain()
+    process.stdin.close()
+    out, err = await asyncio.gather(_read(process.stdout, cap, overflow), _read(process.stderr, 1 << 20, overflow))
+    await process.wait()
+    if out is None or err is None:
+        raise _TooMuch(cap if out is None else 1 << 20)
+    return out, err
+
+
+async def _read(stream: asyncio.StreamReader, cap: int, overflow: Callable[[], None]) -> bytes | None:
+    """The stream's bytes, or None once past `cap` (then read to its end and dropped)."""
+    chunks: list[bytes] | None = []
+    size = 0
+    while chunk := await stream.read(1 << 16):
+        size += len(chunk)
+        if chunks is not None and size > cap:
+            chunks = None
+            overflow()
+        if chunks is not None:
+            chunks.append(chunk)
+    return None if chunks is None else b"".join(chunks)
