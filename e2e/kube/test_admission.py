@@ -218,3 +218,27 @@ def test_the_service_account_creates_only_its_own_leases(tier: Tier, name: str, 
     assert (done.returncode == 0) is allowed, done.stderr
     if not allowed:
         assert "cutover-lease-names" in done.stderr
+
+
+@pytest.mark.parametrize(("why", "metadata", "allowed"), [
+    ("cutover's own Application", {"annotations": {
+        "argocd.argoproj.io/tracking-id": "cutover:networking.k8s.io/NetworkPolicy:cutover/open"}}, True),
+    ("an administrator's kubectl", {}, True),
+    ("the workload's Application", {"annotations": {
+        "argocd.argoproj.io/tracking-id": "llm-serving:networking.k8s.io/NetworkPolicy:cutover/open"}}, False),
+    ("the workload's Application, label tracking", {"labels": {"app.kubernetes.io/instance": "llm-serving"}}, False),
+])
+def test_only_cutovers_application_writes_the_network_policies_beside_the_secrets(
+        tier: Tier, why: str, metadata: dict[str, Any], allowed: bool) -> None:
+    """An egress to anywhere, committed by a writer of the workload's path (its project may write NetworkPolicies
+    and may write in `cutover`): refused; the same from cutover's own Application or an administrator: admitted."""
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "open", "namespace": "cutover", **metadata},
+              "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]}}
+    if not allowed:  # a policy the apiserver loaded moments ago may not be enforced yet (`enforced` above)
+        done = tier.wait("the refusal", lambda: next(iter([d for d in [create(tier, policy, "open")]
+                                                           if d.returncode != 0]), None), 30)
+        assert "cutover-networkpolicies-owned" in done.stderr and "its own Application's" in done.stderr
+    else:
+        done = create(tier, policy, "open")
+        assert done.returncode == 0, (why, done.stderr)
