@@ -11,11 +11,12 @@ STAMP := $(VENV)/.installed
 TIER_BIN := $(shell e2e/build.sh --bin-dir)
 export PATH := $(TIER_BIN):$(PATH)
 
-.PHONY: demo test lint bench soak clean kustomize e2e
+.PHONY: demo test lint bench soak clean kustomize e2e lock
 
 # The demo needs cutover and its simulated world only; the tests add their tools and the lint toolchain.
-$(DEMO_STAMP): pyproject.toml
+$(DEMO_STAMP): pyproject.toml packaging/requirements.lock
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r packaging/requirements.lock  # the image's pins
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e '.[demo]'  # bytecode as imported
 	touch $(DEMO_STAMP)
 
@@ -53,3 +54,13 @@ bench: $(STAMP) kustomize
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The image's runtime pins (packaging/requirements.lock), regenerated from pyproject.toml with their hashes.
+lock:
+	$(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install --quiet --disable-pip-version-check pip-tools==7.6.2
+	$(VENV)-lock/bin/pip-compile --quiet --generate-hashes --strip-extras --no-header --allow-unsafe \
+		--no-emit-find-links --no-emit-index-url -o packaging/requirements.lock.new pyproject.toml
+	{ sed -n '1,2p' packaging/requirements.lock; cat packaging/requirements.lock.new; } > packaging/requirements.lock.tmp
+	mv packaging/requirements.lock.tmp packaging/requirements.lock && rm -f packaging/requirements.lock.new
+	rm -rf $(VENV)-lock

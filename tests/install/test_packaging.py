@@ -77,3 +77,27 @@ def test_the_git_image_can_speak_ssh_and_the_job_may_reach_port_22() -> None:
     policy = YAML(typ="safe").load((ROOT / "manifests" / "base" / "networkpolicy.yaml").read_text())
     ports = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
     assert {("TCP", 22), ("TCP", 443)} <= ports
+
+
+def test_the_image_installs_its_runtime_dependencies_from_the_hashed_lock() -> None:
+    """What goes into the image does not depend on the build day (kubernetes 37 once brought pydantic in unasked):
+    every runtime dependency of pyproject.toml is pinned exactly in packaging/requirements.lock, within its range,
+    with hashes; the Dockerfile installs that file with --require-hashes and cutover itself with --no-deps."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lock = (ROOT / "packaging" / "requirements.lock").read_text()
+    pins = dict(re.findall(r"(?m)^([A-Za-z0-9_.-]+)==([^\s\\]+)", lock))
+    pinned = {canonicalize_name(name): version for name, version in pins.items()}
+    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", lock)[1:]
+    assert entries and all("--hash=sha256:" in entry for entry in entries)  # every pin hashed
+    for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        wanted = Requirement(line)
+        version = pinned.get(canonicalize_name(wanted.name))
+        assert version is not None and wanted.specifier.contains(version), (line, version)
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--require-hashes -r packaging/requirements.lock" in dockerfile
+    assert re.search(r"pip install [^\n]*--no-deps \.", dockerfile)
+    assert "/opt/" not in lock and "find-links" not in lock  # nothing of the machine it was made on
