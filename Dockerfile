@@ -12,11 +12,14 @@
 # kustomize, for `git.source: kustomize` (the render check builds what ArgoCD builds): the static binary of the
 # official image (kustomize.Dockerfile in kubernetes-sigs/kustomize copies it to /app/kustomize). Pin the digest
 # where the image is built: --build-arg KUSTOMIZE_DIGEST=sha256:... (docker buildx imagetools inspect
-# registry.k8s.io/kustomize/kustomize:v5.5.0); tests/install/test_packaging.py checks this wiring.
+# registry.k8s.io/kustomize/kustomize:v5.8.2); tests/install/test_packaging.py checks this wiring.
 ARG KUSTOMIZE_DIGEST=""
-FROM registry.k8s.io/kustomize/kustomize:v5.5.0${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize
+# The Python base likewise: --build-arg PYTHON_DIGEST=sha256:... (the digest of python:3.11-slim where the image is
+# built; no registry is reachable where this repository is tested, so none is written here).
+ARG PYTHON_DIGEST=""
+FROM registry.k8s.io/kustomize/kustomize:v5.8.2${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize
 
-FROM python:3.11-slim AS build
+FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
@@ -28,7 +31,7 @@ RUN pip install --no-cache-dir --prefix=/install --require-hashes -r packaging/r
  && find /install -name '__pycache__' -prune -exec rm -rf {} + \
  && python -m compileall -q /install
 
-FROM python:3.11-slim AS with-git
+FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}} AS with-git
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git openssh-client \
  && rm -rf /var/lib/apt/lists/* \
@@ -41,7 +44,7 @@ ENTRYPOINT ["cutover"]
 CMD ["--help"]
 
 # The default (last) stage: the hosting-API providers need no git program.
-FROM python:3.11-slim
+FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}}
 RUN useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
 COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize

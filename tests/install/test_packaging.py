@@ -63,9 +63,11 @@ def test_pruning_drops_the_simulated_world(tmp_path: Path) -> None:
 
 
 def test_the_image_carries_the_official_kustomize_binary_in_both_targets() -> None:
+    """The kustomize every test and the real tier run (e2e/versions.env), not an older one."""
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "FROM registry.k8s.io/kustomize/kustomize:v5.5.0${KUSTOMIZE_DIGEST:+@${KUSTOMIZE_DIGEST}} AS kustomize" in \
-        dockerfile
+    (version,) = re.findall(r"(?m)^KUSTOMIZE_VERSION=(\S+)$", (ROOT / "e2e" / "versions.env").read_text())
+    assert f"FROM registry.k8s.io/kustomize/kustomize:{version}${{KUSTOMIZE_DIGEST:+@${{KUSTOMIZE_DIGEST}}}} " \
+           "AS kustomize" in dockerfile
     assert dockerfile.count("COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize") == 2  # both images
 
 
