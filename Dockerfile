@@ -35,7 +35,8 @@ FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}} AS with-git
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git openssh-client \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
+ && groupadd --gid 65532 cutover \
+ && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
 COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
@@ -45,7 +46,8 @@ CMD ["--help"]
 
 # The default (last) stage: the hosting-API providers need no git program.
 FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}}
-RUN useradd --uid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
+RUN groupadd --gid 65532 cutover \
+ && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
 COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp

@@ -47,5 +47,22 @@ def _size(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
 
+def main(argv: list[str]) -> int:
+    """Prune SITE_PACKAGES; exit 2, pruning nothing, where it holds no installed cutover and kubernetes (a wrong path
+    would otherwise ship an unpruned image after printing "pruned 0 MB")."""
+    if len(argv) != 2:
+        print("usage: prune.py SITE_PACKAGES", file=sys.stderr)
+        return 2
+    site = Path(argv[1])
+    installed = ("cutover/__init__.py", "kubernetes/client/api/__init__.py")
+    missing = [name for name in installed if not (site / name).is_file()]
+    if missing:
+        print(f"prune.py: {site} is not the site-packages cutover was installed into: no {', '.join(missing)}",
+              file=sys.stderr)
+        return 2
+    print(f"pruned {prune(site) / 1e6:.0f} MB from {site}")
+    return 0
+
+
 if __name__ == "__main__":
-    print(f"pruned {prune(Path(sys.argv[1])) / 1e6:.0f} MB from {sys.argv[1]}")
+    sys.exit(main(sys.argv))

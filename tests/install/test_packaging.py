@@ -62,6 +62,14 @@ def test_pruning_drops_the_simulated_world(tmp_path: Path) -> None:
     assert not (site / "cutover" / "demo").exists() and (site / "cutover" / "cli.py").exists()
 
 
+def test_pruning_a_path_that_holds_no_installed_cutover_fails_closed(tmp_path: Path) -> None:
+    """A wrong path (the build's prefix changed, say) is exit 2 and nothing pruned, not "pruned 0 MB" and an
+    unpruned image."""
+    done = subprocess.run([sys.executable, str(ROOT / "packaging" / "prune.py"), str(tmp_path)], check=False,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not the site-packages cutover was installed into" in done.stderr
+
+
 def test_the_image_carries_the_official_kustomize_binary_in_both_targets() -> None:
     """The kustomize every test and the real tier run (e2e/versions.env), not an older one."""
     dockerfile = (ROOT / "Dockerfile").read_text()
