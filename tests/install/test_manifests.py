@@ -258,3 +258,16 @@ def test_the_hydrator_example_commits_to_the_dry_source() -> None:
     assert example.git.branch != app["spec"]["sourceHydrator"]["syncSource"]["targetBranch"]
 
 
+
+
+@pytest.mark.parametrize("path", sorted({*(ROOT / "e2e" / "fixtures").rglob("plan*.yaml"),
+                                         *(ROOT / "manifests" / "examples").rglob("plan*.yaml")}),
+                         ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_plan_the_repository_ships_or_the_tier_runs_reads(path: Path) -> None:
+    """Each plan ConfigMap (or plan file) of the examples and the real tier passes the plan reader, so that a rule
+    added to the reader meets them here, not an hour into the tier."""
+    documents = [doc for doc in YAML(typ="safe").load_all(path.read_text()) if doc]
+    texts = [doc["data"]["plan.yaml"] for doc in documents if doc.get("kind") == "ConfigMap" and
+             "plan.yaml" in doc.get("data", {})] or [path.read_text()]
+    for text in texts:
+        assert plan.parse(text, source=str(path.relative_to(ROOT)))
