@@ -381,11 +381,14 @@ class Shim:
                 container.process.kill()
 
     def _remove(self, pod: Mapping[str, Any]) -> None:
+        """What the kubelet does once a deleted pod's containers have stopped: delete it with no grace left. In the
+        body: the apiserver reads a DELETE's options from its body when there is one, and a grace period given only
+        in the query was ignored (a pod deleted while running then stayed, and a Job deleted in the foreground, as
+        ArgoCD deletes a terminated hook, waited on it forever)."""
         meta = pod["metadata"]
         with contextlib.suppress(kubernetes.client.ApiException):
-            self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
-                                            body=kubernetes.client.V1DeleteOptions(
-                                                preconditions=kubernetes.client.V1Preconditions(uid=meta["uid"])))
+            self.core.delete_namespaced_pod(meta["name"], meta["namespace"], body=kubernetes.client.V1DeleteOptions(
+                grace_period_seconds=0, preconditions=kubernetes.client.V1Preconditions(uid=meta["uid"])))
 
 
 def reachable_by_others(path: Path) -> bool:
