@@ -138,3 +138,21 @@ def test_hostile_plans(capsys: pytest.CaptureFixture[str], tmp_path: Path, monke
     (tmp_path / "hostile.yaml").write_bytes(raw)
     code, outcome = run(capsys, tmp_path, monkeypatch, "--plan", str(tmp_path / "hostile.yaml"), "postsync")
     assert code == 2 and words in outcome and "hint:" in outcome, outcome
+
+
+@pytest.mark.parametrize("args", [("diff", "--output", "json", "--to", "candle"),
+                                  ("status", "--output=json", "--bogus"),
+                                  ("verify", "--output", "json")])
+def test_an_argument_error_with_output_json_is_one_json_document_on_stdout(
+        capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    """docs/commands.md: with --output json, stdout holds exactly one JSON document, argument errors included (`| jq`
+    once read argparse's usage there); the outcome line goes to stderr."""
+    import json
+
+    with pytest.raises(SystemExit) as caught:
+        main.main(list(args))
+    out, err = capsys.readouterr()
+    answer = json.loads(out)
+    assert caught.value.code == 2 and answer["ok"] is False and answer["exitCode"] == 2
+    assert (answer["cause"], answer["command"]) == ("invalid_arguments", args[0])
+    assert "invalid arguments" in err.splitlines()[-1]

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import signal
@@ -52,9 +53,23 @@ class _Session:
 
 
 class _Parser(argparse.ArgumentParser):
+    argv: Sequence[str] = ()  # what is being parsed: an argument error with --output json answers in JSON too
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        _Parser.argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        _outcome(f"cutover: invalid arguments: {message} (exit 2, cause invalid_arguments)")
+        words = list(_Parser.argv)
+        command = next((word for word in words if word in COMMANDS), None)
+        as_json = command != "demo" and ("--output=json" in words or any(  # the demo prints a story, never JSON
+            word == "--output" and later == "json" for word, later in itertools.pairwise(words)))
+        if as_json:  # `| jq` reads an answer for argument errors too (docs/commands.md)
+            print(json.dumps({"ok": False, "command": command, "exitCode": 2, "cause": "invalid_arguments",
+                              "message": message, "hint": f"cutover {command or ''} --help".replace("  ", " ")},
+                             indent=2, sort_keys=True), flush=True)
+        _outcome(f"cutover: invalid arguments: {message} (exit 2, cause invalid_arguments)", json_output=as_json)
         raise SystemExit(2)
 
 
