@@ -156,3 +156,14 @@ def test_an_argument_error_with_output_json_is_one_json_document_on_stdout(
     assert caught.value.code == 2 and answer["ok"] is False and answer["exitCode"] == 2
     assert (answer["cause"], answer["command"]) == ("invalid_arguments", args[0])
     assert "invalid arguments" in err.splitlines()[-1]
+
+
+def test_diff_without_to_writes_the_plans_target_as_documented(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/commands.md: `--to` defaults to the plan's target (it was refused: "expected exactly one of ...")."""
+    code, outcome = run(capsys, tmp_path, monkeypatch, "diff", "--file", str(tmp_path / "svc.yaml"),
+                        service=FIXTURE)
+    assert code == 0, outcome
+    with_to = run(capsys, tmp_path, monkeypatch, "diff", "--file", str(tmp_path / "svc.yaml"), "--to", "candle",
+                  service=FIXTURE)
+    assert with_to == (0, outcome)  # the plan's target is candle

@@ -244,7 +244,6 @@ async def test_diff_prints_a_patch_that_git_applies(cutover: Run, world: World, 
     (("--selector", "app=x,component"), "--selector: pair 2 of 'app=x,component': expected K=V pairs separated by "
                                          "commas, found 'component'"),
     (("--selector", "app=x", "--to", "candle"), "expected exactly one of --to BACKEND or --selector"),
-    ((), "expected exactly one of --to BACKEND or --selector"),
     (("--selector", "app=not ok"), "label value 'not ok' holds ' ': only alphanumerics"),
 ])
 async def test_diff_bad_arguments_exit_2(cutover: Run, tmp_path: Path, args: tuple[str, ...], words: str) -> None:

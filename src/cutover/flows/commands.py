@@ -268,13 +268,17 @@ def _document(plan: Plan | None, text: str, *, file: str, document: str | None,
 
 
 def _wanted_selector(plan: Plan | None, *, to: str | None, selector: str | None) -> dict[str, str]:
-    if (to is None) == (selector is None):
-        raise InvalidInput("diff: expected exactly one of --to BACKEND or --selector K=V,K=V",
+    """The selector to write: `--to`'s backend's, the plan's target's when neither is given (docs/commands.md), or
+    the one `--selector` spells out."""
+    if to is not None and selector is not None:
+        raise InvalidInput("diff: expected exactly one of --to BACKEND or --selector K=V,K=V, found both",
                            hint="name a backend of the plan, or spell the selector out")
-    if to is not None:
-        assert plan is not None  # --to reads the plan
-        return dict(plan.backend(to, field="--to").selector)
-    return parse_selector(selector or "")
+    if selector is not None:
+        return parse_selector(selector)
+    if plan is None:
+        raise InvalidInput("diff: expected --selector K=V,K=V (no plan was read, so there is no target to default to)",
+                           hint="spell the selector out, or give the plan with --plan and name --to BACKEND")
+    return dict(plan.backend(to or plan.target, field="--to").selector)
 
 
 SELECTOR_HINT = "e.g. --selector app.kubernetes.io/name=llm-reasoning-candle,component=predictor"
