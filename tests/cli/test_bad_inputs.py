@@ -167,3 +167,21 @@ def test_diff_without_to_writes_the_plans_target_as_documented(
     with_to = run(capsys, tmp_path, monkeypatch, "diff", "--file", str(tmp_path / "svc.yaml"), "--to", "candle",
                   service=FIXTURE)
     assert with_to == (0, outcome)  # the plan's target is candle
+
+
+def test_diff_of_a_plan_with_several_cutovers_needs_name(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline too, a `cutovers:` list is never read as its first entry: diff asks for --name, and takes it."""
+    import textwrap
+
+    body = GOOD.split("kind: CutoverPlan\n", 1)[1]
+    second = body.replace("name: reasoning-long-predictor", "name: chat-predictor").replace(
+        "name: reasoning-long\n", "name: chat\n")
+    several = "apiVersion: cutover/v1alpha1\nkind: CutoverPlan\ncutovers:\n" + "".join(
+        "  - " + textwrap.indent(doc, "    ").lstrip() for doc in (body, second))
+    code, outcome = run(capsys, tmp_path, monkeypatch, "diff", "--file", str(tmp_path / "svc.yaml"), plan=several,
+                        service=FIXTURE)
+    assert code == 2 and "--name: expected one of reasoning-long, chat" in outcome and "hint:" in outcome
+    code, outcome = run(capsys, tmp_path, monkeypatch, "--name", "reasoning-long", "diff", "--file",
+                        str(tmp_path / "svc.yaml"), plan=several, service=FIXTURE)
+    assert code == 0, outcome

@@ -233,10 +233,16 @@ def _first_sync(args: argparse.Namespace) -> Report | None:
 def _diff(args: argparse.Namespace, session: _Session) -> Report:
     """Offline. With --selector and no plan named (--plan, CUTOVER_PLAN), no plan is read at all (docs/commands.md)."""
     from cutover.cli import outcome  # noqa: PLC0415
+    from cutover.errors import InvalidInput  # noqa: PLC0415
     from cutover.flows import commands  # noqa: PLC0415
 
     planless = args.selector is not None and args.to is None and not (args.plan or os.environ.get("CUTOVER_PLAN"))
-    plan = None if planless else _plans(args, session)[0]
+    plans = [] if planless else _plans(args, session)
+    if len(plans) > 1:  # one file, one Service: never the first of a `cutovers:` list by default
+        raise InvalidInput(f"--name: expected one of {', '.join(p.name for p in plans)} (the plan lists "
+                           f"{len(plans)} cutovers; diff edits one Service's file), found none",
+                           hint="name the cutover with --name")
+    plan = plans[0] if plans else None
     diffed = asyncio.run(commands.diff(plan, file=args.file, to=args.to, selector=args.selector,
                                        document=args.document, selector_path=args.selector_path))
     return outcome.render(diffed, plan)
