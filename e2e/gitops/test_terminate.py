@@ -1,0 +1,98 @@
+"""A Terminate through the real argocd-server on ArgoCD 3.5, whose controller deletes the running hook Jobs (from
+3.4 on: argo-cd PR #25916, gitops-engine's sync_context.go): the PostSync's pod gets SIGTERM in the middle of
+whatever it does.
+
+- during the PostSync's wait (the target answers 503, cutover retries its names): nothing committed, the Lease
+  given back, exit 143 said; a person's next sync runs the PostSync again, which waits, proves and commits once;
+- right after the PostSync's commit: the commit stands, once; ArgoCD's next sync of it (a new revision) applies it
+  with both hooks, and the switch is verified."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kubernetes
+
+from conftest import MEASURED
+from tier import gitops
+
+CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
+DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle"}
+POSTSYNC = "cutover-postsync-llm-serving"
+
+
+def serving(argo: gitops.GitOpsTier) -> str:
+    return "candle" if argo.service().spec.selector == CANDLE else "vllm"
+
+
+def plan_for(target: str) -> str:
+    plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
+        "        compare: true\n", "        compare: false\n")  # vLLM's shorter context is not the point here
+    assert "compare: false" in plan
+    return plan
+
+
+def postsync_logs(argo: gitops.GitOpsTier, since: float) -> dict[str, str]:
+    """The log of each PostSync pod started since `since`, by pod name (the shim keeps them after the pods)."""
+    return {path.name: path.read_text() for path in sorted(argo.shim.dir.glob(f"cutover_{POSTSYNC}-*.log"))
+            if path.stat().st_mtime >= since}
+
+
+def holder(argo: gitops.GitOpsTier) -> Any:
+    lease = kubernetes.client.CoordinationV1Api(argo.api).read_namespaced_lease(
+        "cutover-reasoning-long-predictor", "llm-serving")
+    return lease.spec.holder_identity
+
+
+def test_a_terminate_during_the_postsync_wait_commits_nothing_and_the_next_sync_resumes(
+        argo: gitops.GitOpsTier) -> None:
+    target = "vllm" if serving(argo) == "candle" else "candle"
+    argo.engines.fault(DEPLOYMENT[target], "503")  # every name 503: cutover retries while its budget lasts
+    known, since = set(argo.git.cutover_commits()), time.time()
+    try:
+        person = argo.commit({gitops.PLAN: plan_for(target)}, f"Hand reasoning-long to {target}\n")
+        argo.wait("the PostSync retrying the target's names", lambda: '"names.retry"' in argo.job_log(POSTSYNC),
+                  timeout=180)
+        asked = time.monotonic()
+        argo.argocd.terminate("llm-serving")
+        state = argo.wait_operation("llm-serving", person)
+        ended = argo.wait("the PostSync's pod to end", lambda: next(
+            (log for log in postsync_logs(argo, since).values() if "terminated, nothing half-done" in log), None),
+            timeout=60)
+        took = time.monotonic() - asked
+    finally:
+        argo.engines.fault(DEPLOYMENT[target], None)
+    assert state["phase"] in ("Failed", "Error"), state
+    assert '"names.retry"' in ended and '"git.committed"' not in ended
+    assert set(argo.git.cutover_commits()) == known  # nothing committed
+    assert not holder(argo)  # the Lease given back: the next run takes it at once
+    assert argo.service().spec.selector == (CANDLE if target == "vllm" else VLLM)
+
+    argo.sync("llm-serving", person)  # a person's next sync of the same revision
+    switch = argo.wait("the resumed PostSync's commit", lambda: next(
+        (sha for sha in argo.git.cutover_commits()[:1] if sha not in known), None), timeout=180)
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
+    assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+    assert [sha for sha in argo.git.cutover_commits() if sha not in known] == [switch]  # once
+    MEASURED.append(f"Terminate during the PostSync's wait: its pod ended (exit 143, the Lease given back) "
+                    f"{took:.1f} s after the Terminate was asked; nothing committed; the next sync committed once")
+
+
+def test_a_terminate_right_after_the_commit_leaves_one_commit_that_the_next_sync_applies(
+        argo: gitops.GitOpsTier) -> None:
+    target = "vllm" if serving(argo) == "candle" else "candle"
+    known = set(argo.git.cutover_commits())
+    person = argo.commit({gitops.PLAN: plan_for(target)}, f"Hand reasoning-long to {target}\n")
+    switch = argo.wait("cutover's commit", lambda: next(
+        (sha for sha in argo.git.cutover_commits()[:1] if sha not in known), None), timeout=180, every=0.1)
+    argo.argocd.terminate("llm-serving")
+    state = argo.wait_operation("llm-serving", person)
+    app = argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=240)
+    assert app["status"]["operationState"]["phase"] == "Succeeded"
+    hooks = {r["name"] for r in app["status"]["operationState"]["syncResult"]["resources"] if r.get("hookType")}
+    assert {"cutover-presync-llm-serving", POSTSYNC} <= hooks  # the switch gated and verified, not a bare apply
+    assert [sha for sha in argo.git.cutover_commits() if sha not in known] == [switch]  # once
+    assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+    MEASURED.append(f"Terminate right after the PostSync's commit: that sync ended {state['phase']}; the commit "
+                    f"stood alone and the next sync applied it with both hooks")
