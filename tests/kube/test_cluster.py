@@ -270,3 +270,33 @@ async def test_an_unreachable_api_server_is_named(tmp_path: Path) -> None:
         await kube.aclose()
     assert "Kubernetes API at https://127.0.0.1:9 unreachable" in caught.value.message
     assert "--kubeconfig" in caught.value.hint
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("clusters: [oops\n", "expected a kubeconfig (YAML with clusters, users and contexts)"),
+    ("- just\n- a list\n", "expected a kubeconfig"),
+])
+async def test_a_kubeconfig_that_is_not_one_is_a_named_input_error(tmp_path: Path, text: str, words: str) -> None:
+    """A malformed kubeconfig once ended as "internal error ... this is a bug"."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(text)
+    with pytest.raises(InvalidInput) as caught:
+        cluster.connect(kubeconfig=str(config), environ={})
+    assert caught.value.exit_code == 2 and str(config) in caught.value.message and words in caught.value.message
+
+
+async def test_an_unknown_context_is_named_with_the_ones_there_are(tmp_path: Path) -> None:
+    """It once hinted "set KUBECONFIG", which was set."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "prod",
+        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "x", "user": {"token": "t"}}],
+        "contexts": [{"name": "prod", "context": {"cluster": "x", "user": "x"}},
+                     {"name": "staging", "context": {"cluster": "x", "user": "x"}}]}))
+    with pytest.raises(InvalidInput) as caught:
+        cluster.connect(kubeconfig=str(config), context="dev", environ={})
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith("--context: expected one of prod, staging")
+    assert "'dev'" in caught.value.message
+    assert "KUBECONFIG" not in caught.value.hint

@@ -384,6 +384,7 @@ def connect(
         else:
             # KUBECONFIG read now, not when the kubernetes package was imported (its default is fixed then)
             kubeconfig = kubeconfig or environ.get("KUBECONFIG") or None
+            _check_kubeconfig(kubeconfig, context, environ)
             kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
                                                client_configuration=config)
             own = environ.get("POD_NAMESPACE") or _kubeconfig_namespace(kubeconfig, context)
@@ -392,6 +393,31 @@ def connect(
                            hint="run in a pod with a ServiceAccount, or set KUBECONFIG") from exc
     config.retries = False  # tenacity owns retries (`retrying` above)
     return Cluster(kubernetes.client.ApiClient(config), own_namespace=own)
+
+
+def _check_kubeconfig(kubeconfig: str | None, context: str | None, environ: Mapping[str, str]) -> None:
+    """A kubeconfig that is there but is not one (broken YAML, a list where a mapping goes), or a --context it does
+    not hold: a named input error (exit 2), not an internal error or a hint to set KUBECONFIG."""
+    path = Path(kubeconfig) if kubeconfig else Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
+    if not path.is_file():
+        return  # nothing there: the loader says so (cluster_config)
+    try:
+        contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=str(path))
+    except kubernetes.config.ConfigException as exc:
+        if "Invalid kube-config file. Expected key contexts" in str(exc) and context is None:
+            return  # no contexts at all: the loader's own message names what is missing
+        raise InvalidInput(f"kubeconfig {path}: expected a kubeconfig with contexts, found: {exc}",
+                           cause="invalid_input", hint="point KUBECONFIG or --kubeconfig at a working "
+                                                       "kubeconfig (kubectl config view checks one)") from exc
+    except Exception as exc:  # the loader raises whatever its YAML parser or a wrong type does
+        raise InvalidInput(f"kubeconfig {path}: expected a kubeconfig (YAML with clusters, users and contexts), "
+                           f"found what cannot be read as one: {type(exc).__name__}: {exc}", cause="invalid_input",
+                           hint="fix the file, or point KUBECONFIG or --kubeconfig at another") from exc
+    names = [str(entry.get("name")) for entry in contexts or []]
+    if context is not None and context not in names:
+        raise InvalidInput(f"--context: expected one of {', '.join(names) or '(none)'} (the contexts of {path}), "
+                           f"found {context!r}", cause="invalid_arguments",
+                           hint="name a context of that file (kubectl config get-contexts lists them)")
 
 
 def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
