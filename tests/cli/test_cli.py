@@ -292,6 +292,8 @@ async def test_plan_with_a_git_host_refusing_the_token_still_reports(cutover: Ru
     from cutover.demo.gitrepo import BareRepo
 
     repo = BareRepo(tmp_path / "gitops.git")
+    world.add_pod("candle", ready=True)  # the target provable: what is asserted is the report of a refused read
+    await world.settled()
     async with FakeContentsHost(repo, token="ghp_" + "9" * 36) as host:
         result = await cutover("--log-level", "error", "plan", plan=world.plan_text(git_api_url=host.url))
     assert result.code == 0
@@ -500,3 +502,25 @@ def test_a_job_whose_deadline_is_shorter_than_the_plan_says_so_first(monkeypatch
     monkeypatch.setenv("CUTOVER_DEADLINE_SECONDS", "3000")  # what the shipped cutover-run Job gives it
     main._say_deadline("run", fits)
     assert len([e for e in events if e["event"] == "job.deadline_short"]) == 2
+
+
+async def test_plan_is_a_pre_flight_gate_that_exits_with_why_the_switch_cannot_go_ahead_now(
+        cutover: Run, world: World, tmp_path: Path) -> None:
+    """The whole report, then a non-zero exit naming the cause when the Service is not on the target and the target
+    cannot be proven now (it exited 0: a CI step running `cutover plan` went ahead); exit 0 once it can."""
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
+
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "the Service\n")
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        text = world.plan_text(git_api_url=host.url)
+        blocked = await cutover("--log-level", "error", "plan", plan=text)  # no candle pod yet
+        data = json.loads((await cutover("--log-level", "error", "plan", "--output", "json", plan=text)).stdout)
+        world.add_pod("candle", ready=True)
+        await world.settled()
+        ready = await cutover("--log-level", "error", "plan", plan=text)
+    assert blocked.code in (3, 4) and blocked.outcome.startswith("cutover plan: NOT READY (exit"), blocked.outcome
+    assert "  target candle: not provable now:" in blocked.stdout  # the whole report came first
+    assert data["ready"] is False and data["targetProof"]["exitCode"] == blocked.code
+    assert ready.code == 0 and ready.outcome.startswith("cutover plan: OK"), ready.outcome

@@ -203,8 +203,10 @@ def _dispatch(args: argparse.Namespace, session: _Session) -> int:
         _print(args, session, [_diff(args, session)])
         return 0
     first = _first_sync(args)
-    _print(args, session, [first] if first else asyncio.run(_execute(args, session, _plans(args, session))))
-    return 0
+    reports = [first] if first else asyncio.run(_execute(args, session, _plans(args, session)))
+    _print(args, session, reports)
+    blocked = next((report.blocked for report in reports if report.blocked), None)
+    return int(blocked["exitCode"]) if blocked else 0
 
 
 FIRST_SYNC = "CUTOVER_PRESYNC_WITHOUT_PLAN"  # "pass": set by hooks/presync-job.yaml, whose plan volume is optional
@@ -458,6 +460,12 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
                 print(scrub(line))
             if report.raw is not None:  # a patch, byte for byte: CRLF and the no-newline marker survive
                 sys.stdout.write(scrub(report.raw))
+    blocked = next((report.blocked for report in reports if report.blocked), None)
+    if blocked:  # `cutover plan`, a pre-flight gate: the report above, and why it cannot go ahead now
+        _outcome(f"cutover {args.command}: NOT READY (exit {blocked['exitCode']}, cause {blocked['cause']}) — "
+                 f"{blocked['error']} — hint: {blocked['hint']}", session.redactor,
+                 json_output=args.output == "json")
+        return
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
     _outcome(f"cutover {args.command}: OK — {summary}", session.redactor, json_output=args.output == "json")
 

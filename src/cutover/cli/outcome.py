@@ -38,6 +38,7 @@ class Report:
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     headline: bool = True  # print the summary above the lines (not above a patch meant for `git apply`)
     raw: str | None = None  # text printed as it is after the lines (a patch: its CR and newlines are its own)
+    blocked: dict[str, Any] | None = None  # `cutover plan` as a pre-flight gate: why the plan cannot go ahead now
 
 
 def render(result: Result, plan: Plan | None) -> Report:
@@ -202,6 +203,9 @@ def _shown(shown: Shown, plan: Plan) -> Report:
         report.lines.append(f"  target {plan.target}: not provable now: {shown.unprovable['error']} "
                             f"[{shown.unprovable['cause']}]")
         report.data["targetProof"] = shown.unprovable
+        if shown.status.state.get("liveBackend") != plan.target:  # a switch is pending and could not be made now
+            report.blocked = shown.unprovable
+    report.data["ready"] = report.blocked is None
     report.lines += _diff_lines(shown, plan, report.data)
     report.lines += [f"  drain safety: {warning}" for warning in shown.drain]
     report.data["drainSafety"] = list(shown.drain)

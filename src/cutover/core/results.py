@@ -159,7 +159,7 @@ class Shown:
 
     status: Status
     proven: Proven | None
-    unprovable: dict[str, str] | None  # error, cause and hint when the target is not provable now
+    unprovable: dict[str, Any] | None  # error, cause, hint and exitCode when the target is not provable now
     diff: dict[str, Any] | None  # changed, patch, version; or error, cause, hint; None without a Git host
     path: str
     drain: tuple[str, ...] = ()  # drain-safety warnings for the backend the switch leaves (docs/capacity.md)

@@ -89,7 +89,7 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     try:
         proven = await prove_backend(cluster, plan, plan.backend(plan.target), wait=False)
     except CutoverError as exc:
-        unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
+        unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint, "exitCode": int(exc.exit_code)}
     short = deadline.warning(plan, deadline.SHIPPED, whose="the shipped hook Jobs'")
     return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
                  await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
