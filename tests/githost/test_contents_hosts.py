@@ -446,3 +446,20 @@ async def test_a_scratch_branch_holds_a_candidate_and_goes_again(host: GitHost, 
     assert repo.head("cutover/check-reasoning-long") == again
     await host.drop("cutover/check-reasoning-long")
     assert repo.head("cutover/check-reasoning-long") is None and repo.head() == head
+
+
+@pytest.mark.looptime
+async def test_a_host_nobody_answers_is_named_with_what_to_check() -> None:
+    """A connection that fails names the host and port and says DNS, egress, proxy (it hinted "the Git host is
+    overloaded", naming nothing)."""
+    client = GitHub(url="https://github.example/acme/gitops.git", branch="main", token="t",
+                    api_url="http://127.0.0.1:9")  # nothing listens on port 9
+    try:
+        with pytest.raises(GitError) as caught:
+            await client.read("k8s/service.yaml")
+    finally:
+        await client.aclose()
+    assert caught.value.cause == "git_host_unavailable"
+    assert "no connection to 127.0.0.1:9 (ConnectError" in caught.value.message
+    assert "127.0.0.1:9 did not answer" in caught.value.hint and "DNS" in caught.value.hint
+    assert "egress" in caught.value.hint and "proxy" in caught.value.hint

@@ -67,6 +67,15 @@ class HostUnavailable(GitError):
         self.retry_after = retry_after
 
 
+def _host_of(exc: httpx.TransportError) -> str:
+    """host:port of the request a transport error belongs to, as far as it is known."""
+    try:
+        url = exc.request.url
+    except RuntimeError:  # an error raised before any request was bound to it
+        return "the host"
+    return f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+
+
 def decoded(content: str, *, where: str) -> str:
     """A host's base64 file content as text: strictly base64 (`validate`; the hosts wrap lines, which are
     dropped first), and UTF-8; anything else is no file cutover can edit."""
@@ -262,7 +271,12 @@ class HttpHost(GitHost):
         """A failed connection: retried, unless the server's certificate is not trusted (that stays so)."""
         reason = trust.untrusted(exc)
         if reason is None:
-            return HostUnavailable(f"{self.name}: {what}: {type(exc).__name__}")
+            host = _host_of(exc)
+            return HostUnavailable(f"{self.name}: {what}: no connection to {host} ({type(exc).__name__}"
+                                   + (f": {exc}" if str(exc) else "") + ")",
+                                   hint=f"{host} did not answer: check its name resolves (DNS), that the Jobs' "
+                                        f"egress reaches it (NetworkPolicy cutover-jobs: its port) and any proxy "
+                                        f"on the way (HTTPS_PROXY); retried")
         return GitError(f"{self.name}: {what}: the server's TLS certificate is not trusted ({reason})",
                         cause="git_tls", hint="set git.caFile to the PEM bundle of the host's CA "
                                               "(or SSL_CERT_FILE for every HTTPS client)")
