@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cutover.errors import InvalidInput
+from cutover.plan.git import DEFAULT_API_HOSTS
 from cutover.plan.model import GitAuthor, Plan
 
 GIT_KEYS = ("repository", "branches", "paths", "apiHosts", "author")
@@ -112,7 +113,7 @@ def _written(plan: Plan) -> Iterable[tuple[str, str]]:
 def _api_hosts(plan: Plan) -> Iterable[str]:
     """The hosts the Git token goes to besides the repository's own (and api.github.com for github.com)."""
     home = (urlsplit(plan.git.url).hostname or "").lower()
-    implied = {home, "api.github.com" if home == "github.com" else home}
+    implied = {home, DEFAULT_API_HOSTS.get(home, home)}  # the plan reader's own rule
     hosts = {(urlsplit(plan.git.api_url).hostname or "").lower()} if plan.git.api_url else set()
     return sorted(hosts - implied)
 

@@ -12,7 +12,7 @@ from cutover.plan.secrets import secret_file
 
 _GIT_KEYS = ("provider", "url", "apiUrl", "apiHosts", "allowInsecure", "branch", "path", "document", "selectorPath",
              "mode", "author", "tokenFile", "source", "render", "caFile")
-_DEFAULT_API_HOSTS = {"github.com": "api.github.com", "www.github.com": "api.github.com"}  # api_root's
+DEFAULT_API_HOSTS = {"github.com": "api.github.com", "www.github.com": "api.github.com"}  # api_root's
 
 
 def host_of(url: str) -> str:
@@ -33,7 +33,7 @@ def _check_api_host(api_url: Field, hosts: Field, url: str) -> tuple[str, ...]:
         return listed
     home = host_of(url)
     found = host_of(api_url.string())
-    if found not in {home, _DEFAULT_API_HOSTS.get(home, home), *listed}:
+    if found not in {home, DEFAULT_API_HOSTS.get(home, home), *listed}:
         raise api_url.fail(f"a URL on git.url's host {home} (or on a host git.apiHosts lists, to send the Git "
                            f"token there)")
     return listed
