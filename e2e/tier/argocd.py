@@ -143,13 +143,18 @@ class ArgoCD:
             made.raise_for_status()
             return str(made.json()["token"])
 
-    def terminate(self, app: str) -> None:
+    def terminate(self, app: str) -> bool:
         """What `argocd app terminate-op` asks of argocd-server (`DELETE .../operation`): the controller stops the
-        running operation and, from 3.4 on, deletes its running hook Jobs."""
+        running operation and, from 3.4 on, deletes its running hook Jobs. False when no operation was running any
+        more (argocd-server answers 400: the operation ended before the request reached it)."""
         with self._as_admin() as client:
             # argocd-server refuses a write without a JSON content type (415), its guard against cross-site requests
-            client.delete(f"/api/v1/applications/{app}/operation", params={"appNamespace": NAMESPACE},
-                          headers={"Content-Type": "application/json"}).raise_for_status()
+            answer = client.delete(f"/api/v1/applications/{app}/operation", params={"appNamespace": NAMESPACE},
+                                   headers={"Content-Type": "application/json"})
+            if answer.status_code == 400 and "no operation is in progress" in answer.text.lower():
+                return False
+            answer.raise_for_status()
+            return True
 
     @contextlib.contextmanager
     def _as_admin(self) -> Iterator[httpx.Client]:
