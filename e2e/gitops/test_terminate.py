@@ -95,5 +95,5 @@ def test_a_terminate_right_after_the_commit_leaves_one_commit_that_the_next_sync
     assert [sha for sha in argo.git.cutover_commits() if sha not in known] == [switch]  # once
     assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
     when = "landed" if landed else "too late: the sync had ended"
-    MEASURED.append(f"Terminate right after the PostSync's commit ({when}): that sync ended {state['phase']}; the commit stood alone and the next sync applied it with "
-                    f"both hooks")
+    MEASURED.append(f"Terminate right after the PostSync's commit ({when}): that sync ended {state['phase']}; "
+                    f"the commit stood alone and the next sync applied it with both hooks")
