@@ -5,7 +5,11 @@ whatever it does.
 - during the PostSync's wait (the target answers 503, cutover retries its names): nothing committed, the Lease
   given back, exit 143 said; a person's next sync runs the PostSync again, which waits, proves and commits once;
 - right after the PostSync's commit: the commit stands, once; ArgoCD's next sync of it (a new revision) applies it
-  with both hooks, and the switch is verified."""
+  with both hooks, and the switch is verified;
+- an application-controller `--sync-timeout` shorter than the wait, which `cutover plan` names beforehand: ArgoCD
+  ends the sync the same way (controller/appcontroller.go: "operation is terminating due to timeout"), nothing is
+  committed, and since auto-sync does not try a failed revision again, a person's sync resumes once the timeout is
+  raised."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from typing import Any
 import kubernetes
 
 from conftest import MEASURED
+from cutover import plan
+from cutover.core import deadline
 from tier import gitops
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
@@ -35,7 +41,12 @@ def plan_for(target: str) -> str:
 
 def postsync_logs(argo: gitops.GitOpsTier, since: float) -> dict[str, str]:
     """The log of each PostSync pod started since `since`, by pod name (the shim keeps them after the pods)."""
-    return {path.name: path.read_text() for path in sorted(argo.shim.dir.glob(f"cutover_{POSTSYNC}-*.log"))
+    return hook_logs(argo, since, POSTSYNC)
+
+
+def hook_logs(argo: gitops.GitOpsTier, since: float, job: str = "cutover-*sync-llm-serving") -> dict[str, str]:
+    """The log of each pod of the hook Jobs named like `job` written since `since`."""
+    return {path.name: path.read_text() for path in sorted(argo.shim.dir.glob(f"cutover_{job}-*.log"))
             if path.stat().st_mtime >= since}
 
 
@@ -97,3 +108,42 @@ def test_a_terminate_right_after_the_commit_leaves_one_commit_that_the_next_sync
     when = "landed" if landed else "too late: the sync had ended"
     MEASURED.append(f"Terminate right after the PostSync's commit ({when}): that sync ended {state['phase']}; "
                     f"the commit stood alone and the next sync applied it with both hooks")
+
+
+def test_a_sync_timeout_shorter_than_the_wait_commits_nothing_and_cutover_plan_named_it(
+        argo: gitops.GitOpsTier) -> None:
+    target = "vllm" if serving(argo) == "candle" else "candle"
+    text = plan_for(target)
+    (read,) = plan.parse(text)
+    # seconds from the sync's start: past the PreSync (about 7 s here), inside the PostSync's retries of the target's
+    # names (about 25 s); on a loaded machine it may cut the PreSync instead, the same ending
+    short = 20
+    assert deadline.sync_timeout(read) > short, deadline.sync_timeout_note(read)  # `cutover plan` said so
+    argo.engines.fault(DEPLOYMENT[target], "503")
+    known, since = set(argo.git.cutover_commits()), time.time()
+    try:
+        with argo.argocd.sync_timeout(short):
+            person = argo.commit({gitops.PLAN: text}, f"Hand reasoning-long to {target}\n")
+            state = argo.wait_operation("llm-serving", person, timeout=short + 120)
+            logs = argo.wait("every hook's pod to end", lambda: (found := hook_logs(argo, since)) and all(
+                "\ncutover " in log for log in found.values()) and found, timeout=60)
+    finally:
+        argo.engines.fault(DEPLOYMENT[target], None)
+    assert state["phase"] in ("Failed", "Error") and "terminated" in state.get("message", "").lower(), state
+    cut = [name.split("_")[1].rsplit("-", 1)[0] for name, log in logs.items()
+           if "terminated, nothing half-done" in log]
+    assert not any('"git.committed"' in log for log in logs.values())
+    assert set(argo.git.cutover_commits()) == known  # nothing committed
+    assert not holder(argo)
+    assert argo.service().spec.selector == (CANDLE if target == "vllm" else VLLM)
+
+    argo.sync("llm-serving", person)  # the timeout raised (here: none, the default), a person syncs again
+    switch = argo.wait("the resumed PostSync's commit", lambda: next(
+        (sha for sha in argo.git.cutover_commits()[:1] if sha not in known), None), timeout=180)
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
+    assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+    assert [sha for sha in argo.git.cutover_commits() if sha not in known] == [switch]
+    MEASURED.append(f"--sync-timeout {short}s against a plan needing {deadline.sync_timeout(read):g}s: the sync "
+                    f"ended {state['phase']} ({state.get('message', '')}), the hook pod cut: "
+                    f"{', '.join(cut) or 'none (between hooks)'} (exit 143), nothing committed; a person's sync "
+                    f"afterwards committed once")

@@ -36,6 +36,7 @@ NAMESPACE = "argocd"
 # ArgoCD polls each Application's repository every `timeout.reconciliation` (default 120 s, plus up to 60 s of
 # jitter): scaled down, as the startup timelines are, so that the polling path can be timed against the refresh.
 RECONCILIATION = "15s"
+COMMON = ("--redis", f"127.0.0.1:{REDIS}", "--loglevel", "info")  # every ArgoCD component's
 
 
 def module_dir(version: str) -> Path:
@@ -102,22 +103,41 @@ class ArgoCD:
         self._run("redis-server", ["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS), "--save", "",
                                    "--appendonly", "no"], binary=None)
         self._wait_port("127.0.0.1", REDIS)
-        common = ["--redis", f"127.0.0.1:{REDIS}", "--loglevel", "info"]
-        self._run("argocd-repo-server", ["--port", str(REPO_SERVER), "--metrics-port", "8084", *common])
+        self._run("argocd-repo-server", ["--port", str(REPO_SERVER), "--metrics-port", "8084", *COMMON])
         self._wait_port("127.0.0.1", REPO_SERVER)
-        repo = ["--repo-server", f"127.0.0.1:{REPO_SERVER}"]
-        self._run("argocd-application-controller", [*common, *repo, "--metrics-port", "8082",
-                                                    "--self-heal-timeout-seconds", "2"])
+        self._start_controller()
         self._run("argocd-applicationset-controller", [
             "--loglevel", "info", "--argocd-repo-server", f"127.0.0.1:{REPO_SERVER}",
             "--enable-progressive-syncs", "--metrics-addr", "127.0.0.1:12345", "--probe-addr", "127.0.0.1:12346",
             "--webhook-addr", "127.0.0.1:7000"])
         # on every address of the namespace: its REST gateway dials its own gRPC at localhost:<port> (a 503 for
         # every call when it listens on one address only, found here)
-        self._run("argocd-server", [*common, *repo, "--port", str(SERVER[1]), "--metrics-port", "8083"])
+        self._run("argocd-server", [*COMMON, "--repo-server", f"127.0.0.1:{REPO_SERVER}", "--port", str(SERVER[1]),
+                                    "--metrics-port", "8083"])
         self._wait_port(*SERVER)
 
-    def _run(self, name: str, args: list[str], binary: str | None = "argocd") -> None:
+    def _start_controller(self, sync_timeout: int = 0) -> controlplane.Component:
+        return self._run("argocd-application-controller", [
+            *COMMON, "--repo-server", f"127.0.0.1:{REPO_SERVER}", "--metrics-port", "8082",
+            "--self-heal-timeout-seconds", "2", "--sync-timeout", str(sync_timeout)])
+
+    @contextlib.contextmanager
+    def sync_timeout(self, seconds: int) -> Iterator[None]:
+        """The application-controller restarted with `--sync-timeout` (argocd-cmd-params-cm's
+        controller.sync.timeout.seconds), as an operator sets it, and back to none (its default) afterwards."""
+        self._restart_controller(seconds)
+        try:
+            yield
+        finally:
+            self._restart_controller(0)
+
+    def _restart_controller(self, sync_timeout: int) -> None:
+        running = next(c for c in self.plane.components if c.name == "argocd-application-controller")
+        running.stop()
+        self.plane.components.remove(running)
+        self._start_controller(sync_timeout)
+
+    def _run(self, name: str, args: list[str], binary: str | None = "argocd") -> controlplane.Component:
         # The repo-server clones into os.TempDir()/_argocd-repo and, on start, adopts the clones it finds there by
         # their remote URL (reposerver/server.go, repository.Service.Init): with the system's /tmp, every tier run
         # fetched into the previous run's clone of a repository with another history at the same URL, and one run
@@ -134,6 +154,7 @@ class ArgoCD:
         component = controlplane.Component(name, argv, self.plane.dir / f"{name}.log")
         component.start(env)
         self.plane.components.append(component)  # stopped with the control plane, checked with it
+        return component
 
     def account_token(self) -> str:
         """An API key of the `cutover` account, made as an admin makes one (`argocd account generate-token`):
