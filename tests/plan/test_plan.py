@@ -59,8 +59,10 @@ def test_where_credentials_may_come_from_and_go(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("CUTOVER_SECRETS_DIR", "/home/me/.config/cutover/")
     (local,) = plan.parse(GOOD.replace("/var/run/secrets/cutover/", "/home/me/.config/cutover/"))
     assert local.git.token_file == "/home/me/.config/cutover/git/token"
-    with pytest.raises(InvalidInput, match=r"a file under /home/me/\.config/cutover/"):
-        plan.parse(GOOD)
+    (mounted,) = plan.parse(GOOD)  # the plan the Jobs mount, run from a person's machine: read under that root
+    assert mounted.git.token_file == "/home/me/.config/cutover/git/token"
+    with pytest.raises(InvalidInput, match=r"a file under /home/me/\.config/cutover/git/"):
+        plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token", "/etc/passwd"))
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -53,6 +53,10 @@ def secret_file(node: Field, secret: str) -> str | None:
     path = node.string()
     root = (secrets_dir().rstrip("/") or "") + f"/{secret}"
     normal = posixpath.normpath(path)
+    mounted = f"{SECRETS_DIR}/{secret}/"
+    if secrets_dir().rstrip("/") != SECRETS_DIR and normal.startswith(mounted):
+        # a person's machine with CUTOVER_SECRETS_DIR: the plan the Jobs mount runs as it is, its files read there
+        normal = f"{root}/{normal[len(mounted):]}"
     if not path.startswith("/") or not normal.startswith(root + "/"):
         raise node.fail(f"a file under {root}/ (its Secret's mount"
                         + ("" if in_cluster() else "; CUTOVER_SECRETS_DIR names another root") + ")")
