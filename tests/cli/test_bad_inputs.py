@@ -185,3 +185,17 @@ def test_diff_of_a_plan_with_several_cutovers_needs_name(
     code, outcome = run(capsys, tmp_path, monkeypatch, "--name", "reasoning-long", "diff", "--file",
                         str(tmp_path / "svc.yaml"), plan=several, service=FIXTURE)
     assert code == 0, outcome
+
+
+def test_global_options_after_the_command_are_read_and_override(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cutover plan --plan x.yaml` is how people type it (it answered with the top-level usage): the global options
+    are read after the command too, there overriding the ones before it."""
+    (tmp_path / "broken.yaml").write_text("kind: [oops\n")
+    code, outcome = run(capsys, tmp_path, monkeypatch, "diff", "--file", str(tmp_path / "svc.yaml"), "--plan",
+                        str(tmp_path / "broken.yaml"), service=FIXTURE)
+    assert code == 2 and "broken.yaml" in outcome and "not valid YAML" in outcome, outcome
+    code, outcome = run(capsys, tmp_path, monkeypatch, "--plan", str(tmp_path / "broken.yaml"), "diff", "--file",
+                        str(tmp_path / "svc.yaml"), "--plan", str(tmp_path / "plan.yaml"), service=FIXTURE)
+    assert code == 0, outcome
+    assert main.build_parser().parse_args(["diff", "--file", "x"]).log_level == "info"  # the default stands

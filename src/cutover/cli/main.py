@@ -73,16 +73,15 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+EPILOG = ("every command, its options and its output: docs/commands.md; each failure's cause and what to do: "
+          "docs/causes.md")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cutover", description="Hand a stable Service name from one LLM engine's pods to "
                                                  "another's, through Git, with no gap.")
     parser.add_argument("--version", action="version", version=f"cutover {__version__}")
-    parser.add_argument("--plan", help="plan file (default: $CUTOVER_PLAN or /etc/cutover/plan.yaml)")
-    parser.add_argument("--log-format", choices=("json", "console"), help="default: console on a TTY, else JSON")
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    parser.add_argument("--kubeconfig", help="kubeconfig file outside a pod (default: $KUBECONFIG)")
-    parser.add_argument("--context", help="kubeconfig context")
-    parser.add_argument("--name", help="with a `cutovers:` list, act on this one only (metadata.name)")
+    _global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     helps = {
         "plan": "show state, each backend's pods, and what would be committed; changes nothing",
@@ -91,14 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
         "presync": "ArgoCD PreSync gate", "postsync": "ArgoCD PostSync: advance or verify",
         "syncfail": "ArgoCD SyncFail: report the failure", "run": "standalone cutover",
         "rollback": "back to the previous backend, then hold", "status": "the current state",
-        "audit": "what the cutover-audit CronJob runs: verify a switch no hook verified, check the live backend",
+        "audit": "what the workload's cutover-audit CronJob runs: verify a switch no hook verified, check the live "
+                 "backend",
         "demo": "a whole cutover on an embedded simulated cluster",
     }
     for name in COMMANDS:
-        command = sub.add_parser(name, help=helps[name], description=helps[name])
+        command = sub.add_parser(name, help=helps[name], description=helps[name], epilog=EPILOG)
         command.set_defaults(output="text", dry_run=False, to=None)  # each command takes only its own options
+        _global_options(command, after=True)
         if name != "demo":
-            command.add_argument("--output", choices=("text", "json"), default="text")
+            command.add_argument("--output", choices=("text", "json"), default="text",
+                                 help="json: one JSON document on stdout, on success and on failure")
         if name in WRITERS:
             command.add_argument("--dry-run", action="store_true", help="no commit, no refresh, no Slack")
         if name in ("diff", "run"):
@@ -115,6 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--backend", required=True, help="the backend to prove")
             command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
     return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, *, after: bool = False) -> None:
+    """The options every command reads, before the command or after it (`cutover plan --plan x.yaml`): given
+    after it, a value overrides; not given, the one before it (or the default) stands."""
+    group = parser.add_argument_group("global options") if after else parser
+    unset = argparse.SUPPRESS if after else None
+    group.add_argument("--plan", default=unset, help="plan file (default: $CUTOVER_PLAN or /etc/cutover/plan.yaml)")
+    group.add_argument("--log-format", default=unset, choices=("json", "console"),
+                       help="default: console on a TTY, else JSON")
+    group.add_argument("--log-level", default=unset or "info", choices=("debug", "info", "warning", "error"))
+    group.add_argument("--kubeconfig", default=unset, help="kubeconfig file outside a pod (default: $KUBECONFIG)")
+    group.add_argument("--context", default=unset, help="kubeconfig context")
+    group.add_argument("--name", default=unset, help="with a `cutovers:` list, act on this one only (metadata.name)")
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
