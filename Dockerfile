@@ -4,7 +4,7 @@
 #   docker build -t cutover .                          the default image: GitHub, GitLab, Gitea/Forgejo
 #   docker build -t cutover:git --target with-git .    adds git and ssh, for `git.provider: git` (HTTPS or SSH)
 #
-# Size (the README's "The image", measured by `make bench`): python:3.11-slim (about 130 MB), plus 21 MB of
+# Size (docs/benchmarks.md, measured by `make bench`): python:3.11-slim (about 130 MB), plus 21 MB of
 # packages once packaging/prune.py has dropped what cutover never loads (the kubernetes package's generated
 # models and APIs and its asyncio client: 84 MB of the 105 MB `pip install .` puts on disk), plus their byte
 # code (about 10 MB): about 160 MB. git with its Debian dependencies (perl among them) adds up to 98 MB, hence
