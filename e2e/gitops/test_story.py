@@ -55,12 +55,14 @@ def test_a_commit_that_sets_the_target_ends_with_the_service_switched_and_verifi
 
 
 def test_c_a_manual_rollback_goes_back_and_the_next_sync_keeps_the_hold(argo: gitops.GitOpsTier) -> None:
-    """`kubectl create job --from=cronjob/cutover-rollback` (the real CronJob's template, the real Job controller):
-    the previous selector committed through the same guarded path, synced by ArgoCD; then a sync of someone
-    else's commit runs PostSync, which holds instead of re-applying the plan's target, candle."""
+    """`kubectl create job --from=cronjob/cutover-rollback-llm-serving` (the workload's CronJob, synced with its
+    hooks; the real Job controller): the previous selector committed through the same guarded path, synced by ArgoCD;
+    then a sync of someone else's commit runs PostSync, which holds instead of re-applying the plan's target,
+    candle."""
     assert argo.service().spec.selector == CANDLE  # where scenario a left it
     commits_before = argo.git.cutover_commits()
-    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-rollback", "cutover-rollback-e2e")
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-rollback-llm-serving",
+                 "cutover-rollback-e2e")
     rollback = argo.finished("cutover-rollback-e2e", timeout=240)
     assert rollback.succeeded, rollback.log[-3000:]
     back = argo.git.cutover_commits()[0]
@@ -122,7 +124,7 @@ def test_e_a_sync_that_runs_no_hook_is_verified_by_the_audit(argo: gitops.GitOps
                  "-p", '{"spec": {"syncPolicy": {"automated": null}}}')
     try:
         before = argo.git.cutover_commits()[0]
-        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-run", "cutover-run-e2e")
+        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-run-llm-serving", "cutover-run-e2e")
         switch = argo.wait("cutover-run's commit", lambda: next(
             (sha for sha in argo.git.cutover_commits()[:1] if sha != before), None), timeout=120)
         argo.kubectl("-n", "cutover", "delete", "job", "cutover-run-e2e", "--wait=true")
@@ -135,13 +137,13 @@ def test_e_a_sync_that_runs_no_hook_is_verified_by_the_audit(argo: gitops.GitOps
         assert state["phase"] == "Succeeded", state.get("message")
         assert not [r for r in state["syncResult"]["resources"] if r.get("hookType")]  # no hook ran
         assert argo.service().spec.selector == CANDLE
-        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit", "cutover-audit-e2e")
+        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving", "cutover-audit-e2e")
         audit = argo.finished("cutover-audit-e2e", timeout=180)
         assert audit.succeeded, audit.log[-3000:]
         # the CronJob's own schedule (every 5 minutes) may have come first: one of its Jobs verified the switch,
         # and the other found it verified (the Lease's note) and checked the names
         scheduled = [job.metadata.name for job in argo.batch.list_namespaced_job("cutover").items
-                     if any(owner.name == "cutover-audit" for owner in job.metadata.owner_references or [])]
+                     if any(owner.name == "cutover-audit-llm-serving" for owner in job.metadata.owner_references or [])]
         logs = audit.log + "".join(argo.job_log(name) for name in scheduled)
         assert f"verified the switch to candle that no hook verified ({switch[:12]})" in logs, logs[-3000:]
     finally:

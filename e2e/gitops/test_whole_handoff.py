@@ -421,7 +421,7 @@ def test_retired_after_its_time_then_a_rollback_restores_it_and_waits(argo: gito
                        f"Room for both again: {other} starts; retire {now} 45 s after the switch\n")
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=both, timeout=180)
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
-    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-run", "cutover-run-retire")
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-run-llm-serving", "cutover-run-retire")
     switch = argo.wait("cutover's switch", lambda: next(
         (entry for entry in argo.git.repo.log(limit=30) if entry.sha not in before
          and Trailers.parse(entry.message).to == other), None), timeout=240)
@@ -437,7 +437,8 @@ def test_retired_after_its_time_then_a_rollback_restores_it_and_waits(argo: gito
         assert pods(argo, now)  # not before its time: a rollback is instant until then
     argo.wait("the retirement due", lambda: time.time() > due, timeout=90)
     if not any(t.step == "free" for t in handoff_commits(argo, before)):
-        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit", "cutover-audit-retire")
+        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving",
+                     "cutover-audit-retire")
         audit = argo.finished("cutover-audit-retire", timeout=180)
         assert audit.succeeded, audit.log[-3000:]
     (free,) = [t for t in handoff_commits(argo, before) if t.step == "free"]  # once, whichever run came first
@@ -447,7 +448,8 @@ def test_retired_after_its_time_then_a_rollback_restores_it_and_waits(argo: gito
     assert len(events(logs, "handoff.retired")) == 1
 
     started = time.monotonic()
-    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-rollback", "cutover-rollback-retired")
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-rollback-llm-serving",
+                 "cutover-rollback-retired")
     rollback = argo.finished("cutover-rollback-retired", timeout=420)
     assert rollback.succeeded, rollback.log[-3000:]
     back, restore = handoff_commits(argo, before)[:2]

@@ -37,7 +37,8 @@ def crowded(tier: Tier) -> Iterator[Tier]:
 
 def run_verify(tier: Tier, name: str) -> tuple[float, str, int | None]:
     started = time.monotonic()
-    tier.job_from_cronjob("cutover-run", name, ["verify", "--backend", "held", "--wait"], plan="cutover-plan-capacity")
+    tier.job_from_cronjob("cutover-run-llm-serving", name, ["verify", "--backend", "held", "--wait"],
+                          plan="cutover-plan-capacity")
     result = tier.finished(name, timeout=90)
     return time.monotonic() - started, result.message, result.exit_code
 

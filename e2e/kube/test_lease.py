@@ -27,7 +27,7 @@ def holder_process(tier: Tier, job: str) -> object:
 def test_a_killed_holder_is_taken_over_by_the_jobs_next_pod(tier: Tier) -> None:
     tier.kubectl("-n", "llm-serving", "delete", "pod", "-l", CANDLE, "--wait=false")
     before = len(tier.git.cutover_commits())
-    tier.job_from_cronjob("cutover-run", "postsync-killed", ["postsync"])
+    tier.job_from_cronjob("cutover-run-llm-serving", "postsync-killed", ["postsync"])
     tier.wait("the PostSync holding the Lease and waiting", lambda: "lock.acquired" in tier.job_log(
         "postsync-killed") and "target.watching" in tier.job_log("postsync-killed"), 60)
     process = holder_process(tier, "postsync-killed")
@@ -52,8 +52,8 @@ def test_two_postsyncs_at_once_make_one_commit(tier: Tier) -> None:
     tier.git.repo.commit({SERVICE_FILE: seeded[0]}, "Back on vLLM for now\n")
     tier.kubectl("-n", "llm-serving", "delete", "pod", "-l", CANDLE, "--wait=false")  # a wait both overlap in
     before = len(tier.git.cutover_commits())
-    tier.job_from_cronjob("cutover-run", "postsync-a", ["postsync"])
-    tier.job_from_cronjob("cutover-run", "postsync-b", ["postsync"])
+    tier.job_from_cronjob("cutover-run-llm-serving", "postsync-a", ["postsync"])
+    tier.job_from_cronjob("cutover-run-llm-serving", "postsync-b", ["postsync"])
     first, second = tier.finished("postsync-a", timeout=180), tier.finished("postsync-b", timeout=180)
     assert len(tier.git.cutover_commits()) == before + 1
     outcomes = sorted((r.exit_code for r in (first, second)), key=lambda c: c or 0)

@@ -52,7 +52,7 @@ def test_the_service_account_can(tier: Tier, verb: str, resource: str, namespace
 
 
 def test_status_runs_with_the_shipped_rbac(tier: Tier) -> None:
-    tier.job_from_cronjob("cutover-run", "status", ["status", "--output", "json"])
+    tier.job_from_cronjob("cutover-run-llm-serving", "status", ["status", "--output", "json"])
     result = tier.finished("status")
     assert result.succeeded, result
     assert '"liveBackend": "vllm"' in result.log and '"target": "candle"' in result.log, result.log[-2000:]
@@ -73,7 +73,7 @@ def test_each_command_is_allowed_what_it_asks(tier: Tier, name: str, args: list[
     """Not every command has work to do here (no ArgoCD operation to gate, nothing failed): what it does ask of
     the API must be allowed, and it must end with a verdict, never an internal error."""
     job = f"rbac-{name}"
-    tier.job_from_cronjob("cutover-run", job, args)
+    tier.job_from_cronjob("cutover-run-llm-serving", job, args)
     result = tier.finished(job, timeout=120)
     assert result.exit_code not in (1, None), result
     pods = {p.metadata.name for p in tier.core.list_namespaced_pod(

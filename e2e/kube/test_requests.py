@@ -80,7 +80,7 @@ def audit_name(method: str, path: str, watch: str | None) -> str:
 def test_api_requests_per_target_pod_over_the_wait(tier: Tier, tmp_path: Path) -> None:
     tier.kubectl("-n", "llm-serving", "delete", "pod", "-l", "app.kubernetes.io/name=llm-reasoning-candle",
                  "--wait=false")
-    tier.job_from_cronjob("cutover-run", "verify-count", ["verify", "--backend", "candle", "--wait"])
+    tier.job_from_cronjob("cutover-run-llm-serving", "verify-count", ["verify", "--backend", "candle", "--wait"])
     result = tier.finished("verify-count")
     assert result.succeeded, result
     real = real_requests(tier, "verify-count")

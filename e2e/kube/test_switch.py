@@ -76,7 +76,7 @@ def test_after_a_switch_the_slices_hold_exactly_the_targets_ready_pods(tier: Tie
             "reasoning-long"], 30)
         vllm = ready_ips(tier, VLLM)
         assert vllm and not endpoint_ips(tier) & vllm
-        tier.job_from_cronjob("cutover-run", "status-after-switch", ["status", "--output", "json"])
+        tier.job_from_cronjob("cutover-run-llm-serving", "status-after-switch", ["status", "--output", "json"])
         result = tier.finished("status-after-switch")
         assert result.succeeded, result
         assert '"liveBackend": "candle"' in result.log, result.log[-2000:]

@@ -18,7 +18,7 @@ def faults(tier: Tier) -> Tier:
 
 
 def verify_job(tier: Tier, name: str, backend: str, plan: str = "cutover-plan") -> None:
-    tier.job_from_cronjob("cutover-run", name, ["verify", "--backend", backend, "--wait"], plan=plan)
+    tier.job_from_cronjob("cutover-run-llm-serving", name, ["verify", "--backend", backend, "--wait"], plan=plan)
 
 
 def test_verify_waits_for_the_startup_timeline_then_proves_the_names(tier: Tier) -> None:
@@ -68,7 +68,7 @@ def test_a_pod_that_lost_its_readiness_is_not_proven(faults: Tier) -> None:
 
     faults.wait("the flaky pod Ready", lambda: readiness() == ["True"], 30)
     faults.wait("the flaky pod unready again", lambda: readiness() == ["False"], 30)
-    faults.job_from_cronjob("cutover-run", "verify-flaky", ["verify", "--backend", "flaky"],
+    faults.job_from_cronjob("cutover-run-llm-serving", "verify-flaky", ["verify", "--backend", "flaky"],
                             plan="cutover-plan-faults")
     result = faults.finished("verify-flaky")
     assert result.exit_code == 3, result

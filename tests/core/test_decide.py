@@ -148,10 +148,12 @@ def test_proofs_through_the_service_retry_only_what_may_pass() -> None:
         return PodProof("Service port 80", "10.96.0.1:80", "listed", (), problems, 0.0)
 
     refused, rejected = Problem("refused", "refused", retryable=True), Problem("name_rejected", "404", retryable=False)
-    assert decide.retry_through_service(proof(refused), attempt=0, tries=3)
-    assert not decide.retry_through_service(proof(refused), attempt=2, tries=3)
-    assert not decide.retry_through_service(proof(refused, rejected), attempt=0, tries=3)
-    assert not decide.retry_through_service(proof(), attempt=0, tries=3)
+    window = {"deadline": 30.0, "retry_in": 2.0}
+    assert decide.retry_through_service(proof(refused), now=0.0, **window)
+    assert decide.retry_through_service(proof(refused), now=28.0, **window)
+    assert not decide.retry_through_service(proof(refused), now=28.5, **window)  # the next try would be past it
+    assert not decide.retry_through_service(proof(refused, rejected), now=0.0, **window)
+    assert not decide.retry_through_service(proof(), now=0.0, **window)
 
 
 # --- docs/guarantees.md, a row each -----------------------------------------------------------------------------------

@@ -122,13 +122,32 @@ def test_the_workload_application_renders_its_hooks_and_the_plan_in_cutover() ->
     objects = rendered(app["spec"]["source"])
     in_cutover = sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
                         if doc["metadata"].get("namespace") == "cutover")
-    assert in_cutover == ["ConfigMap/cutover-plan", "Job/cutover-postsync-llm-serving",
-                          "Job/cutover-presync-llm-serving", "Job/cutover-syncfail-llm-serving"]
+    assert in_cutover == ["ConfigMap/cutover-plan", "CronJob/cutover-audit-llm-serving",
+                          "CronJob/cutover-rollback-llm-serving", "CronJob/cutover-run-llm-serving",
+                          "Job/cutover-postsync-llm-serving", "Job/cutover-presync-llm-serving",
+                          "Job/cutover-syncfail-llm-serving"]
     narrower = {**PROJECTS["llm-serving"], "spec": {**PROJECTS["llm-serving"]["spec"], "destinations": [
         {"server": IN_CLUSTER, "namespace": "llm-serving"}]}}  # the project as it was shipped before
     refused = violations(app, narrower, objects)
     assert "Job/cutover-presync-llm-serving: namespace cutover is not a destination of the project" in refused
     assert "ConfigMap/cutover-plan: namespace cutover is not a destination of the project" in refused
+
+
+@pytest.mark.parametrize(("path", "application", "plan"), [
+    ("manifests/examples/llm-serving/workload", "llm-serving", "cutover-plan"),
+    ("e2e/fixtures/chat-prod", "chat-prod", "cutover-plan-chat-prod"),  # a second Service, as "More Services" adds it
+])
+def test_each_workload_has_its_own_run_rollback_and_audit_on_its_own_plan(path: str, application: str,
+                                                                          plan: str) -> None:
+    """Only the first Service could be rolled back or audited: the CronJobs lived in the shared base and mounted
+    `cutover-plan`, so during an incident on a second Service the documented rollback acted on the first. They come
+    with each workload's hooks now, under its suffix, on its plan."""
+    cronjobs = {doc["metadata"]["name"]: doc for doc in build(ROOT / path) if doc["kind"] == "CronJob"}
+    assert sorted(cronjobs) == [f"cutover-{job}-{application}" for job in ("audit", "rollback", "run")]
+    for cronjob in cronjobs.values():
+        volumes = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+        assert [volume["configMap"]["name"] for volume in volumes if "configMap" in volume] == [plan]
+    assert not [doc for doc in build(ROOT / "manifests" / "base") if doc["kind"] == "CronJob"]
 
 
 def test_the_cutover_project_permits_nothing_cluster_wide_but_namespaces_and_its_admission_policies() -> None:

@@ -317,8 +317,8 @@ def rollback_to(observed: Observed, plan: Plan) -> str:
         # No cutover brought Git to `now`: "the other backend" would be the plan's target, the cutover itself.
         raise InvalidInput(f"nothing to roll back: Git selects {now} and no cutover of this plan moved it there; "
                            f"going to {to} would be the cutover, not its rollback", cause="rollback_nothing",
-                           hint=f"to stop a pending cutover, set the plan's target to {now}; to switch, use the "
-                                "cutover-run Job")
+                           hint=f"to stop a pending cutover, set the plan's target to {now}; to switch, use "
+                                f"{plan.job('run')}")
     return to
 
 
@@ -552,7 +552,7 @@ def look_again(problems: SwitchProblems, *, now: float, deadline: float, poll: f
     return bool(problems.endpoints) and not problems.final and now + poll <= deadline
 
 
-def retry_through_service(proof: PodProof, *, attempt: int, tries: int) -> bool:
+def retry_through_service(proof: PodProof, *, now: float, deadline: float, retry_in: float) -> bool:
     """A proof through the Service is tried again only when every problem may pass (kube-proxy may trail the
-    EndpointSlice by a moment) and tries are left."""
-    return not proof.ok and all(problem.retryable for problem in proof.problems) and attempt < tries - 1
+    EndpointSlice) and the next try still falls within the window."""
+    return not proof.ok and all(problem.retryable for problem in proof.problems) and now + retry_in <= deadline

@@ -317,7 +317,7 @@ def _show_commit(cast: Cast) -> LogEntry:
 
 async def _rollback(cast: Cast) -> None:
     say("Suppose candle misbehaves: an operator runs the rollback Job "
-        "(kubectl -n cutover create job --from=cronjob/cutover-rollback ...): cutover rollback")
+        "(kubectl -n cutover create job --from=cronjob/cutover-rollback-<application> ...): cutover rollback")
     async with sim_argocd.running(cast.world, cast.repo, cast.path):
         back = await phases.rollback(cast.run("cutover-rollback-demo"))
     print(cast.told(back))

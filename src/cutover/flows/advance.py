@@ -123,7 +123,7 @@ def _bridge_serves(run: Run, observed: decide.Observed, step: decide.Advance, ex
     log.warning("handoff.bridge_serving", bridge=step.bridge, to=step.to, cause=exc.cause,
                 names=list(run.plan.handoff.bridge_names),
                 hint=f"the bridge {step.bridge} keeps serving {', '.join(run.plan.handoff.bridge_names)}; fix "
-                     f"{step.to} and sync again, or run the cutover-rollback Job to bring {step.source} back")
+                     f"{step.to} and sync again, or run {run.plan.job('rollback')} to bring {step.source} back")
 
 
 def _gap_deadline(run: Run, opened: Commit | None) -> float | None:

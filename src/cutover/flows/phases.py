@@ -338,9 +338,10 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
 
 
 async def audit(run: Run) -> Audited:
-    """What the CronJob cutover-audit runs (docs/sources.md): finish a verification no hook did (rolling back on
-    failure as PostSync would), or check that the live backend still proves its names (an alert otherwise:
-    Event, Slack, exit 6). It commits nothing but such a rollback, and a retirement that is due (handoff.retire)."""
+    """What each workload's CronJob cutover-audit-<application> runs (docs/sources.md): finish a verification no
+    hook did (rolling back on failure as PostSync would), or check that the live backend still proves its names (an
+    alert otherwise: Event, Slack, exit 6). It commits nothing but such a rollback, and a retirement that is due
+    (handoff.retire)."""
     run.bind("audit")
     plan = run.plan
     observed, seen = await observe(run)

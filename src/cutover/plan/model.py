@@ -181,6 +181,13 @@ class Plan:
         return dataclasses.replace(self, verify=dataclasses.replace(
             self.verify, served_names=self.handoff.bridge_names or self.verify.served_names, fitness=fitness))
 
+    def job(self, command: str) -> str:
+        """How a person runs `command` (run, rollback) for this workload: a Job from its own CronJob, which the
+        hooks Component names after the workload's Application (jobs/, docs/install.md step 8)."""
+        suffix = self.argocd.application if self.argocd else "<application>"
+        return (f"the cutover-{command}-{suffix} Job (kubectl -n cutover create job "
+                f"--from=cronjob/cutover-{command}-{suffix} cutover-{command}-$(date +%s))")
+
     def backend(self, name: str, *, field: str = "--backend") -> Backend:
         if name not in self.backends:
             raise InvalidInput(
