@@ -108,6 +108,9 @@ BAD = [
                               "app.kubernetes.io/name: llm-reasoning\n      component: predictor\n"
                               "      serving.kserve.io/inferenceservice: reasoning"),
      "backends.candle.selector", "different from backend 'vllm'"),
+    ("a selector within another's", edit("app.kubernetes.io/name: llm-reasoning-candle\n      component: predictor",
+                                         "app.kubernetes.io/name: llm-reasoning\n      component: predictor"),
+     "backends.candle.selector", "not part of another backend's"),
     ("no served names", edit("servedNames: [reasoning-long, reasoning]", "servedNames: []"),
      "verify.servedNames", "non-empty list of the model names clients send, found [] (an empty list)"),
     ("plain http git url", edit("url: https://github.com/acme/gitops.git", "url: http://git.local/acme/gitops.git"),

@@ -30,7 +30,9 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.
             main.main(["--log-level", "error", *args])
     finally:
         structlog.reset_defaults()  # the CLI configures logging for the process: not for the next test
-    outcome = capsys.readouterr().out.strip().splitlines()[-1]
+    out, err = capsys.readouterr()
+    said = [line for line in err.splitlines() if line.startswith("cutover ")]  # beside a patch on stdout
+    outcome = said[-1] if said else out.strip().splitlines()[-1]
     return int(caught.value.code or 0), outcome
 
 

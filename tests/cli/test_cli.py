@@ -22,7 +22,8 @@ TOKEN = "ghp_" + "Z" * 36  # token-shaped: must never reach any output
 class Result:
     def __init__(self, code: int, stdout: str, stderr: str) -> None:
         self.code, self.stdout, self.stderr = code, stdout, stderr
-        self.outcome = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+        said = [line for line in stderr.splitlines() if line.startswith("cutover ")]  # beside a document on stdout
+        self.outcome = said[-1] if said else stdout.strip().splitlines()[-1] if stdout.strip() else ""
         self.events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
@@ -225,7 +226,7 @@ async def test_diff_prints_a_patch_that_git_applies(cutover: Run, world: World, 
     copy.write_bytes(FIXTURE.read_bytes())
     result = await cutover("diff", "--file", str(copy), "--to", "candle")
     assert result.code == 0, result.stderr
-    patch = result.stdout[: result.stdout.rindex(result.outcome)]
+    patch = result.stdout  # the patch alone (`cutover diff > x.patch`): the outcome line goes to stderr
     assert patch.startswith("--- a/k8s/apps/llm-serving/reasoning-long-service.yaml\n")
     assert result.outcome == ("cutover diff: OK — 3 line(s) change in k8s/apps/llm-serving/reasoning-long-service.yaml"
                               ", all inside spec.selector")  # git.path, where it would be committed

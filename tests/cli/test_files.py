@@ -26,15 +26,15 @@ WANTED = {"app": "chat-candle", "component": "predictor", "engine": "candle"}
 SELECTOR = ",".join(f"{key}={value}" for key, value in WANTED.items())
 
 
-async def run(*argv: str, cwd: Path, scratch: Path | None = None) -> tuple[int, bytes]:
+async def run(*argv: str, cwd: Path, scratch: Path | None = None) -> tuple[int, bytes, bytes]:
     """The CLI as a user runs it in `cwd`, with no plan in the environment; its termination log in `scratch`."""
     log = (scratch or cwd) / "termination-log"
     environ = {"PATH": os.environ["PATH"], "CUTOVER_TERMINATION_LOG": str(log)}
     process = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=environ, stdin=asyncio.subprocess.PIPE,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     async with asyncio.timeout(30):
-        out, _ = await process.communicate()
-    return process.returncode or 0, out
+        out, err = await process.communicate()
+    return process.returncode or 0, out, err  # a patch on stdout, the outcome line beside it on stderr
 
 
 async def piped(tool: tuple[str, ...], patch: bytes, cwd: Path) -> int:
@@ -52,11 +52,11 @@ async def test_the_printed_diff_applies_with_git_apply(name: str, tmp_path: Path
                                       selector_path="spec.selector", selector=WANTED).after.encode()
     (tmp_path / "k8s").mkdir(parents=True)
     (tmp_path / "k8s" / name).write_bytes(original)
-    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", f"k8s/{name}", "--selector", SELECTOR,
+    code, out, err = await run(sys.executable, "-m", "cutover", "diff", "--file", f"k8s/{name}", "--selector", SELECTOR,
                           cwd=tmp_path)
     assert code == 0, out.decode()
     assert out.startswith(f"--- a/k8s/{name}\n".encode())
-    assert out.rstrip().endswith(b"all inside spec.selector")  # the outcome line comes last
+    assert err.rstrip().endswith(b"all inside spec.selector")  # the outcome line, beside the patch
     await piped(("git", "apply", "-"), out, tmp_path)  # strict about context, whitespace and the final newline
     assert (tmp_path / "k8s" / name).read_bytes() == expected  # byte for byte: CR, final newline and all
 
@@ -73,7 +73,7 @@ def test_what_changes_is_the_selector_of_the_one_service() -> None:
 
 async def test_an_aliased_selector_is_refused_with_the_reason(tmp_path: Path) -> None:
     (tmp_path / "svc.yaml").write_bytes((FILES / "aliased.yaml").read_bytes())
-    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "svc.yaml", "--selector", SELECTOR,
+    code, out, _ = await run(sys.executable, "-m", "cutover", "diff", "--file", "svc.yaml", "--selector", SELECTOR,
                           cwd=tmp_path)
     assert code == 2 and b"document 1 uses YAML anchors or aliases" in out and b"cause selector_alias" in out
 
@@ -81,10 +81,10 @@ async def test_an_aliased_selector_is_refused_with_the_reason(tmp_path: Path) ->
 async def test_a_file_with_two_services_needs_a_document(tmp_path: Path) -> None:
     two = (FILES / "kustomize-patch.yaml").read_text() + "---\n" + (FILES / "kustomize-patch.yaml").read_text()
     (tmp_path / "two.yaml").write_text(two.replace("name: chat", "name: other", 1))
-    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "two.yaml", "--selector", SELECTOR,
+    code, out, _ = await run(sys.executable, "-m", "cutover", "diff", "--file", "two.yaml", "--selector", SELECTOR,
                           cwd=tmp_path)
     assert code == 2 and b"expected exactly one Service, found 2 (other, chat)" in out
-    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "two.yaml", "--selector", SELECTOR,
+    code, out, _ = await run(sys.executable, "-m", "cutover", "diff", "--file", "two.yaml", "--selector", SELECTOR,
                           "--document", "Service/chat", cwd=tmp_path)
     assert code == 0 and b"engine: candle" in out
 
@@ -102,7 +102,7 @@ async def test_the_kustomize_diff_writes_the_target_less_what_the_build_adds(tmp
     """The overlay adds env: prod to the base's selector: the diff (run in this repository, a Git work tree) writes
     the base without it, and the overlay built after `git apply` selects exactly the plan's candle selector."""
     example = "manifests/examples/kustomize-overlay"
-    code, out = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
+    code, out, _ = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
                           f"{example}/base/service.yaml", "--to", "candle", cwd=ROOT, scratch=tmp_path)
     assert code == 0, out.decode()
     patch = out.decode()
@@ -119,7 +119,7 @@ async def test_the_kustomize_diff_writes_the_target_less_what_the_build_adds(tmp
 async def test_the_helm_values_diff_writes_the_backends_git_value(tmp_path: Path) -> None:
     checkout = checkout_of(tmp_path, "helm-values")
     example = "manifests/examples/helm-values"
-    code, out = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
+    code, out, _ = await run(sys.executable, "-m", "cutover", "--plan", f"{example}/plan.yaml", "diff", "--file",
                           f"{example}/values.yaml", "--to", "candle", cwd=checkout)
     assert code == 0, out.decode()
     assert "-engine: vllm" in out.decode() and "+engine: candle" in out.decode()
@@ -131,19 +131,21 @@ async def test_with_a_plan_the_patch_and_the_outcome_name_git_path(tmp_path: Pat
     """A copy of the file anywhere: the patch is for git.path, where `git apply` in the checkout applies it."""
     copy = tmp_path / "elsewhere.yaml"
     shutil.copyfile(EXAMPLES / "helm-values" / "values.yaml", copy)
-    code, out = await run(sys.executable, "-m", "cutover", "--plan", str(EXAMPLES / "helm-values" / "plan.yaml"),
+    code, out, err = await run(sys.executable, "-m", "cutover", "--plan", str(EXAMPLES / "helm-values" / "plan.yaml"),
                           "diff", "--file", str(copy), "--to", "candle", cwd=tmp_path)
     assert code == 0, out.decode()
     lines = out.decode().splitlines()
     assert lines[0] == "--- a/manifests/examples/helm-values/values.yaml"
-    assert "change in manifests/examples/helm-values/values.yaml" in lines[-1] and "elsewhere" not in out.decode()
+    outcome = err.decode().splitlines()[-1]
+    assert "change in manifests/examples/helm-values/values.yaml" in outcome and "elsewhere" not in out.decode()
 
 
 async def test_a_kustomize_diff_outside_its_checkout_says_where_to_run_it(tmp_path: Path) -> None:
     copy = tmp_path / "service.yaml"
     shutil.copyfile(EXAMPLES / "kustomize-overlay" / "base" / "service.yaml", copy)
-    code, out = await run(sys.executable, "-m", "cutover", "--plan", str(EXAMPLES / "kustomize-overlay" / "plan.yaml"),
-                          "diff", "--file", str(copy), "--to", "candle", cwd=tmp_path)
+    overlay = str(EXAMPLES / "kustomize-overlay" / "plan.yaml")
+    code, out, _ = await run(sys.executable, "-m", "cutover", "--plan", overlay, "diff", "--file", str(copy), "--to",
+                             "candle", cwd=tmp_path)
     assert code == 2
     assert b"must be git.path (manifests/examples/kustomize-overlay/base/service.yaml) inside one" in out
 
@@ -151,7 +153,7 @@ async def test_a_kustomize_diff_outside_its_checkout_says_where_to_run_it(tmp_pa
 async def test_a_values_file_is_addressed_by_its_selector_path_alone(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     values.write_text("# chart values\nservice:\n  port: 80\n  selector:\n    app: chat-vllm  # the engine\n")
-    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "values.yaml", "--selector-path",
+    code, out, _ = await run(sys.executable, "-m", "cutover", "diff", "--file", "values.yaml", "--selector-path",
                           "service.selector", "--selector", "app=chat-candle", cwd=tmp_path)
     assert code == 0, out.decode()
     await piped(("git", "apply", "-"), out, tmp_path)
@@ -161,7 +163,7 @@ async def test_a_values_file_is_addressed_by_its_selector_path_alone(tmp_path: P
 
 async def test_without_a_plan_the_hints_name_the_options_not_the_plan(tmp_path: Path) -> None:
     (tmp_path / "values.yaml").write_text("service:\n  port: 80\n")
-    code, out = await run(sys.executable, "-m", "cutover", "diff", "--file", "values.yaml", "--selector-path",
+    code, out, _ = await run(sys.executable, "-m", "cutover", "diff", "--file", "values.yaml", "--selector-path",
                           "service.selector", "--selector", "app=chat-candle", cwd=tmp_path)
     assert code == 2
     assert b"hint: check --selector-path" in out and b"plan" not in out.split(b"hint:")[1]

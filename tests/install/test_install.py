@@ -238,3 +238,12 @@ def test_the_documented_git_secret_lets_the_token_write_the_workload_but_not_cut
     own = ROOT / "manifests" / "examples" / "llm-serving" / "cutover"
     for found in own.rglob("*"):
         assert not credentials.allows(patterns, str(found.relative_to(ROOT))), found
+
+
+def test_the_cutover_namespace_outlives_its_application() -> None:
+    """It holds the hand-made Secrets and every workload's hooks and plan: pruning or deleting cutover's own
+    Application must not take it with them (ArgoCD's Prune=false and Delete=false, comma-separated as gitops-engine
+    reads its sync options)."""
+    (namespace,) = [doc for doc in build(ROOT / "manifests" / "base") if doc["kind"] == "Namespace"]
+    options = namespace["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+    assert {"Prune=false", "Delete=false"} <= set(options)

@@ -483,7 +483,9 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
                  json_output=args.output == "json")
         return
     summary = reports[0].summary if len(reports) == 1 else f"{len(reports)} cutovers: ok"
-    _outcome(f"cutover {args.command}: OK — {summary}", session.redactor, json_output=args.output == "json")
+    # a patch on stdout is a document too (`cutover diff > x.patch`): the outcome line goes beside it, to stderr
+    patch = any(report.raw is not None for report in reports)
+    _outcome(f"cutover {args.command}: OK — {summary}", session.redactor, json_output=args.output == "json" or patch)
 
 
 def _fail(command: str, exc: CutoverError, session: _Session, *, json_output: bool = False) -> None:
@@ -508,8 +510,8 @@ def _failed_json(session: _Session, *, json_output: bool, **fields: Any) -> None
 
 
 def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool = False) -> None:
-    """The last line of output (on stderr beside --output json, whose stdout is the JSON document alone); also
-    the pod's termination message when running in one."""
+    """The last line of output (on stderr beside a document on stdout: --output json, `diff`'s patch); also the
+    pod's termination message when running in one."""
     from cutover.logs import Redactor  # noqa: PLC0415
 
     line = (redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))

@@ -65,7 +65,18 @@ def read_backends(node: Field) -> dict[str, Backend]:
                 f"a selector different from backend {by_selector[key]!r} (two backends cannot share pods)"
             )
         by_selector[key] = name
+    for name, backend in backends.items():
+        if wider := next((other for other in backends.values() if other.name != name
+                          and backend.selector.items() < other.selector.items()), None):
+            raise node.child(name).child("selector").fail(
+                f"a selector that is not part of another backend's ({_labels(backend.selector)} is part of "
+                f"{wider.name}'s {_labels(wider.selector)}: a Service selecting {name} would select {wider.name}'s "
+                f"pods too; add a label that only {name}'s pods carry)")
     return backends
+
+
+def _labels(selector: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{key}={value}" for key, value in sorted(selector.items())) + "}"
 
 
 def _read_selector(node: Field) -> dict[str, str]:
