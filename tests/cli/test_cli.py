@@ -120,6 +120,7 @@ async def test_status_as_json(cutover: Run, world: World) -> None:
     result = await cutover("status", "--output", "json")
     assert result.code == 0
     body: dict[str, Any] = json.loads(result.stdout)  # the document alone: `| jq` reads it
+    assert (body["ok"], body["command"]) == (True, "status")  # as a failure's document says them
     assert body["liveBackend"] == "vllm" and body["target"] == "candle"
     assert body["service"] == {"uid": body["service"]["uid"], "clusterIP": world.cluster_ip, "ports": [80, 8080]}
     assert body["backends"]["vllm"]["ready"] == 1 and body["backends"]["candle"]["ready"] == 0
@@ -335,8 +336,14 @@ def plan_document() -> Any:
     return GitDocument("Service", "reasoning-long-predictor")
 
 
-async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World, tmp_path: Path) -> None:
-    """What happens when ArgoCD deletes a running hook Job: the pod gets SIGTERM."""
+@pytest.mark.parametrize(("signal_name", "code", "said"), [
+    ("SIGTERM", 143, "FAILED (exit 143, cause terminated) — terminated, nothing half-done — hint: ArgoCD deleted"),
+    ("SIGINT", 130, "FAILED (exit 130, cause interrupted) — interrupted, nothing half-done — hint: run it again"),
+])
+async def test_a_signal_mid_wait_gives_the_lease_back_and_says_so_in_the_outcome_format(
+        world: World, tmp_path: Path, signal_name: str, code: int, said: str) -> None:
+    """What happens when ArgoCD deletes a running hook Job (the pod gets SIGTERM) or a person presses Ctrl-C: the
+    Lease given back, the exit code, and the outcome line in the documented format."""
     import signal
 
     from cutover.demo.contents import FakeContentsHost
@@ -366,16 +373,16 @@ async def test_sigterm_mid_wait_gives_the_lease_back_and_exits_143(world: World,
             pytest.fail(log_file.read_text())
         lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
         assert lease is not None and lease["spec"]["holderIdentity"].startswith(f"cutover-postsync-abc-{process.pid}#")
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(getattr(signal, signal_name))
         try:
             async with asyncio.timeout(20):
                 out, _ = await process.communicate()
         except TimeoutError:
             process.kill()
             await process.wait()
-            pytest.fail("no exit 20 s after SIGTERM; its log:\n" + log_file.read_text()[-6000:])
-    assert process.returncode == 143
-    assert out.decode().strip().splitlines()[-1] == "cutover postsync: terminated, nothing half-done (exit 143)"
+            pytest.fail(f"no exit 20 s after {signal_name}; its log:\n" + log_file.read_text()[-6000:])
+    assert process.returncode == code
+    assert out.decode().strip().splitlines()[-1].startswith(f"cutover postsync: {said}")
     lease = world.kube.stored("coordination.k8s.io/v1/leases", "llm-serving", "cutover-reasoning-long-predictor")
     assert lease is not None and lease["spec"].get("holderIdentity") is None
     assert [e.message for e in repo.log() if e.message.startswith("cutover(")] == []

@@ -187,17 +187,14 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
     if isinstance(exc, CutoverError):
         _fail(args.command, exc, session, json_output=as_json)
         return int(exc.exit_code)
-    if isinstance(exc, KeyboardInterrupt):
-        _failed_json(session, json_output=as_json, command=args.command, exitCode=130, cause="interrupted",
-                     message="interrupted", hint="")
-        _outcome(f"cutover {args.command}: interrupted (exit 130)", session.redactor, json_output=as_json)
-        return 130
-    if isinstance(exc, asyncio.CancelledError):  # SIGTERM: ArgoCD deleted the hook Job; the Lease was given back
-        _failed_json(session, json_output=as_json, command=args.command, exitCode=143, cause="terminated",
-                     message="terminated, nothing half-done", hint="")
-        _outcome(f"cutover {args.command}: terminated, nothing half-done (exit 143)", session.redactor,
-                 json_output=as_json)
-        return 143
+    stopped = next((ending for kind, ending in _STOPPED.items() if isinstance(exc, kind)), None)
+    if stopped is not None:  # a person's Ctrl-C, or SIGTERM (ArgoCD deleted the hook Job): the Lease given back
+        code, cause, message, hint = stopped
+        _failed_json(session, json_output=as_json, command=args.command, exitCode=code, cause=cause,
+                     message=message, hint=hint)
+        _outcome(f"cutover {args.command}: FAILED (exit {code}, cause {cause}) — {message} — hint: {hint}",
+                 session.redactor, json_output=as_json)
+        return code
     if not isinstance(exc, Exception):
         raise exc
     import structlog  # noqa: PLC0415 -- a bug: say so, with the (redacted) traceback in the log
@@ -210,6 +207,16 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
     _outcome(f"cutover {args.command}: internal error {type(exc).__name__} (exit 1, cause internal)",
              session.redactor, json_output=as_json)
     return int(ExitCode.INTERNAL)
+
+
+# How a run stopped from outside ends, in the documented outcome format: exit code, cause, message, hint.
+_STOPPED: dict[type[BaseException], tuple[int, str, str, str]] = {
+    KeyboardInterrupt: (130, "interrupted", "interrupted, nothing half-done",
+                        "run it again: it starts from what Git and the cluster hold"),
+    asyncio.CancelledError: (143, "terminated", "terminated, nothing half-done",
+                             "ArgoCD deleted the hook Job (a Terminate, its sync timeout, a newer sync); the next "
+                             "sync's hooks, or a cutover-run Job, resume from what Git holds"),
+}
 
 
 def _dispatch(args: argparse.Namespace, session: _Session) -> int:
@@ -466,7 +473,9 @@ def _secret_values(files: Sequence[str]) -> list[str]:
 def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -> None:
     scrub = session.redactor.scrub_text  # a report names what it read: never a secret it happened to hold
     if args.output == "json":
-        body: Any = [session.redactor.scrub(report.data) for report in reports]
+        # like the failure document: `ok` and `command` first, so `jq .ok` reads every answer alike
+        body: Any = [session.redactor.scrub({"ok": not report.blocked, "command": args.command, **report.data})
+                     for report in reports]
         print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
     else:
         for report in reports:
