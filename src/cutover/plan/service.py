@@ -75,7 +75,7 @@ def read_backends(node: Field) -> dict[str, Backend]:
     return backends
 
 
-def _labels(selector: dict[str, str]) -> str:
+def _labels(selector: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{key}={value}" for key, value in sorted(selector.items())) + "}"
 
 
