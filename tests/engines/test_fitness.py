@@ -237,6 +237,7 @@ async def test_fitness_in_the_wait(row: Row, world: World, kube: cluster.Cluster
         proven = await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
         assert proven.fitness is not None
         assert named(events, "names.proven")[0]["table"] == list(proven.fitness.table())
+        assert "table" not in named(events, "names.proven")[0]["fitness"]  # once per line, not twice
     else:
         with pytest.raises(NamesNotProven) as caught:
             await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)

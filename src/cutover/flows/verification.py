@@ -20,7 +20,7 @@ from cutover.engines import api, fitness, kinds, trials
 from cutover.errors import CutoverError, VerificationFailed
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
-from cutover.plan import Plan
+from cutover.plan import Plan, secrets
 
 DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
 # How long the proofs through the Service are tried again while every problem may pass (a connection refused or
@@ -79,8 +79,10 @@ async def _service_address(live: ServiceView) -> str:
             await asyncio.get_running_loop().getaddrinfo(name, None)
         return name
     except (OSError, TimeoutError):
-        log.warning("service.dns_unavailable", name=name, using=live.cluster_ip,
-                    hint="no cluster DNS from here; checking through the ClusterIP read from the API")
+        # worth a warning in a pod, whose clients resolve that name; off-cluster (a laptop, the demo) it is expected
+        say = log.warning if secrets.in_cluster() else log.info
+        say("service.dns_unavailable", name=name, using=live.cluster_ip,
+            hint="no cluster DNS from here; checking through the ClusterIP read from the API")
         return live.cluster_ip or name
 
 
