@@ -19,7 +19,7 @@ import httpx
 import structlog
 import tenacity
 
-from cutover import trust
+from cutover import patience, trust
 from cutover.core import bounded
 from cutover.errors import ArgoCDError, ArgoCDUnavailable
 from cutover.plan import ArgoCD, secrets
@@ -45,7 +45,7 @@ def token(settings: ArgoCD) -> str | None:
 def _retrying() -> tenacity.AsyncRetrying:
     return tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(ArgoCDUnavailable),
                                   wait=tenacity.wait_exponential_jitter(initial=1.0, max=16.0),
-                                  stop=tenacity.stop_after_attempt(6), reraise=True,
+                                  stop=patience.bounded(tenacity.stop_after_attempt(6)), reraise=True,
                                   before_sleep=lambda state: log.warning(
                                       "argocd.retry", attempt=state.attempt_number, then="retry",
                                       error=str(state.outcome.exception() if state.outcome else "")))

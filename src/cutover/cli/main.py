@@ -209,6 +209,8 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
     return int(ExitCode.INTERNAL)
 
 
+INTERACTIVE = ("plan", "status")  # and `verify` without --wait: read-only commands a person waits on
+
 # How a run stopped from outside ends, in the documented outcome format: exit code, cause, message, hint.
 _STOPPED: dict[type[BaseException], tuple[int, str, str, str]] = {
     KeyboardInterrupt: (130, "interrupted", "interrupted, nothing half-done",
@@ -294,7 +296,7 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
 
 
 async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan]) -> list[Report]:
-    from cutover import sources  # noqa: PLC0415
+    from cutover import patience, sources  # noqa: PLC0415
     from cutover.kube import cluster  # noqa: PLC0415
 
     for plan in plans:  # argument checks before anything connects anywhere
@@ -304,6 +306,8 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
             plan.backend(args.to, field="--to")
         if args.command not in ("verify", "status"):
             sources.check_tools(plan)  # kustomize_missing, exit 2
+    if args.command in INTERACTIVE or (args.command == "verify" and not args.wait):
+        patience.limit.set(patience.INTERACTIVE)  # a person at a terminal: told soon that nobody answers
     main_task = asyncio.current_task()
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):

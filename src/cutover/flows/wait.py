@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
+from cutover import patience
 from cutover.core import decide, milestones, proofs
 from cutover.core.clock import Clock
 from cutover.core.proofs import PodProof, Problem
@@ -63,7 +64,7 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
         async with asyncio.timeout(settings.max_wait + grace) as deadline, \
                 cluster.watch_pods(plan.service.namespace, backend.selector) as watch, \
                 api.new_client(timeout=plan.verify.request_timeout) as client:
-            await watch.synced.wait()
+            await _synced(watch, backend)
             watch.raise_if_failed()
             return await _Wait(cluster, plan, backend, watch=watch, client=client, clock=clock, settings=settings,
                                wait=wait, source_freed=source_freed).run()
@@ -74,6 +75,20 @@ async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait:
             f"backend {backend.name}: no verdict within {settings.bound} ({settings.max_wait:g}s) and "
             f"{grace:g}s more: the Kubernetes API stopped answering the pod watch and lists",
             hint="check the API server (kubectl get --raw /readyz); nothing was committed") from exc
+
+
+async def _synced(watch: PodWatch, backend: Backend) -> None:
+    """The watch's first list: it retries through an outage for as long as the wait lasts, but a person waiting
+    (`verify` without --wait) is told within cutover.patience's limit that the API does not answer."""
+    within = patience.limit.get()
+    try:
+        async with asyncio.timeout(within):
+            await watch.synced.wait()
+    except TimeoutError:
+        raise ClusterUnavailable(f"backend {backend.name}: the Kubernetes API did not answer the pod list within "
+                                 f"{within:g}s", hint="check the API server and the way to it (kubectl get --raw "
+                                                      "/readyz, the kubeconfig's server, a VPN); --wait keeps "
+                                                      "trying for verify.maxWait") from None
 
 
 async def judge_capacity(cluster: Cluster, plan: Plan, backend: Backend, pending: PodView, *,

@@ -31,7 +31,7 @@ import httpx
 import structlog
 import tenacity
 
-from cutover import trust
+from cutover import patience, trust
 from cutover.core import bounded
 from cutover.core.repository import GitHost
 from cutover.errors import GitError, InvalidInput
@@ -360,7 +360,8 @@ def retrying() -> tenacity.AsyncRetrying:
     """The retry policy for Git hosts, in one place: 5xx, 429, rate limits and dropped connections, six
     attempts, waiting as long as the host asks (Retry-After, rate-limit reset) or 1, 2, 4, 8, 16 s."""
     return tenacity.AsyncRetrying(retry=tenacity.retry_if_exception_type(HostUnavailable), wait=_wait,
-                                  stop=tenacity.stop_after_attempt(6), before_sleep=_log_retry, reraise=True)
+                                  stop=patience.bounded(tenacity.stop_after_attempt(6)), before_sleep=_log_retry,
+                                  reraise=True)
 
 
 def _moved(response: httpx.Response, *, what: str, provider: str) -> GitError:

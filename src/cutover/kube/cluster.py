@@ -32,7 +32,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from cutover import logs
+from cutover import logs, patience
 from cutover.core.views import ApplicationView, EndpointView, LeaseView, NodeView, PodView, PolicyView, ServiceView
 from cutover.errors import ClusterConflict, ClusterError, ClusterUnavailable, InvalidInput
 from cutover.kube.payloads import (
@@ -82,10 +82,12 @@ _REQUESTS = _DaemonThreads()
 
 
 def retrying(*, forever: bool = False) -> tenacity.AsyncRetrying:
+    # a watch outlives outages (its waiter keeps the deadline); a request gives up sooner for a person waiting
+    stop = tenacity.stop_never if forever else patience.bounded(tenacity.stop_after_attempt(6))
     return tenacity.AsyncRetrying(
         retry=tenacity.retry_if_exception(_Outage().retryable),
         wait=tenacity.wait_exponential_jitter(multiplier=0.5, max=10.0),
-        stop=tenacity.stop_never if forever else tenacity.stop_after_attempt(6),
+        stop=stop,
         before_sleep=_log_retry,
         reraise=True,
     )
@@ -185,9 +187,11 @@ class Cluster:
         """One API request off the loop, retried per `retrying`; its JSON body. A `side_effect` (an Event: best
         effort, docs/guarantees.md #7) runs in a daemon thread with that many seconds per connect and read: the default
         executor's threads are joined when `asyncio.run` ends, so one stuck there would hold the exit."""
+        waiting = patience.limit.get()  # a person waiting reads no answer for longer than they wait in all
+        read = READ_TIMEOUT if waiting is None else min(READ_TIMEOUT, waiting)
         call = functools.partial(self._call, method, path, query=dict(query or {}), body=body,
                                  content_type=content_type, what=what,
-                                 timeout=(side_effect, side_effect) if side_effect else (CONNECT_TIMEOUT, READ_TIMEOUT))
+                                 timeout=(side_effect, side_effect) if side_effect else (CONNECT_TIMEOUT, read))
         async for attempt in retrying():
             with attempt:
                 # never the default executor: a request abandoned at a deadline (an API that accepts and never
