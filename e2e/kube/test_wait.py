@@ -41,7 +41,7 @@ def test_verify_waits_for_the_startup_timeline_then_proves_the_names(tier: Tier)
     ("crash", 3, ("CrashLoopBackOff",)),
     ("pull", 3, ("not found",)),
     # cutover's reading of the budget and the kubelet's kill at its end fall on the same second: either says it
-    ("too-slow", 3, ("the startup budget is spent", "CrashLoopBackOff")),
+    ("too-slow", 3, ("startupProbe budget (failureThreshold × periodSeconds) is spent", "CrashLoopBackOff")),
     ("too-big", 3, ("Insufficient nvidia.com/gpu",)),
 ], ids=["oom", "crash", "pull", "too-slow", "too-big"])
 def test_verify_fails_fast_with_the_cause_the_cluster_reports(faults: Tier, backend: str, code: int,

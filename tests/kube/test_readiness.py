@@ -73,12 +73,20 @@ def test_the_wait_ends_when_the_slowest_pod_budget_ends_counted_from_its_contain
     found = at(400, late)
     assert found.failure is not None and found.failure.cause == "startup_budget_exhausted"
     assert found.budget_left == 0
+    assert "startupProbe budget (failureThreshold × periodSeconds) is spent" in found.failure.message
+    assert "raise startupProbe.failureThreshold" in found.failure.hint  # the limit that ran out, named
 
 
 def test_max_wait_caps_a_longer_probe_budget() -> None:
     capped = readiness.Settings(max_wait=600.0)
     assert at(599, pod(), settings=capped).failure is None
-    assert at(600, pod(), settings=capped).failure.cause == "startup_budget_exhausted"  # type: ignore[union-attr]
+    failure = at(600, pod(), settings=capped).failure
+    assert failure is not None and failure.cause == "startup_budget_exhausted"
+    # the plan's ceiling ran out, not the probe's 30 minutes: raising failureThreshold would change nothing
+    assert "verify.maxWait (600s) is spent before the pods' startupProbe budget" in failure.message
+    assert "raise verify.maxWait" in failure.hint and "failureThreshold" not in failure.hint
+    gap = readiness.Settings(max_wait=300.0, bound="handoff.maxGap")
+    assert "raise handoff.maxGap" in at(300, pod(), settings=gap).failure.hint  # type: ignore[union-attr]
 
 
 def test_a_pod_without_a_startup_probe_waits_for_the_ceiling() -> None:

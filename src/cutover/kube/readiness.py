@@ -87,7 +87,7 @@ def assess(
     pulled = pulled or image_pulls.PullLog()
     progress = tuple(_progress(pod, now, pulled) for pod in live)
     failure = _failure(live, ready, elapsed=elapsed, budget_left=budget_left, settings=settings,
-                       baseline=baseline_restarts or {}, seen_any=seen_any, pulled=pulled, now=now)
+                       baseline=baseline_restarts or {}, seen_any=seen_any, pulled=pulled, now=now, started=started)
     satisfied = len(ready) >= settings.min_ready
     return Assessment(ready=ready if satisfied else (), failure=failure if not satisfied else None,
                       elapsed=elapsed, budget_left=budget_left, pods=progress)
@@ -156,6 +156,7 @@ def _failure(
     seen_any: bool,
     pulled: image_pulls.PullLog,
     now: datetime,
+    started: datetime,
 ) -> Failure | None:
     for pod in live:
         failure = classify(pod, baseline_restarts=baseline.get(pod.name, 0), max_restarts=settings.max_restarts,
@@ -176,11 +177,16 @@ def _failure(
             message=f"no pod matches the target selector after {elapsed:.0f}s",  # `wait` adds the near misses
             hint="check that the target workload is committed and synced, and that its labels match the plan",
         )
+    # which limit ran out: the plan's ceiling (verify.maxWait, or what is left of handoff.maxGap) before the pods'
+    # own startupProbe budget, or that budget itself
+    capped = max(_pod_deadline(pod, started=started, settings=settings) for pod in live) >= settings.max_wait
+    spent = (f"{settings.bound} ({settings.max_wait:g}s) is spent before the pods' startupProbe budget" if capped
+             else "the pods' startupProbe budget (failureThreshold × periodSeconds) is spent")
     return Failure(
         cause="startup_budget_exhausted",
-        message=(f"{len(ready)} of {settings.min_ready} required pods Ready after {elapsed:.0f}s; "
-                 "the startup budget is spent"),
-        hint="read the target pod's logs and events; raise startupProbe.failureThreshold if it loads slower",
+        message=f"{len(ready)} of {settings.min_ready} required pods Ready after {elapsed:.0f}s; {spent}",
+        hint=(f"read the target pod's logs and events; raise {settings.bound} if it loads slower" if capped else
+              "read the target pod's logs and events; raise startupProbe.failureThreshold if it loads slower"),
     )
 
 
