@@ -388,10 +388,10 @@ def connect(
         else:
             # KUBECONFIG read now, not when the kubernetes package was imported (its default is fixed then)
             kubeconfig = kubeconfig or environ.get("KUBECONFIG") or None
-            _check_kubeconfig(kubeconfig, context, environ)
+            namespace = _kubeconfig_namespace(kubeconfig, context, environ)  # and the file checked, once
             kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
                                                client_configuration=config)
-            own = environ.get("POD_NAMESPACE") or _kubeconfig_namespace(kubeconfig, context)
+            own = environ.get("POD_NAMESPACE") or namespace
     except (kubernetes.config.ConfigException, OSError) as exc:
         raise ClusterError(f"no Kubernetes configuration: {exc}", cause="cluster_config",
                            hint="run in a pod with a ServiceAccount, or set KUBECONFIG") from exc
@@ -399,17 +399,18 @@ def connect(
     return Cluster(kubernetes.client.ApiClient(config), own_namespace=own)
 
 
-def _check_kubeconfig(kubeconfig: str | None, context: str | None, environ: Mapping[str, str]) -> None:
-    """A kubeconfig that is there but is not one (broken YAML, a list where a mapping goes), or a --context it does
-    not hold: a named input error (exit 2), not an internal error or a hint to set KUBECONFIG."""
-    path = Path(kubeconfig) if kubeconfig else Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
-    if not path.is_file():
-        return  # nothing there: the loader says so (cluster_config)
+def _kubeconfig_namespace(kubeconfig: str | None, context: str | None, environ: Mapping[str, str]) -> str:
+    """The namespace of the context in use, read with the file's contexts in one pass. A kubeconfig that is there
+    but is not one (broken YAML, a list where a mapping goes), or a --context it does not hold: a named input error
+    (exit 2), not an internal error or a hint to set KUBECONFIG."""
+    path = kubeconfig or str(Path(environ.get("HOME") or Path.home()) / ".kube" / "config")
+    if not any(Path(part).is_file() for part in path.split(os.pathsep)):
+        return "default"  # nothing there: the loader says so (cluster_config)
     try:
-        contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=str(path))
+        contexts, active = kubernetes.config.list_kube_config_contexts(config_file=path)
     except kubernetes.config.ConfigException as exc:
         if "Invalid kube-config file. Expected key contexts" in str(exc) and context is None:
-            return  # no contexts at all: the loader's own message names what is missing
+            return "default"  # no contexts at all: the loader's own message names what is missing
         raise InvalidInput(f"kubeconfig {path}: expected a kubeconfig with contexts, found: {exc}",
                            cause="invalid_input", hint="point KUBECONFIG or --kubeconfig at a working "
                                                        "kubeconfig (kubectl config view checks one)") from exc
@@ -422,14 +423,8 @@ def _check_kubeconfig(kubeconfig: str | None, context: str | None, environ: Mapp
         raise InvalidInput(f"--context: expected one of {', '.join(names) or '(none)'} (the contexts of {path}), "
                            f"found {context!r}", cause="invalid_arguments",
                            hint="name a context of that file (kubectl config get-contexts lists them)")
-
-
-def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
-    _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
-    if context:
-        contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
-        active = next((c for c in contexts if c["name"] == context), active)
-    return str((active or {}).get("context", {}).get("namespace") or "default")
+    chosen = next((entry for entry in contexts or [] if entry.get("name") == context), active) if context else active
+    return str((chosen or {}).get("context", {}).get("namespace") or "default")
 
 
 def selector_text(selector: Mapping[str, str]) -> str:
