@@ -210,8 +210,7 @@ def _shown(shown: Shown, plan: Plan) -> Report:
         report.lines.append(f"  target {plan.target}: not provable now: {shown.unprovable['error']} "
                             f"[{shown.unprovable['cause']}]")
         report.data["targetProof"] = shown.unprovable
-        if shown.status.state.get("liveBackend") != plan.target:  # a switch is pending and could not be made now
-            report.blocked = shown.unprovable
+    report.blocked = shown.blocked
     report.data["ready"] = report.blocked is None
     report.lines += _diff_lines(shown, plan, report.data)
     report.lines += [f"  drain safety: {warning}" for warning in shown.drain]

@@ -166,6 +166,13 @@ class Shown:
     jobs: tuple[str, ...] = ()  # the hook Jobs' deadline and ArgoCD's sync timeout against the plan's path
     sync_timeout: float = 0.0  # seconds: the least ArgoCD sync timeout (other than none) this plan's syncs need
 
+    @property
+    def blocked(self) -> dict[str, Any] | None:
+        """Why the plan cannot go ahead now (`cutover plan` is a pre-flight gate): a switch is pending, the Service
+        not on the target, and the target is not provable now; None when it can, or when nothing is pending."""
+        pending = self.status.state.get("liveBackend") != self.status.state.get("target")
+        return self.unprovable if pending and self.proven is None else None
+
 
 @dataclasses.dataclass(frozen=True)
 class Diffed:
