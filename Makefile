@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 TIER_BIN := $(shell e2e/build.sh --bin-dir)
 export PATH := $(TIER_BIN):$(PATH)
 
-.PHONY: demo test lint bench soak clean kustomize e2e lock
+.PHONY: demo test lint bench soak clean kustomize e2e lock release
 
 # The demo needs cutover and its simulated world only; the tests add their tools and the lint toolchain.
 $(DEMO_STAMP): pyproject.toml packaging/requirements.lock
@@ -52,8 +52,13 @@ e2e: $(STAMP)
 bench: $(STAMP) kustomize
 	$(BIN)/python bench/run.py
 
+# The release's artifacts (dist/<version>/install.yaml, capacity.yaml), after checking that the docs' ?ref= and the
+# image's tags name this version (packaging/release.py).
+release: $(STAMP) kustomize
+	$(BIN)/python packaging/release.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist
 
 # The image's runtime pins (packaging/requirements.lock), regenerated from pyproject.toml with their hashes.
 lock:

@@ -23,7 +23,7 @@ def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                     "--wheel-dir", str(out), str(ROOT)], check=True, capture_output=True, timeout=120)
-    (wheel,) = out.glob("cutover-*.whl")
+    (wheel,) = out.glob("llm_cutover-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         return archive.namelist()
 
@@ -38,7 +38,8 @@ def test_the_wheel_holds_no_test_double(wheel_files: list[str]) -> None:
     demo = {name.removeprefix("cutover/demo/") for name in wheel_files if name.startswith("cutover/demo/")}
     assert demo == DEMO, "the demo package holds exactly what `cutover demo` runs on"
     assert {"gitlab.py", "githttp.py", "gitssh.py", "slack.py", "fleet.py"} <= TEST_ONLY and not demo & TEST_ONLY
-    assert {name.split("/")[0] for name in wheel_files} == {"cutover", "cutover-0.1.0.dist-info"}
+    # the distribution is llm-cutover: "cutover" on PyPI is another project; the import package stays cutover
+    assert {name.split("/")[0] for name in wheel_files} == {"cutover", "llm_cutover-0.1.0.dist-info"}
 
 
 def test_the_image_context_leaves_the_simulated_world_out() -> None:

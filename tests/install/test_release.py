@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from ruamel.yaml import YAML
 
@@ -38,3 +39,34 @@ def test_the_changelog_tells_this_version_and_the_license_is_pyprojects() -> Non
     license_text = (ROOT / "LICENSE").read_text()
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"] == "Apache-2.0"
     assert license_text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in license_text
+
+
+def _release_script() -> Any:
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        import release
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    return release
+
+
+def test_make_release_renders_the_install_files_at_the_one_version(tmp_path: Path) -> None:
+    """`make release`: what a cluster applies without kustomize or a checkout, rendered from the same manifests the
+    tests render; and the docs' `?ref=` tags are this version's (a newcomer found every one of them failing)."""
+    release = _release_script()
+    assert release.disagreements(cutover.__version__) == []
+    assert release.main(["release.py", str(tmp_path)]) == 0
+    install = list(YAML(typ="safe").load_all((tmp_path / cutover.__version__ / "install.yaml").read_text()))
+    kinds = {(doc["kind"], doc["metadata"]["name"]) for doc in install}
+    assert ("Namespace", "cutover") in kinds and ("ServiceAccount", "cutover") in kinds
+    assert ("ValidatingAdmissionPolicy", "cutover-pod-pinned") in kinds
+    assert not {kind for kind, _ in kinds} & {"CronJob", "Job", "ConfigMap"}  # the workloads' parts stay theirs
+    capacity = list(YAML(typ="safe").load_all((tmp_path / cutover.__version__ / "capacity.yaml").read_text()))
+    assert {doc["kind"] for doc in capacity} == {"ClusterRole", "ClusterRoleBinding"}
+
+
+def test_a_doc_that_names_another_release_is_refused_before_anything_is_written() -> None:
+    release = _release_script()
+    wrong = release.disagreements("9.9.9")
+    assert any("docs/install.md" in line and "expected v9.9.9" in line for line in wrong)
+    assert any(line.startswith("hooks/kustomization.yaml") for line in wrong)

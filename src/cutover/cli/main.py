@@ -447,7 +447,8 @@ def _demo(args: argparse.Namespace) -> int:
         from cutover.errors import InvalidInput  # noqa: PLC0415
 
         raise InvalidInput("the demo needs the demo extra", cause="demo_extra_missing",
-                           hint="pip install 'cutover[demo]'") from exc
+                           hint="pip install 'llm-cutover[demo]' (the distribution's name; the command is "
+                                "cutover)") from exc
     return story.main(args)
 
 
