@@ -43,6 +43,14 @@ def test_the_service_account_may_refresh_an_application(tier: Tier) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_the_service_account_may_write_the_applications_notice(tier: Tier) -> None:
+    """ArgoCD 3.5's banner on the Application's page: where a cutover stands (core/notice.py)."""
+    notice = {"metadata": {"annotations": {"notice.argocd.argoproj.io/content": "cutover reasoning-long: verified",
+                                           "notice.argocd.argoproj.io/severity": "info"}}}
+    done = patch_application(tier, notice, dry_run=True)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(("patch", "words"), [
     ({"spec": {"project": "default"}}, "may not change an Application's spec"),
     ({"spec": {"source": {"repoURL": "https://evil.example/x.git"}}}, "may not change an Application's spec"),
@@ -54,6 +62,10 @@ def test_the_service_account_may_refresh_an_application(tier: Tier) -> None:
      "labels, finalizers or owner references"),
     ({"metadata": {"annotations": {"argocd.argoproj.io/sync-options": "Prune=false"}}}, "no annotation"),
     ({"metadata": {"annotations": {**REFRESH["metadata"]["annotations"], "notes": "x"}}}, "no annotation"),
+    # a notice is text and a colour: no link (a URL in ArgoCD's UI is a phishing lure), no permanence, in bounds
+    ({"metadata": {"annotations": {"notice.argocd.argoproj.io/url": "https://evil.example/login"}}}, "no annotation"),
+    ({"metadata": {"annotations": {"notice.argocd.argoproj.io/content": "x" * 501}}}, "at most 500 characters"),
+    ({"metadata": {"annotations": {"notice.argocd.argoproj.io/severity": "blink"}}}, "of severity info, warning"),
 ])
 def test_the_service_account_may_change_nothing_else_on_an_application(tier: Tier, patch: dict[str, Any],
                                                                         words: str) -> None:

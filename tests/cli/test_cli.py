@@ -441,6 +441,40 @@ async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(c
     assert "secretpath" not in result.stdout + result.stderr
 
 
+async def test_postsync_leaves_where_it_stands_on_the_applications_notice(cutover: Run, world: World,
+                                                                          tmp_path: Path) -> None:
+    """ArgoCD 3.5 shows an Application's notice annotations on its page (docs/reporting.md): a PostSync leaves its
+    outcome there; a failed one says why, with the severity that colours the banner."""
+    from cutover.demo.argocd import seed_application
+    from cutover.demo.contents import FakeContentsHost
+    from cutover.demo.gitrepo import BareRepo
+
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+
+    def notice() -> tuple[str, str]:
+        app = world.kube.stored("argoproj.io/v1alpha1/applications", "argocd", "llm-serving") or {}
+        found = app.get("metadata", {}).get("annotations") or {}
+        return found.get("notice.argocd.argoproj.io/content", ""), found.get("notice.argocd.argoproj.io/severity", "")
+
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        failed = await cutover("postsync", plan=world.plan_text(git_api_url=host.url),
+                               env={"CUTOVER_GIT_TOKEN": "ghp_" + "W" * 36})  # the host refuses it: nothing written
+        assert failed.code == 5, failed.stderr
+        content, severity = notice()
+        assert content.startswith("cutover reasoning-long (postsync): FAILED — (exit 5, cause git_auth"), content
+        assert severity == "critical" and len(content) <= 500
+        result = await cutover("postsync", plan=world.plan_text(git_api_url=host.url))
+    assert result.code == 0, result.stderr
+    content, severity = notice()
+    assert content.startswith("cutover reasoning-long (postsync): OK — vllm -> candle: committed "), content
+    assert severity == "info"
+
+
 async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path) -> None:
     from doubles.slack import FakeSlack
 

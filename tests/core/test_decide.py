@@ -177,7 +177,8 @@ def _guard_refuses_more_than_the_selector() -> bool:
 def _no_cluster_write_but_the_three() -> bool:
     writes = {name for name in vars(cluster.Cluster) if name.startswith(("write", "record", "request_", "patch",
                                                                           "delete", "create", "update"))}
-    return writes == {"write_lease", "record_event", "request_refresh"} and len(decide.CLUSTER_WRITES) == 3
+    return writes == {"write_lease", "record_event", "request_refresh", "write_notice"} and \
+        len(decide.CLUSTER_WRITES) == 3
 
 
 @pytest.mark.parametrize(("rule", "holds"), [

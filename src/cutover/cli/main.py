@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cutover.errors import CutoverError
     from cutover.flows.context import Run
     from cutover.kube.cluster import Cluster
+    from cutover.kube.notices import Board
     from cutover.logs import Fanout, Redactor
     from cutover.plan import Plan
     from cutover.slack.sink import Sender
@@ -314,14 +315,57 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
     sender = _slack(args, session, plans, kube)
+    board = _notices(args, session, plans, kube)
     try:
-        return list(await asyncio.gather(*(_one(args, kube, plan) for plan in plans)))
+        return list(await asyncio.gather(*(_noticed(args, kube, plan, board) for plan in plans)))
     finally:
         if sender is not None:
             await sender.flush()  # at most 5 s: Slack never holds the outcome (docs/guarantees.md #7)
+        if board is not None:
+            await board.flush()  # at most 5 s, likewise
         await kube.aclose()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+
+
+NOTICED = ("postsync", "syncfail", "run", "rollback")  # runs whose progress and outcome the Application shows
+
+
+def _notices(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Board | None:
+    """The notice on each plan's Application (ArgoCD 3.5 shows it on the Application's page): from the milestones
+    as they are logged, then the outcome. Not in a dry run, nor with argocd.server (that account may only read)."""
+    from cutover.kube import notices  # noqa: PLC0415
+
+    applications = {plan.name: (plan.argocd.namespace, plan.argocd.application) for plan in plans
+                    if plan.argocd is not None and plan.argocd.server is None}
+    if args.command not in NOTICED or args.dry_run or not applications:
+        return None
+    board = notices.Board(kube, applications)
+    session.sinks.add(board)  # behind the redactor, like Slack
+    board.start()
+    return board
+
+
+async def _noticed(args: argparse.Namespace, kube: Cluster, plan: Plan, board: Board | None) -> Report:
+    """One plan's command, its outcome left on its Application's notice."""
+    from cutover.core import notice  # noqa: PLC0415
+    from cutover.errors import CutoverError  # noqa: PLC0415
+
+    try:
+        report = await _one(args, kube, plan)
+    except CutoverError as exc:
+        if board is not None:
+            board.say(plan.name, notice.ended(plan.name, args.command, ok=False, said=(
+                f"(exit {int(exc.exit_code)}, cause {exc.cause}) {exc.message}")))
+        raise
+    except asyncio.CancelledError:
+        if board is not None:
+            board.say(plan.name, notice.ended(plan.name, args.command, ok=False, said=(
+                "(exit 143, cause terminated) terminated, nothing half-done")))
+        raise
+    if board is not None:
+        board.say(plan.name, notice.ended(plan.name, args.command, ok=True, said=report.summary))
+    return report
 
 
 def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Sender | None:

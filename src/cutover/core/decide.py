@@ -31,7 +31,7 @@ from cutover.errors import InvalidInput
 from cutover.plan import Plan
 
 # docs/guarantees.md #3: what cutover ever writes in a cluster (cluster.Cluster has no other write).
-CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation")
+CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation and the notice")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -140,7 +140,8 @@ def translate(exc: Exception, *, what: str, server: str = "") -> ClusterError:
 
 class Cluster:
     """One Kubernetes API through the official client: reads and watches, and the only writes cutover makes
-    (docs/guarantees.md #3: the Lease, Events on the Service, the refresh annotation on the Application)."""
+    (docs/guarantees.md #3: the Lease, Events on the Service, the refresh annotation and the notice on the
+    Application)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, own_namespace: str) -> None:
         # The generic request path of the official client (auth, TLS, proxies, token refresh) rather than
@@ -332,6 +333,14 @@ class Cluster:
                            body={"metadata": {"annotations": notes}},
                            content_type="application/merge-patch+json",
                            what=f"request a refresh of Application {namespace}/{name}")
+
+    async def write_notice(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """The Application's notice (core.notice: ArgoCD 3.5 shows it on the Application's page), best effort: a few
+        seconds per try, like an Event (cutover-application-refresh-only admits exactly these annotations)."""
+        await self.request("PATCH", f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications/{name}",
+                           body={"metadata": {"annotations": dict(annotations)}},
+                           content_type="application/merge-patch+json",
+                           what=f"write the notice of Application {namespace}/{name}", side_effect=5.0)
 
     async def record_event(self, service: ServiceView, *, reason: str, message: str, warning: bool = False,
                            at: datetime) -> None:
