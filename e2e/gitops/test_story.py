@@ -46,6 +46,9 @@ def test_a_commit_that_sets_the_target_ends_with_the_service_switched_and_verifi
     assert after.spec.selector == CANDLE
     assert (after.metadata.uid, after.spec.cluster_ip) == (before.metadata.uid, before.spec.cluster_ip)
     assert "verified" in argo.job_log("cutover-postsync-llm-serving")
+    # and says so on the Application's own page (ArgoCD 3.5's notice annotations, docs/reporting.md)
+    notice = (app["metadata"].get("annotations") or {}).get("notice.argocd.argoproj.io/content", "")
+    assert notice.startswith("cutover reasoning-long (postsync): OK — "), notice
 
     # selfHeal reverts nothing: a refresh later, the Application is still Synced at cutover's commit
     argo.refresh("llm-serving")
