@@ -208,3 +208,12 @@ def test_a_backend_names_what_holds_its_gpus() -> None:
     (values,) = plan.parse(edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: v, "
                                                        "path: values.yaml, valuesKey: engine.vllm.replicas}\n"))
     assert values.backends["vllm"].workload == plan.Workload("Deployment", "v", "values.yaml", "engine.vllm.replicas")
+
+
+def test_the_whole_shape_the_docs_show_is_a_plan() -> None:
+    """docs/plan.md's example of every section: copied by people, so it reads as a plan, with the example Service's
+    three labels on vllm (a newcomer found two)."""
+    docs = (Path(__file__).parents[2] / "docs" / "plan.md").read_text()
+    block = docs.split("## The whole shape", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    (shown,) = plan.parse(block, source="docs/plan.md")
+    assert len(shown.backends["vllm"].selector) == 3 and shown.target == "candle"
