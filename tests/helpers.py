@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -98,3 +100,13 @@ def streamed(status: int, body: bytes = b"", headers: dict[str, str] | None = No
     """An answer for httpx.MockTransport whose body arrives as a stream, as over a socket: httpx reads a body given
     as bytes at once, and then a client reading the raw stream under a cap (core/bounded.py) finds it consumed."""
     return httpx.Response(status, headers=headers, stream=_StreamedBody(body))
+
+
+def kubeconfig_at(path: Path, server: str) -> Path:
+    """A kubeconfig of one context, for `server` (namespace cutover): an API that is gone, mostly."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": server}}],
+        "users": [{"name": "gone", "user": {"token": "t"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone", "namespace": "cutover"}}]}))
+    return path

@@ -418,20 +418,26 @@ def test_the_demo_runs_the_whole_story_and_exits_0() -> None:
     assert not any(re.search(r"slowly for \d+ min", line) for line in lines)  # the table alone says how long
 
 
-async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(cutover: Run, world: World,
-                                                                            tmp_path: Path) -> None:
-    from cutover.demo.contents import FakeContentsHost
+async def both_ready(world: World, tmp_path: Path) -> Any:
+    """The repository with the Service file, the Application, both engines Ready: a PostSync's whole run ahead."""
+    from cutover.demo.argocd import seed_application
     from cutover.demo.gitrepo import BareRepo
-    from doubles.slack import FakeSlack
 
     repo = BareRepo(tmp_path / "gitops.git")
     repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
-    from cutover.demo.argocd import seed_application
-
     seed_application(world)
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     await world.settled()
+    return repo
+
+
+async def test_postsync_tells_slack_its_milestones_without_showing_the_webhook(cutover: Run, world: World,
+                                                                            tmp_path: Path) -> None:
+    from cutover.demo.contents import FakeContentsHost
+    from doubles.slack import FakeSlack
+
+    repo = await both_ready(world, tmp_path)
     async with FakeContentsHost(repo, token=TOKEN) as host, FakeSlack() as slack:
         result = await cutover("postsync", plan=world.plan_text(git_api_url=host.url, slack=True),
                                env={"CUTOVER_SLACK_WEBHOOK": slack.webhook})
@@ -445,16 +451,9 @@ async def test_postsync_leaves_where_it_stands_on_the_applications_notice(cutove
                                                                           tmp_path: Path) -> None:
     """ArgoCD 3.5 shows an Application's notice annotations on its page (docs/reporting.md): a PostSync leaves its
     outcome there; a failed one says why, with the severity that colours the banner."""
-    from cutover.demo.argocd import seed_application
     from cutover.demo.contents import FakeContentsHost
-    from cutover.demo.gitrepo import BareRepo
 
-    repo = BareRepo(tmp_path / "gitops.git")
-    repo.commit({"k8s/apps/llm-serving/reasoning-long-service.yaml": FIXTURE.read_text()}, "seed\n")
-    seed_application(world)
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
-    await world.settled()
+    repo = await both_ready(world, tmp_path)
 
     def notice() -> tuple[str, str]:
         app = world.kube.stored("argoproj.io/v1alpha1/applications", "argocd", "llm-serving") or {}

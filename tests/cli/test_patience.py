@@ -7,26 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
 from pathlib import Path
 
 import pytest
 import structlog
 
 from cutover.cli import main
+from helpers import kubeconfig_at
 from plans import GOOD
 
 pytestmark = pytest.mark.looptime
-
-
-def refused_kubeconfig(tmp_path: Path) -> Path:
-    config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
-        "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],  # the discard port: refused
-        "users": [{"name": "gone", "user": {"token": "t"}}],
-        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone", "namespace": "cutover"}}]}))
-    return config
 
 
 @pytest.mark.parametrize("command", [["verify", "--backend", "candle"], ["status"], ["plan"]])
@@ -42,7 +32,7 @@ async def test_an_interactive_command_gives_up_on_an_unreachable_api_within_abou
     loop = asyncio.get_running_loop()
     started = loop.time()
     with contextlib.redirect_stdout(io.StringIO()) as out:
-        code = await main.arun(["--log-level", "error", "--kubeconfig", str(refused_kubeconfig(tmp_path)),
+        code = await main.arun(["--log-level", "error", "--kubeconfig", str(kubeconfig_at(tmp_path / "kubeconfig", "http://127.0.0.1:9")),
                                 *command])
     structlog.reset_defaults()
     took = loop.time() - started

@@ -24,7 +24,7 @@ from cutover.core.views import ServiceView
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
 from cutover.kube import cluster
-from helpers import PODS, fail_first, requests
+from helpers import PODS, fail_first, kubeconfig_at, requests
 
 
 async def test_pods_by_selector_service_slices_and_policies(world: World, kube: cluster.Cluster) -> None:
@@ -256,12 +256,7 @@ def test_an_event_that_hangs_never_holds_the_exit(tmp_path: Path) -> None:
 
 @pytest.mark.looptime
 async def test_an_unreachable_api_server_is_named(tmp_path: Path) -> None:
-    config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
-        "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:9"}}],  # the discard port: refused
-        "users": [{"name": "gone", "user": {"token": "t"}}],
-        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone", "namespace": "cutover"}}]}))
+    config = kubeconfig_at(tmp_path / "kubeconfig", "https://127.0.0.1:9")  # the discard port: refused
     kube = cluster.connect(kubeconfig=str(config))
     try:
         with pytest.raises(ClusterUnavailable) as caught:
