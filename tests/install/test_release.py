@@ -70,3 +70,14 @@ def test_a_doc_that_names_another_release_is_refused_before_anything_is_written(
     wrong = release.disagreements("9.9.9")
     assert any("docs/install.md" in line and "expected v9.9.9" in line for line in wrong)
     assert any(line.startswith("hooks/kustomization.yaml") for line in wrong)
+
+
+def test_the_extras_name_this_distribution_never_pypis_cutover() -> None:
+    """PyPI's `cutover` is someone else's project: a self-reference by the old name (`cutover[demo]` in the test
+    extra) installed it over ours in a fresh venv, and every import of `cutover.plan` failed."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "llm-cutover"
+    wanted = [item for items in project["optional-dependencies"].values() for item in items]
+    wanted += project["dependencies"]
+    assert not [item for item in wanted if item.split("[")[0].split("=")[0].split(">")[0].strip() == "cutover"]
+    assert "llm-cutover[demo]" in [item.split("#")[0].strip() for item in project["optional-dependencies"]["test"]]
