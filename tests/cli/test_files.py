@@ -167,3 +167,21 @@ async def test_without_a_plan_the_hints_name_the_options_not_the_plan(tmp_path: 
                           "service.selector", "--selector", "app=chat-candle", cwd=tmp_path)
     assert code == 2
     assert b"hint: check --selector-path" in out and b"plan" not in out.split(b"hint:")[1]
+
+
+async def test_a_diff_from_a_selector_no_backend_names_says_so(tmp_path: Path) -> None:
+    """The patch is made all the same (it is what would be committed), but a file whose selector is no backend's is
+    the wrong file or a plan that does not match it: said on stderr, beside the patch."""
+    service = (ROOT / "manifests" / "examples" / "llm-serving" / "workload" / "service.yaml").read_text()
+    (tmp_path / "svc.yaml").write_text(service.replace("app.kubernetes.io/name: llm-reasoning ",
+                                                       "app.kubernetes.io/name: someone-else ", 1))
+    plan_file = EXAMPLES / "llm-serving" / "workload" / "plan-configmap.yaml"
+    code, out, err = await run(sys.executable, "-m", "cutover", "--plan", str(plan_file), "diff", "--file", "svc.yaml",
+                               "--to", "candle", cwd=tmp_path)
+    assert code == 0, err.decode()
+    assert out.startswith(b"--- a/") and b"+    app.kubernetes.io/name: llm-reasoning-candle" in out
+    assert b'"event": "diff.selector_unknown"' in err and b"someone-else" in err
+    _, _, quiet = await run(sys.executable, "-m", "cutover", "--plan", str(plan_file), "diff", "--file",
+                            str(ROOT / "manifests" / "examples" / "llm-serving" / "workload" / "service.yaml"),
+                            "--to", "candle", cwd=tmp_path)
+    assert b"diff.selector_unknown" not in quiet  # the example's own file: vllm's selector

@@ -207,6 +207,11 @@ async def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | 
     if plan is not None and document is None and selector_path is None:
         source = sources.offline(plan, checkout=LocalCheckout(Path(file), plan.git.path))
         edit = await source.edit(FileVersion(text, "local"), wanted, where=file)
+        if plan.git.source == "manifest" and decide.backend_of(plan, dict(edit.old)) is None:
+            # a patch from what no backend names: the wrong file, or a plan whose selectors are not the file's
+            log.warning("diff.selector_unknown", file=file, selector=selector_text(edit.old),
+                        hint=f"the file's selector is no backend's of the plan: check that --file is the Service the "
+                             f"plan names ({plan.git.path}) and that backends.*.selector match it")
         return Diffed(plan.git.path, edit.diff(plan.git.path) if edit.changed else "", selector_text(edit.new),
                       plan.git.selector_path)
     where = _document(plan, text, file=file, document=document, selector_path=selector_path)
