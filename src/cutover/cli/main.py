@@ -307,8 +307,6 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
             plan.backend(args.to, field="--to")
         if args.command not in ("verify", "status"):
             sources.check_tools(plan)  # kustomize_missing, exit 2
-    if args.command in INTERACTIVE or (args.command == "verify" and not args.wait):
-        patience.limit.set(patience.INTERACTIVE)  # a person at a terminal: told soon that nobody answers
     main_task = asyncio.current_task()
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -316,6 +314,9 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
     sender = _slack(args, session, plans, kube)
     board = _notices(args, session, plans, kube)
+    waiting = args.command in INTERACTIVE or (args.command == "verify" and not args.wait)
+    # a person at a terminal is told soon that nobody answers; for this command only (arun may run several)
+    patient = patience.limit.set(patience.INTERACTIVE if waiting else None)
     try:
         return list(await asyncio.gather(*(_noticed(args, kube, plan, board) for plan in plans)))
     finally:
@@ -324,6 +325,7 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
         if board is not None:
             await board.flush()  # at most 5 s, likewise
         await kube.aclose()
+        patience.limit.reset(patient)
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
