@@ -214,8 +214,10 @@ INTERACTIVE = ("plan", "status")  # and `verify` without --wait: read-only comma
 
 # How a run stopped from outside ends, in the documented outcome format: exit code, cause, message, hint.
 _STOPPED: dict[type[BaseException], tuple[int, str, str, str]] = {
-    KeyboardInterrupt: (130, "interrupted", "interrupted, nothing half-done",
-                        "run it again: it starts from what Git and the cluster hold"),
+    # a first Ctrl-C cancels the main task, which unwinds as SIGTERM's does; a second one cuts that short
+    KeyboardInterrupt: (130, "interrupted", "interrupted",
+                        "run it again: it starts from what Git and the cluster hold (a Lease a second Ctrl-C left "
+                        "behind expires by itself)"),
     asyncio.CancelledError: (143, "terminated", "terminated, nothing half-done",
                              "ArgoCD deleted the hook Job (a Terminate, its sync timeout, a newer sync); the next "
                              "sync's hooks, or a cutover-run Job, resume from what Git holds"),
