@@ -24,4 +24,5 @@ def test_held_and_rolled_back_warn_a_failure_is_critical_other_events_say_nothin
 def test_the_outcome_is_within_what_argocd_shows() -> None:
     content, severity = notice.ended("p", "postsync", ok=False, said="x" * 1000)
     assert len(content) == notice.LIMIT and content.endswith("…") and severity == "critical"
+    assert notice.ended("p", "syncfail", ok=True, said="ArgoCD's sync of 0a1b failed: …")[1] == "warning"
     assert notice.as_annotations(("c", "info")) == {notice.CONTENT: "c", notice.SEVERITY: "info"}

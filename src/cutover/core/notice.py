@@ -42,8 +42,10 @@ def of(event: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def ended(plan: str, command: str, *, ok: bool, said: str) -> tuple[str, str]:
-    """How the run ended, as its outcome line says it: the notice it leaves."""
-    return clip(f"cutover {plan} ({command}): {'OK' if ok else 'FAILED'} — {said}"), "info" if ok else "critical"
+    """How the run ended, as its outcome line says it: the notice it leaves. A SyncFail that did its part still
+    reports a failed sync: a warning."""
+    severity = "critical" if not ok else "warning" if command == "syncfail" else "info"
+    return clip(f"cutover {plan} ({command}): {'OK' if ok else 'FAILED'} — {said}"), severity
 
 
 def clip(text: str) -> str:
