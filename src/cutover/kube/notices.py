@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from cutover import logs
 from cutover.core import notice
 from cutover.errors import CutoverError
 from cutover.kube.cluster import Cluster
@@ -65,8 +66,10 @@ class Board:
         for where, found in list(self.wanted.items()):
             if self.written.get(where) == found:
                 continue
+            content, severity = found
+            said = (notice.clip(logs.redact(content)), severity)  # what leaves the process, redacted like an Event
             try:
-                await self.cluster.write_notice(*where, notice.as_annotations(found))
+                await self.cluster.write_notice(*where, notice.as_annotations(said))
             except CutoverError:
                 return  # best effort: the log, the Events and Slack say it all the same
             self.written[where] = found
