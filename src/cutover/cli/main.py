@@ -364,8 +364,9 @@ async def _noticed(args: argparse.Namespace, kube: Cluster, plan: Plan, board: B
         raise
     except asyncio.CancelledError:
         if board is not None:
-            board.say(plan.name, notice.ended(plan.name, args.command, ok=False, said=(
-                "(exit 143, cause terminated) terminated, nothing half-done")))
+            code, cause, message, _ = _STOPPED[asyncio.CancelledError]
+            board.say(plan.name, notice.ended(plan.name, args.command, ok=False,
+                                              said=f"(exit {code}, cause {cause}) {message}"))
         raise
     if board is not None:
         board.say(plan.name, notice.ended(plan.name, args.command, ok=True, said=report.summary))

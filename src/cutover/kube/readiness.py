@@ -82,12 +82,14 @@ def assess(
     the wait has seen of failing image pulls so far (updated by the caller)."""
     live = sorted((pod for pod in pods if not pod.deleting), key=lambda pod: pod.name)
     elapsed = (now - started).total_seconds()
-    budget_left = max(0.0, _wait_deadline(live, started=started, settings=settings) - elapsed)
+    ends = _wait_deadline(live, started=started, settings=settings)
+    budget_left = max(0.0, ends - elapsed)
     ready = tuple(pod for pod in live if pod.ready and pod.ip)
     pulled = pulled or image_pulls.PullLog()
     progress = tuple(_progress(pod, now, pulled) for pod in live)
     failure = _failure(live, ready, elapsed=elapsed, budget_left=budget_left, settings=settings,
-                       baseline=baseline_restarts or {}, seen_any=seen_any, pulled=pulled, now=now, started=started)
+                       baseline=baseline_restarts or {}, seen_any=seen_any, pulled=pulled, now=now,
+                       capped=ends >= settings.max_wait)
     satisfied = len(ready) >= settings.min_ready
     return Assessment(ready=ready if satisfied else (), failure=failure if not satisfied else None,
                       elapsed=elapsed, budget_left=budget_left, pods=progress)
@@ -156,7 +158,7 @@ def _failure(
     seen_any: bool,
     pulled: image_pulls.PullLog,
     now: datetime,
-    started: datetime,
+    capped: bool,  # the plan's ceiling ends the wait before the pods' own startupProbe budget would
 ) -> Failure | None:
     for pod in live:
         failure = classify(pod, baseline_restarts=baseline.get(pod.name, 0), max_restarts=settings.max_restarts,
@@ -177,9 +179,8 @@ def _failure(
             message=f"no pod matches the target selector after {elapsed:.0f}s",  # `wait` adds the near misses
             hint="check that the target workload is committed and synced, and that its labels match the plan",
         )
-    # which limit ran out: the plan's ceiling (verify.maxWait, or what is left of handoff.maxGap) before the pods'
-    # own startupProbe budget, or that budget itself
-    capped = max(_pod_deadline(pod, started=started, settings=settings) for pod in live) >= settings.max_wait
+    # which limit ran out: the plan's ceiling (verify.maxWait, or what is left of handoff.maxGap), or the pods' own
+    # startupProbe budget
     spent = (f"{settings.bound} ({settings.max_wait:g}s) is spent before the pods' startupProbe budget" if capped
              else "the pods' startupProbe budget (failureThreshold × periodSeconds) is spent")
     return Failure(
