@@ -21,8 +21,8 @@ def test_f_the_kustomize_overlay_hands_over_with_the_plans_effective_selectors(a
     (chat,) = plan.parse((EXAMPLES / "kustomize-overlay" / "plan.yaml").read_text())
     vllm, candle = chat.backends["vllm"].selector, chat.backends["candle"].selector
     base = "manifests/examples/kustomize-overlay/base/service.yaml"
-    live = _installed(argo, "chat-prod", argo.users_copy((EXAMPLES / "kustomize-overlay" / "application.yaml")
-                                                          .read_text()), "chat-predictor")
+    live = argo.install_application("chat-prod", argo.users_copy(
+        (EXAMPLES / "kustomize-overlay" / "application.yaml").read_text()), "chat-predictor")
     assert live.spec.selector == vllm  # env: prod, added by the overlay's labels
     written = _read(argo, base)
 
@@ -49,7 +49,7 @@ def test_f_the_helm_values_example_hands_over_through_the_chart_argocd_renders(a
   destination:
 """
     application = application.replace("  destination:\n", hooks, 1)
-    live = _installed(argo, "chat-helm", application, "chat-llm-server")
+    live = argo.install_application("chat-helm", application, "chat-llm-server")
     assert live.spec.selector == vllm
     assert {"/llm/index.yaml", "/llm/llm-server-1.4.2.tgz"} <= set(argo.charts.requests)  # fetched from the tier's
     written = _read(argo, values)
@@ -61,16 +61,6 @@ def test_f_the_helm_values_example_hands_over_through_the_chart_argocd_renders(a
     assert _read(argo, values) == written.replace("engine: vllm ", "engine: candle ")  # the key, its comment kept
     assert [entry["revisions"][1] for entry in app["status"]["history"]][-2:] == [person, switch]  # the values'
     assert "Render-checked through the ArgoCD API" in _message(argo, switch)
-
-
-def _installed(argo: gitops.GitOpsTier, name: str, application: str, service: str) -> Any:
-    """The Application applied as a user applies it, synced (its first PreSync without a plan, its PostSync finding
-    the target already serving) and Healthy; the live Service it made."""
-    path = argo.dir / f"{name}.yaml"
-    path.write_text(application)
-    argo.kubectl("apply", "-f", str(path))
-    argo.wait_app(name, synced=True, healthy=True, timeout=240)
-    return argo.core.read_namespaced_service(service, "llm-serving")
 
 
 def _cutover(argo: gitops.GitOpsTier, name: str, plan_file: str, plan_name: str) -> tuple[dict[str, Any], str, str]:

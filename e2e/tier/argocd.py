@@ -27,6 +27,8 @@ from tier import cluster, controlplane
 
 REDIS = 6379
 REPO_SERVER = 8081
+# the commit-server: what pushes the Source Hydrator's rendered manifests (ArgoCD's install-with-hydrator.yaml)
+COMMIT_SERVER = 8086
 # argocd-server's API, at an address of its own in the namespace, over TLS with a certificate of the tier's CA
 # (its Secret argocd-server-tls, as a user gives it one): what `argocd.server` mode talks to
 SERVER = ("10.250.0.30", 8095)  # not 8080: it listens on every address, and the engines serve 8080 at the pod IPs
@@ -105,6 +107,10 @@ class ArgoCD:
         self._wait_port("127.0.0.1", REDIS)
         self._run("argocd-repo-server", ["--port", str(REPO_SERVER), "--metrics-port", "8084", *COMMON])
         self._wait_port("127.0.0.1", REPO_SERVER)
+        self._run("argocd-commit-server", ["--address", "127.0.0.1", "--port", str(COMMIT_SERVER),
+                                           "--metrics-address", "127.0.0.1", "--metrics-port", "8087",
+                                           "--loglevel", "info"])
+        self._wait_port("127.0.0.1", COMMIT_SERVER)
         self._start_controller()
         self._run("argocd-applicationset-controller", [
             "--loglevel", "info", "--argocd-repo-server", f"127.0.0.1:{REPO_SERVER}",
@@ -119,6 +125,7 @@ class ArgoCD:
     def _start_controller(self, sync_timeout: int = 0) -> controlplane.Component:
         return self._run("argocd-application-controller", [
             *COMMON, "--repo-server", f"127.0.0.1:{REPO_SERVER}", "--metrics-port", "8082",
+            "--commit-server", f"127.0.0.1:{COMMIT_SERVER}",
             "--self-heal-timeout-seconds", "2", "--sync-timeout", str(sync_timeout)])
 
     @contextlib.contextmanager
@@ -149,7 +156,15 @@ class ArgoCD:
                "ARGOCD_SSH_DATA_PATH": str(self.dir / "ssh"), "ARGOCD_GPG_ENABLED": "false",
                "HOME": str(self.dir), "PATH": f"{self.plane.bin}:{self.scripts}:{os.environ['PATH']}",
                # what ArgoCD's Deployments read from argocd-cm's timeout.reconciliation (valueFrom a key ref)
-               "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s"}
+               "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s",
+               # argocd-cmd-params-cm's hydrator.enabled, read by the controller and the server (the Source
+               # Hydrator is off by default; scenario h turns an Application to it)
+               "ARGOCD_HYDRATOR_ENABLED": "true",
+               # The repo-server's git credential socket, /tmp/reposerver-ask-pass.sock unless set (util/askpass):
+               # a second tier on the machine took it over, and every fetch of this one failed with "unknown
+               # nonce" (seen here). The commit-server's is fixed (/tmp/commit-server-ask-pass.sock): two tiers
+               # hydrating at the same moment would still meet there.
+               "ARGOCD_ASK_PASS_SOCK": str(self.dir / "askpass.sock")}
         argv = [str(self.plane.bin / binary), *args] if binary else args
         component = controlplane.Component(name, argv, self.plane.dir / f"{name}.log")
         component.start(env)

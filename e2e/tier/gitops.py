@@ -98,6 +98,15 @@ class GitOpsTier(cluster.Tier):
             text = text.replace(f"path: {example}\n", f"path: {ours}\n")
         return text
 
+    def install_application(self, name: str, application: str, service: str) -> Any:
+        """An Application applied as a user applies it, synced (its first PreSync without a plan, its PostSync finding
+        the target already serving) and Healthy; the live Service it made."""
+        path = self.dir / f"{name}.yaml"
+        path.write_text(application)
+        self.kubectl("apply", "-f", str(path))
+        self.wait_app(name, synced=True, healthy=True, timeout=240)
+        return self.core.read_namespaced_service(service, "llm-serving")
+
     def argocd_token_secret(self) -> None:
         """The `cutover-argocd` Secret (argocd.server mode): the `cutover` account's API key, made once."""
         try:
