@@ -9,7 +9,11 @@ whatever it does.
 - an application-controller `--sync-timeout` shorter than the wait, which `cutover plan` names beforehand: ArgoCD
   ends the sync the same way (controller/appcontroller.go: "operation is terminating due to timeout"), nothing is
   committed, and since auto-sync does not try a failed revision again, a person's sync resumes once the timeout is
-  raised."""
+  raised;
+- an apply failing in the PostSync wave (a team's own hook the apiserver refuses, which ArgoCD's client-side dry run
+  let through): SyncFail starts at once, beside cutover's PostSync (gitops-engine: "one or more objects failed to
+  apply" while hooks run); it reports once per failed sync and rolls back nothing, since the revision that failed
+  kept the Service's selector, even when the PostSync's switch lands in Git before SyncFail looks."""
 
 from __future__ import annotations
 
@@ -26,6 +30,21 @@ from tier import gitops
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
 DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle"}
 POSTSYNC = "cutover-postsync-llm-serving"
+SYNCFAIL = "cutover-syncfail-llm-serving"
+# A team's own PostSync hook in cutover's wave, which the apiserver refuses (a ConfigMap key holds no space) while
+# ArgoCD's dry run, always client-side (gitops-engine sync_context.go, applyObject), lets it through.
+BROKEN_HOOK = """---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: smoke-test-results
+  namespace: llm-serving
+  annotations:
+    argocd.argoproj.io/hook: PostSync
+    argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
+data:
+  last run: never
+"""
 
 
 def serving(argo: gitops.GitOpsTier) -> str:
@@ -147,3 +166,43 @@ def test_a_sync_timeout_shorter_than_the_wait_commits_nothing_and_cutover_plan_n
                     f"ended {state['phase']} ({state.get('message', '')}), the hook pod cut: "
                     f"{', '.join(cut) or 'none (between hooks)'} (exit 143), nothing committed; a person's sync "
                     f"afterwards committed once")
+
+
+def test_an_apply_failing_beside_the_postsync_starts_syncfail_which_rolls_back_nothing_it_never_tried(
+        argo: gitops.GitOpsTier) -> None:
+    target = "vllm" if serving(argo) == "candle" else "candle"
+    leaving = serving(argo)
+    engines = argo.git.repo.read(gitops.ENGINES)
+    assert engines is not None
+    known, since = set(argo.git.cutover_commits()), time.time()
+    person = argo.commit({gitops.PLAN: plan_for(target), gitops.ENGINES: engines[0] + BROKEN_HOOK},
+                         f"Hand reasoning-long to {target}, and keep the smoke test's results\n")
+    state = argo.wait_operation("llm-serving", person, timeout=240)
+    assert state["phase"] == "Failed", state
+    results = {r["name"]: r for r in state["syncResult"]["resources"]}
+    assert results["smoke-test-results"]["status"] == "SyncFailed", results["smoke-test-results"]
+    assert results[POSTSYNC]["hookPhase"] == "Succeeded" and results[SYNCFAIL]["hookPhase"] == "Succeeded"
+    switch = argo.wait("the PostSync's commit", lambda: next(
+        (sha for sha in argo.git.cutover_commits()[:1] if sha not in known), None), timeout=60)
+    logs = hook_logs(argo, since, SYNCFAIL)
+    (report,) = [line for log in logs.values() for line in log.splitlines() if '"cutover.failed"' in line]
+    assert f'"serving": "{leaving}"' in report and f'"tried": "{leaving}"' in report, report
+    first = "before" if f'"git": "{leaving}"' in report else "after"  # the PostSync's commit, as SyncFail read Git
+
+    # ArgoCD syncs cutover's commit next (a new revision): the switch is applied in the Sync phase, and the broken
+    # hook fails that sync's PostSync wave again: SyncFail reports again and, the Service on what that revision
+    # holds, rolls back nothing
+    again = argo.wait_operation("llm-serving", switch, timeout=240)
+    assert again["phase"] == "Failed", again
+    assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+    assert [sha for sha in argo.git.cutover_commits() if sha not in known] == [switch]  # no rollback commit
+    reports = [line for log in hook_logs(argo, since, SYNCFAIL).values() for line in log.splitlines()
+               if '"cutover.failed"' in line]
+    assert len(reports) == 2, reports  # one per failed sync
+
+    fixed = argo.commit({gitops.ENGINES: engines[0]}, "Drop the smoke test's results\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=fixed, timeout=240)
+    assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+    MEASURED.append(f"an apply failing beside the PostSync: SyncFail ran beside it ({first} its switch reached Git), "
+                    f"one report per failed sync, nothing rolled back; the operation's message: "
+                    f"{state.get('message', '')!r}")

@@ -94,6 +94,17 @@ def test_syncfail_step(git: dict[str, str], live_selector: dict[str, str], auto:
     assert decide.syncfail_step(observed(live_selector, git), the_plan) == expected
 
 
+@pytest.mark.parametrize(("tried", "expected"), [
+    # the failed sync kept vLLM: the PostSync's switch to candle, committed beside SyncFail (ArgoCD 3.4+), stands
+    (VLLM, decide.Nothing("the Service keeps its selector")),
+    (CANDLE, decide.RollBack("vllm")),  # the failed sync itself tried candle: back
+    (None, decide.RollBack("vllm")),  # the failed revision unknown: Git's head stands for it
+])
+def test_syncfail_judges_the_revision_whose_sync_failed(tried: dict[str, str] | None,
+                                                         expected: decide.Step) -> None:
+    assert decide.syncfail_step(observed(VLLM, CANDLE), PLAN, tried=tried) == expected
+
+
 @pytest.mark.parametrize(("wanted", "live_selector", "expected"), [
     (VLLM, VLLM, decide.Nothing("no_change")),
     (CANDLE, VLLM, decide.Gate("candle")),

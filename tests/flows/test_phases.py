@@ -576,6 +576,54 @@ async def test_syncfail_names_the_failed_hook_while_the_operation_is_still_runni
     assert failed["message"] == result.message and "Running" not in result.message
 
 
+def failed_beside_the_postsync(revision: str) -> dict[str, Any]:
+    """What the real ArgoCD 3.5 holds while SyncFail runs beside cutover's PostSync, after a team's own hook in the
+    same wave failed to apply (e2e/gitops/test_terminate.py; gitops-engine's "one or more objects failed to apply"
+    while hooks run)."""
+    return {
+        "phase": "Running", "message": "waiting for completion of hook batch/Job/cutover-postsync-llm-serving",
+        "startedAt": "2026-12-03T12:40:02Z", "operation": {"sync": {"revision": revision}},
+        "syncResult": {"revision": revision, "resources": [
+            {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "llm-serving",
+             "name": "smoke-test-results", "status": "SyncFailed", "hookType": "PostSync", "syncPhase": "PostSync",
+             "message": 'ConfigMap "smoke-test-results" is invalid: data[last run]: Invalid value: "last run": a '
+                        "valid config key must consist of alphanumeric characters, '-', '_' or '.'"},
+            {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
+             "name": "cutover-postsync-llm-serving", "status": "Synced", "hookType": "PostSync",
+             "hookPhase": "Running", "syncPhase": "PostSync",
+             "message": "job.batch/cutover-postsync-llm-serving created"},
+            {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
+             "name": "cutover-syncfail-llm-serving", "status": "Synced", "hookType": "SyncFail",
+             "hookPhase": "Running", "syncPhase": "SyncFail",
+             "message": "job.batch/cutover-syncfail-llm-serving created"},
+        ]},
+    }
+
+
+async def test_syncfail_beside_the_postsync_rolls_back_no_switch_the_failed_sync_never_tried(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """From ArgoCD 3.4 SyncFail starts at once beside a running PostSync when another object of its wave fails to
+    apply. Here the PostSync's switch reaches Git first: SyncFail judges the revision that failed, which kept vLLM,
+    and rolls back nothing (judging Git's head, it undid a proven switch for a failure not its own)."""
+    seed_application(world)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()  # rollback.auto
+    person = repo.head()
+    assert person is not None
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # the switch in Git, not yet applied
+    stored = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+    assert stored is not None
+    world.kube.apply(sim_argocd.APPS, {**stored, "status": {**stored["status"],
+                                                            "operationState": failed_beside_the_postsync(person)}})
+    report = told(await phases.syncfail(Run.create(kube, the_plan, host, identity="job-syncfail")), the_plan)
+    assert report.data == {"rolledBack": False} and len(cutover_commits(repo)) == 1
+    (failed,) = named(events, "cutover.failed")
+    assert (failed["serving"], failed["git"], failed["tried"]) == ("vllm", "candle", "vllm")
+    assert failed["message"].startswith(f"ArgoCD's sync of {person[:12]} failed: ConfigMap/smoke-test-results: ")
+
+
 async def test_syncfail_without_auto_rollback_changes_nothing(world: World, kube: cluster.Cluster, host: GitHub,
                                                               repo: BareRepo, make_plan: Any) -> None:
     world.add_pod("vllm", ready=True)

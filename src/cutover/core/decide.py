@@ -291,11 +291,17 @@ class GiveBack:
     to: str
 
 
-def syncfail_step(observed: Observed, plan: Plan) -> GiveBack | RollBack | Nothing:
+def syncfail_step(observed: Observed, plan: Plan, *, tried: Mapping[str, str] | None = None) -> GiveBack | RollBack | \
+        Nothing:
     """A failed sync changes nothing, unless a recreate's gap is open (the target never became healthy: the card
-    goes back to the source), or rollback.auto and Git holds a selector the sync could not apply: then Git goes back
-    to what the Service still selects, so ArgoCD is not left retrying a failing revision."""
-    serving, wanted = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
+    goes back to the source), or rollback.auto and the failed sync held a selector it could not apply: then Git goes
+    back to what the Service still selects, so ArgoCD is not left retrying a failing revision.
+
+    `tried` is the selector of the revision whose sync failed (Git's head when unknown). From ArgoCD 3.4 SyncFail
+    starts at once when an apply fails beside a running hook, so a PostSync may commit its switch while SyncFail
+    runs: that commit was never tried, and rolling it back would undo a proven switch for a failure not its own."""
+    serving = backend_of(plan, observed.live.selector)
+    wanted = backend_of(plan, observed.in_git if tried is None else tried)
     if serving is not None and gap_opened(observed, plan, source=serving, to=plan.target) is not None:
         return GiveBack(serving, plan.target)
     if not plan.rollback_auto or serving is None or wanted == serving:

@@ -106,6 +106,20 @@ async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | Non
     return await run.source.selector(version, ref=ref, where=f"{plan.git.path}@{ref or 'head'}")  # rendered
 
 
+async def _failed_selector(run: Run, app: ApplicationView | None) -> dict[str, str] | None:
+    """The selector in the revision whose sync failed, as that sync rendered it; None when the Application does not
+    name it or it cannot be read (then Git's head stands for it, as before ArgoCD 3.4)."""
+    revision = app.operation_revision if app else None
+    if revision is None:
+        return None
+    try:
+        return await _synced_selector(run, app, revision)
+    except CutoverError as exc:
+        log.warning("syncfail.revision_unreadable", revision=revision[:12], error=exc.message, cause=exc.cause,
+                    hint="judged by Git's head instead: a commit made beside the failed sync counts as tried")
+        return None
+
+
 # --- postsync --------------------------------------------------------------------------------------------------
 
 
@@ -375,12 +389,14 @@ async def syncfail(run: Run) -> SyncFailed:
     app = await sync.application(run)
     message = app.failure() if app else "the sync failed (the Application could not be read)"
     observed, seen = await observe(run)
+    tried = await _failed_selector(run, app)
     serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
+              tried=decide.backend_of(plan, tried) if tried is not None else wanted,
               hint="read the hook Jobs' logs (kubectl -n cutover logs job/...) and the Application's message")
     await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
                     warning=True)
-    step = decide.syncfail_step(observed, plan)
+    step = decide.syncfail_step(observed, plan, tried=tried)
     if isinstance(step, decide.Nothing) or run.dry_run:
         return SyncFailed(message, serving)
     if isinstance(step, decide.GiveBack):
