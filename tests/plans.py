@@ -143,6 +143,8 @@ BAD = [
      "a Kubernetes object name"),
     ("argocd namespace not a DNS label", edit("  namespace: argocd\n", "  namespace: Argo_CD\n"),
      "argocd.namespace", "a DNS label"),
+    ("model empty", edit("    engine: vllm\n", "    engine: vllm\n    model: ''\n"),
+     "backends.vllm.model", "a non-empty string"),
     # backends.<name>.workload (docs/capacity.md)
     ("workload of an unknown kind", edit("    engine: vllm\n",
                                          "    engine: vllm\n    workload: {kind: Pod, name: v}\n"),

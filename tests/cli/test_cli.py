@@ -278,6 +278,10 @@ async def test_plan_shows_the_exact_diff_it_would_commit(cutover: Run, world: Wo
         result = await cutover("plan", plan=world.plan_text(git_api_url=host.url))
     assert result.code == 0, result.stderr
     assert "  target candle: proven now on 1 pod(s)" in result.stdout
+    # candle-vllm answers any name: said plainly, since the plan names no `model` for it to report
+    assert "  proof of candle: candle-vllm answers any model name, so a misspelt served name is answered too: the " \
+           "names prove generation, not the weights; set backends.candle.model" in result.stdout
+    assert "proof of vllm" not in result.stdout  # vLLM lists its names: a name it does not serve is refused
     assert "    -    app.kubernetes.io/name: llm-reasoning             # the vLLM deployment" in result.stdout
     assert "    +    app.kubernetes.io/name: llm-reasoning-candle             # the vLLM deployment" in result.stdout
     assert [m for m, _, _ in host.requests] == ["GET"]  # read only: a plan never writes

@@ -102,6 +102,48 @@ async def test_candle_generate_proves_the_alias_without_health(
         ("POST", "/v1/chat/completions", "reasoning-long"), ("POST", "/v1/chat/completions", "reasoning")]
 
 
+@pytest.mark.parametrize(("asked", "answering", "problem"), [
+    ("candle-vllm", "candle-vllm", None),
+    ("vllm", "vllm", None),
+    ("candle-vllm", "vllm", "answered by vllm (owned_by in /v1/models), not candle-vllm"),
+    ("vllm", "candle-vllm", "answered by candle-vllm (owned_by in /v1/models), not vllm"),
+])
+async def test_who_answers_is_told_by_owned_by(client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble],
+                                               asked: str, answering: str, problem: str | None) -> None:
+    double = make_engine(answering, model_id="reasoning-long")
+    await double.bind()
+    found = await api.identify(client, ip=double.ip, port=double.port, engine=asked)
+    assert (found.message if found else None) == problem
+    assert found is None or (found.kind == "wrong_engine" and found.retryable)  # kube-proxy may still catch up
+
+
+def test_kinds_that_name_no_owner_of_their_own_are_not_told_apart() -> None:
+    assert kinds.answered_by("openai", {"vllm"}) is None and kinds.answered_by("tgi", {"Qwen/Qwen3-8B"}) is None
+    assert kinds.answered_by("llama.cpp", set()) is not None  # it says llamacpp; silence is someone else
+
+
+@pytest.mark.parametrize(("engine", "model", "problem"), [
+    ("vllm", "/models/weights", None),  # vLLM's `root`, the --model path
+    ("vllm", "reasoning-long", None),  # a served name is an id too
+    ("vllm", "/models/other", "/v1/models reports /models/weights, reasoning, reasoning-long, not the model "
+                              "'/models/other'"),
+    ("candle-vllm", "qwen3-8b", None),  # candle-vllm's one id
+    ("candle-vllm", "qwen3-8B", "/v1/models reports qwen3-8b, not the model 'qwen3-8B'"),  # a misspelt name
+])
+async def test_the_model_a_backend_names_must_be_the_one_its_pods_loaded(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble], engine: str, model: str,
+        problem: str | None) -> None:
+    double = make_engine(engine, model_id="qwen3-8b")
+    await double.bind()
+    proof = await api.prove(client, pod="pod-0", ip=double.ip, port=double.port, engine=engine, names=NAMES,
+                            method=kinds.method_for(engine, "auto"), model=model)
+    if problem is None:
+        assert proof.ok and proof.proven == NAMES
+    else:  # final: an engine that answers has loaded what it will serve, and the names are not asked
+        assert [(p.kind, p.message, p.retryable) for p in proof.problems] == [("model_not_loaded", problem, False)]
+        assert proof.proven == ()
+
+
 async def test_a_404_health_means_no_endpoint_not_unhealthy(
         client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble]) -> None:
     double = make_engine("candle-vllm", model_id="reasoning-long")

@@ -229,7 +229,9 @@ async def test_postsync_after_argocd_applied_verifies_the_switch(
     # No cluster DNS here: the names went through the ClusterIP, on both Service ports, to the candle pod.
     assert named(events, "service.dns_unavailable")[0]["using"] == world.cluster_ip
     assert sorted(set(world.proxied)) == [(80, candle.ip), (8080, candle.ip)]
-    assert len(candle.engine.requests) == 2 + 2 * 2  # the proof before the commit, then one per name per port
+    # the proof before the commit; then, per port, one per name and who answers (/v1/models' owned_by)
+    assert len(candle.engine.requests) == 2 + 2 * (2 + 1)
+    assert len(world.proxied) == 2 * (2 + 1)  # each on a connection of its own: kube-proxy chose for each
 
 
 async def test_a_postsync_reads_the_file_once_and_its_history_once(
@@ -646,6 +648,30 @@ async def test_names_failing_through_the_service_fail_verification(
         await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
     assert f"through {world.cluster_ip}:80: /v1/chat/completions answered 503" in caught.value.message
     assert f"through {world.cluster_ip}:8080:" in caught.value.message
+
+
+async def test_through_the_service_the_answers_must_come_from_the_target_engine(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """Both engines serve the same names, so a data path that still reaches vLLM answers every one. The check
+    through the Service asks who answers (`owned_by` in /v1/models), on a fresh connection for each request (a
+    kept-alive one may still reach the old pods: kubernetes#38456), and tries again within the window kube-proxy
+    may take before it fails."""
+    world.add_pod("vllm", ready=True)
+    vllm = next(pod for pod in world.pods.values() if pod.backend == "vllm")
+    world.add_pod("candle", ready=True)
+    the_plan = dataclasses.replace(make_plan(), rollback_auto=False)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    argocd_applies(world, repo)
+    world.stale_to = vllm.ip  # the ClusterIP still leads to the old engine
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    assert f"through {world.cluster_ip}:80: answered by vllm (owned_by in /v1/models), not candle-vllm" in \
+        caught.value.message
+    assert named(events, "service.proof_retry")  # tried again while kube-proxy may still be behind
+    world.stale_to = None
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
+    assert report.data["verified"] is True
 
 
 async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(

@@ -37,6 +37,11 @@ def test_defaults_fill_what_the_spec_leaves_optional() -> None:
     assert one.argocd is None and one.rollback_auto is True and one.slack is None
 
 
+def test_a_backend_may_name_the_model_its_pods_must_report() -> None:
+    (read,) = plan.parse(edit("    engine: candle-vllm\n", "    engine: candle-vllm\n    model: Qwen/Qwen3-8B\n"))
+    assert read.backends["candle"].model == "Qwen/Qwen3-8B" and read.backends["vllm"].model is None
+
+
 def test_several_services_under_cutovers() -> None:
     body = GOOD.split("kind: CutoverPlan\n", 1)[1]
     second = body.replace("name: reasoning-long-predictor", "name: chat-predictor").replace(

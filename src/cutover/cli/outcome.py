@@ -189,6 +189,8 @@ def _status(status: Status, plan: Plan) -> Report:
     lines += [f"  backend {name}: {info['ready']}/{info['pods']} Ready ({', '.join(info['states']) or 'no pods'})"
               for name, info in state["backends"].items()]
     lines += [f"  capacity: {info['capacity']['summary']}" for info in state["backends"].values() if "capacity" in info]
+    lines += [f"  proof of {name}: {info['proofNote']}" for name, info in state["backends"].items()
+              if info.get("proofNote")]
     if state.get("lease"):
         held = state["lease"]
         lines.append(f"  in progress: the Lease is held by {held['holder']} (until {held['expires']})")

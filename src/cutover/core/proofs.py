@@ -13,7 +13,7 @@ __all__ = ["Fitted", "PodProof", "Problem", "Shortfall", "Side", "table"]
 @dataclasses.dataclass(frozen=True)
 class Problem:
     kind: str  # refused | connect_timeout | read_timeout | reset | http_status | bad_json | bad_encoding | too_large |
-    #            unhealthy | name_not_listed | name_rejected | no_token
+    #            unhealthy | name_not_listed | name_rejected | no_token | wrong_engine
     message: str
     retryable: bool
     name: str | None = None

@@ -229,6 +229,9 @@ class World:
         self.cluster_ip = f"127.96.{self.number}.{random.randrange(1, 255)}"
         self._proxies: list[asyncio.Server] = []
         self.proxied: list[tuple[int, str | None]] = []  # (service port, endpoint chosen or None), per connection
+        # An address the ClusterIP still reaches instead of the slice's endpoints: kube-proxy behind the switch, or a
+        # proxy in the data path pinned to the old pods
+        self.stale_to: str | None = None
 
     async def __aenter__(self) -> World:
         await self.kube.__aenter__()
@@ -368,7 +371,7 @@ class World:
 
     async def _proxy(self, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """What kube-proxy does for the ClusterIP: each new connection to one Ready endpoint, round robin."""
-        ready = self.ready_endpoints()
+        ready = [self.stale_to] if self.stale_to else self.ready_endpoints()
         chosen = ready[len(self.proxied) % len(ready)] if ready else None
         self.proxied.append((port, chosen))
         if chosen is None:  # no endpoint: kube-proxy rejects the connection

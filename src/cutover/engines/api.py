@@ -20,7 +20,7 @@ import httpx
 
 from cutover.core import bounded
 from cutover.core.proofs import PodProof, Problem
-from cutover.engines.kinds import ENGINES, Profile
+from cutover.engines.kinds import ENGINES, Profile, answered_by, loaded
 
 BODY_CAP = 1 << 20  # bytes read from any engine response; a model list is a few KiB
 DEFAULT_DEADLINE = 10.0  # seconds for a whole answer when the client sets no timeout (the plan's verify.requestTimeout)
@@ -45,15 +45,19 @@ async def prove(
     names: Iterable[str],
     method: str,
     clock: Callable[[], float] | None = None,
+    model: str | None = None,
 ) -> PodProof:
-    """Check every name on one pod; never raises for engine behaviour, only reports problems."""
+    """Check every name on one pod (and with `model`, that it loaded those weights); never raises for engine
+    behaviour, only reports problems."""
     profile, base = ENGINES[engine], base_url(ip, port)
     start = clock() if clock else 0.0
     proven: list[str] = []
     problems: list[Problem] = []
     try:
         await _health(client, base, profile)
-        if method == "listed":
+        if model is not None and (wrong := loaded(model, await models(client, base))) is not None:
+            problems.append(wrong)
+        elif method == "listed":
             listed = await _listed(client, base)
             for name in names:
                 if name in listed:
@@ -109,6 +113,18 @@ async def models(client: httpx.AsyncClient, base: str) -> list[dict[str, Any]]:
     if not isinstance(cards, list):
         raise Refusal(Problem("bad_json", "GET /v1/models: no `data` list in the answer", retryable=True))
     return [card for card in cards if isinstance(card, dict)]
+
+
+async def identify(client: httpx.AsyncClient, *, ip: str, port: int, engine: str) -> Problem | None:
+    """Who answers at this address, by its /v1/models cards' `owned_by`: None when it is the plan's engine (or the
+    kind names no owner of its own), else the problem (a transport failure too)."""
+    if ENGINES[engine].owned_by is None:
+        return None
+    try:
+        cards = await models(client, base_url(ip, port))
+    except Refusal as refusal:
+        return refusal.problem
+    return answered_by(engine, {card["owned_by"] for card in cards if isinstance(card.get("owned_by"), str)})
 
 
 def generation_body(profile: Profile, name: str, *, max_tokens: int = 1, stream: bool = False) -> dict[str, Any]:
@@ -226,8 +242,11 @@ def _is_refused(exc: BaseException) -> bool:
     return False
 
 
-def new_client(*, timeout: float) -> httpx.AsyncClient:
+def new_client(*, timeout: float, fresh: bool = False) -> httpx.AsyncClient:
     # trust_env=False: a proxy set for the Job's egress must not carry traffic meant for pod IPs. Identity asked:
-    # what comes compressed anyway is inflated under the cap (`call`, core.bounded).
+    # what comes compressed anyway is inflated under the cap (`call`, core.bounded). `fresh`: a connection of its
+    # own for each request, as through a Service after a switch, where a kept-alive one may still lead to the old
+    # pods (kubernetes#38456): kube-proxy chooses an endpoint per connection.
+    limits = httpx.Limits(max_keepalive_connections=0) if fresh else httpx.Limits()
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False,
-                             headers={"Accept-Encoding": "identity"})
+                             headers={"Accept-Encoding": "identity"}, limits=limits)

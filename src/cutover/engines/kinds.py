@@ -10,9 +10,11 @@ here; `engines.api` speaks HTTP by these rows, and what a proof found (`core.pro
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 
-__all__ = ["ENGINES", "HINTS", "Profile", "method_for"]
+from cutover.core.proofs import Problem
+
+__all__ = ["ENGINES", "HINTS", "Profile", "answered_by", "loaded", "method_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,13 +25,16 @@ class Profile:
     generate_path: str
     chat: bool  # the generation route takes chat messages rather than a prompt
     in_flight: str | None = None  # the /metrics gauge of requests running (docs/capacity.md); None: no such gauge
+    owned_by: str | None = None  # what its /v1/models cards say in `owned_by`; None: nothing of its own (a model id)
+    any_name: bool = False  # answers any model name it is asked (candle-vllm): a name proves nothing of the weights
 
 
 ENGINES: Mapping[str, Profile] = {profile.engine: profile for profile in (
-    Profile("vllm", "/health", True, "/v1/completions", chat=False, in_flight="vllm:num_requests_running"),
-    Profile("candle-vllm", None, False, "/v1/chat/completions", chat=True),
-    Profile("sglang", "/health", False, "/v1/completions", chat=False),
-    Profile("llama.cpp", "/health", False, "/v1/completions", chat=False),
+    Profile("vllm", "/health", True, "/v1/completions", chat=False, in_flight="vllm:num_requests_running",
+            owned_by="vllm"),
+    Profile("candle-vllm", None, False, "/v1/chat/completions", chat=True, owned_by="candle-vllm", any_name=True),
+    Profile("sglang", "/health", False, "/v1/completions", chat=False, owned_by="sglang"),
+    Profile("llama.cpp", "/health", False, "/v1/completions", chat=False, owned_by="llamacpp"),
     Profile("tgi", "/health", False, "/v1/chat/completions", chat=True),
     Profile("openai", None, False, "/v1/chat/completions", chat=True),  # any OpenAI-compatible server
 )}
@@ -40,6 +45,27 @@ def method_for(engine: str, proof: str) -> str:
     if proof != "auto":
         return proof
     return "listed" if ENGINES[engine].lists_every_name else "generate"
+
+
+def answered_by(engine: str, owners: Collection[str]) -> Problem | None:
+    """Whether the engine that answered (the `owned_by` of its /v1/models cards) is of the kind expected; None also
+    when that kind names no owner of its own and cannot be told apart. Retryable: kube-proxy may still lead to the
+    old pods for a while after a switch."""
+    expected = ENGINES[engine].owned_by
+    if expected is None or expected in owners:
+        return None
+    found = ", ".join(sorted(owners)) or "an engine that names no owner"
+    return Problem("wrong_engine", f"answered by {found} (owned_by in /v1/models), not {engine}", retryable=True)
+
+
+def loaded(model: str, cards: Iterable[Mapping[str, object]]) -> Problem | None:
+    """Whether /v1/models reports `model` (`backends.<name>.model`) as a card's id or root: the pods loaded the
+    weights meant. Final: a pod that answers has loaded what it will serve."""
+    if any(model in (card.get("id"), card.get("root")) for card in cards):
+        return None
+    reported = sorted({str(value) for card in cards for value in (card.get("id"), card.get("root")) if value})
+    return Problem("model_not_loaded", f"/v1/models reports {', '.join(reported) or 'no model'}, not the model "
+                                       f"{model!r}", retryable=False)
 
 
 HINTS: Mapping[str, str] = {
@@ -55,4 +81,8 @@ HINTS: Mapping[str, str] = {
     "bad_json": "the answer is not the engine's API; check the backend port and engine",
     "bad_encoding": "the engine's answer cannot be decoded (a broken gzip body?); read its logs, check proxies",
     "no_token": "the engine answered without generating; read its logs",
+    "model_not_loaded": "the pods loaded other weights than backends.<name>.model says: check the engine's --model "
+                        "(vLLM) or --m/--w (candle-vllm), or the plan",
+    "wrong_engine": "the Service still leads to another engine's pods: compare its EndpointSlices with the target's "
+                    "pods, and look for a proxy or mesh in the data path that pins connections to old pods",
 }

@@ -24,7 +24,7 @@ from cutover.flows import drain, handoff, writeback
 from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import lease, lease_rules, readiness
 from cutover.kube.cluster import Cluster
-from cutover.plan import GitDocument, Plan, label_problem
+from cutover.plan import Backend, GitDocument, Plan, label_problem
 from cutover.sources import yaml_edit
 from cutover.sources.checkout import LocalCheckout
 from cutover.sources.manifest import ManifestSource
@@ -49,8 +49,9 @@ async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -
     for (name, backend), (views, _) in zip(plan.backends.items(), pods, strict=True):
         backends[name] = {
             "engine": backend.engine, "engineProof": kinds.method_for(backend.engine, plan.verify.proof),
-            "pods": len(views), "ready": sum(1 for pod in views if pod.ready),
+            "model": backend.model, "pods": len(views), "ready": sum(1 for pod in views if pod.ready),
             "states": [f"{pod.name}={readiness.pod_state(pod)}" for pod in sorted(views, key=lambda p: p.name)],
+            **_by_name(name, backend),
         }
     target_pods = pods[list(plan.backends).index(plan.target)][0]
     pending = next((pod for pod in sorted(target_pods, key=lambda p: p.name)
@@ -67,6 +68,16 @@ async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -
     if host is not None:
         state["handoff"] = await _handoff(cluster, plan, host, live=service)
     return Status(state)
+
+
+def _by_name(name: str, backend: Backend) -> dict[str, str]:
+    """What a proof of this backend's names cannot say: an engine that answers any model name is proven by
+    generating, which a misspelt name passes too, unless `model` names the weights /v1/models must report."""
+    if not kinds.ENGINES[backend.engine].any_name or backend.model is not None:
+        return {}
+    return {"proofNote": f"{backend.engine} answers any model name, so a misspelt served name is answered too: the "
+                         f"names prove generation, not the weights; set backends.{name}.model to the id or root its "
+                         f"/v1/models reports (docs/engines.md)"}
 
 
 async def _lease(cluster: Cluster, plan: Plan) -> dict[str, Any] | None:

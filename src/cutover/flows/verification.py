@@ -1,5 +1,6 @@
 """The switch as ArgoCD applied it (docs/guarantees.md, the flow's step 4): the same Service object, EndpointSlices
-that are exactly the target's Ready pods, and every served name answered through every Service port as clients reach it.
+that are exactly the target's Ready pods, and every served name answered through every Service port as clients reach it,
+by the target's engine (both engines serve the same names), each request on a connection of its own.
 
 EndpointSlices may trail a selector change by seconds; `decide.look_again` says when to look again and
 when a problem is final. Proofs through the Service are tried again while `decide.retry_through_service`
@@ -9,10 +10,12 @@ allows (kube-proxy may trail the slices). Called by the phases after ArgoCD appl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import structlog
 
 from cutover.core import decide, milestones
+from cutover.core.proofs import PodProof
 from cutover.core.results import Verified
 from cutover.core.trailers import Trailers
 from cutover.core.views import ServiceView
@@ -94,11 +97,14 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
     problems: list[str] = []
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SERVICE_WINDOW  # one window for every port: they are programmed together
-    async with api.new_client(timeout=plan.verify.request_timeout) as client:
+    async with api.new_client(timeout=plan.verify.request_timeout, fresh=True) as client:
         for port in ports_of(run, live):
             while True:
                 proof = await api.prove(client, pod=f"Service port {port}", ip=address, port=port,
-                                        engine=profile.engine, names=plan.verify.served_names, method=method)
+                                        engine=profile.engine, names=plan.verify.served_names, method=method,
+                                        model=profile.model)
+                if proof.ok:  # both engines serve the same names: answering is not enough
+                    proof = await _from_the_target(client, proof, address, port, profile.engine)
                 if not decide.retry_through_service(proof, now=loop.time(), deadline=deadline,
                                                     retry_in=SERVICE_RETRY):
                     break
@@ -109,6 +115,12 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
             if not proof.problems and plan.verify.fitness is not None:
                 problems += await _latency(client, plan, profile.engine, address, port)
     return problems
+
+
+async def _from_the_target(client: api.Client, proof: PodProof, address: str, port: int, engine: str) -> PodProof:
+    """The proof, failed when the answers through the Service come from another engine than the target's."""
+    problem = await api.identify(client, ip=address, port=port, engine=engine)
+    return proof if problem is None else dataclasses.replace(proof, problems=(problem,))
 
 
 async def _latency(client: api.Client, plan: Plan, engine: str, address: str, port: int) -> list[str]:

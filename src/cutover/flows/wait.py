@@ -268,7 +268,7 @@ class _Wait:
         proofs = await asyncio.gather(*(
             api.prove(self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port,
                           engine=self.backend.engine, names=self.plan.verify.served_names, method=method,
-                          clock=self.clock.monotonic)
+                          clock=self.clock.monotonic, model=self.backend.model)
             for pod in found.ready))
         problems = [(proof, problem) for proof in proofs for problem in proof.problems]
         if not problems:

@@ -65,6 +65,7 @@ class Backend:
     port: int
     git_value: str | None = None  # helm-values with a scalar selectorPath: what Git holds for this backend
     workload: Workload | None = None  # docs/capacity.md: what frees it, for the strategies that free a backend
+    model: str | None = None  # the id or root its /v1/models must report: the weights meant (docs/engines.md)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,8 @@ def read_backends(node: Field) -> dict[str, Backend]:
     for name, field in node.items():
         # docs/plan.md: a backend's name goes into branch names, trailers and URLs: a DNS label, checked by name
         dns_label(Field(field.source, field.path, name))
-        field.mapping(("selector", "engine", "port", "gitValue", "workload"), required=("selector", "engine", "port"))
+        field.mapping(("selector", "engine", "port", "gitValue", "workload", "model"),
+                      required=("selector", "engine", "port"))
         backends[name] = Backend(
             name=name,
             selector=_read_selector(field.child("selector")),
@@ -56,6 +57,7 @@ def read_backends(node: Field) -> dict[str, Backend]:
             port=field.child("port").integer(low=1, high=65535),
             git_value=field.child("gitValue").string() if field.present("gitValue") else None,
             workload=_read_workload(field.child("workload")) if field.present("workload") else None,
+            model=_read_model(field.child("model")) if field.present("model") else None,
         )
     by_selector: dict[tuple[tuple[str, str], ...], str] = {}
     for name, backend in backends.items():
@@ -73,6 +75,13 @@ def read_backends(node: Field) -> dict[str, Backend]:
                 f"{wider.name}'s {_labels(wider.selector)}: a Service selecting {name} would select {wider.name}'s "
                 f"pods too; add a label that only {name}'s pods carry)")
     return backends
+
+
+def _read_model(node: Field) -> str:
+    model = node.string()
+    if not model.strip() or len(model) > 512:
+        raise node.fail("the model id or path /v1/models reports (a non-empty string of at most 512 characters)")
+    return model
 
 
 def _labels(selector: Mapping[str, str]) -> str:
