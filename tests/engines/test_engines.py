@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from cutover.core import proofs
-from cutover.demo.engines import Blackhole, EngineDouble
+from cutover.demo.engines import CANDLE_ARCHITECTURE, CANDLE_LATEST, Blackhole, EngineDouble
 from cutover.demo.world import _free_port
 from cutover.engines import api, kinds
 
@@ -28,9 +28,10 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 async def make_engine() -> AsyncIterator[Callable[..., EngineDouble]]:
     made: list[EngineDouble] = []
 
-    def make(engine: str, served: tuple[str, ...] = NAMES, model_id: str | None = None) -> EngineDouble:
+    def make(engine: str, served: tuple[str, ...] = NAMES, model_id: str | None = None,
+             version: tuple[int, int, int] = CANDLE_LATEST) -> EngineDouble:
         double = EngineDouble(engine, ip=f"127.77.200.{next(_ips)}", port=_free_port(), served_names=served,
-                              model_id=model_id)
+                              model_id=model_id, version=version)
         made.append(double)
         return double
 
@@ -115,6 +116,31 @@ async def test_who_answers_is_told_by_owned_by(client: httpx.AsyncClient, make_e
     found = await api.identify(client, ip=double.ip, port=double.port, engine=asked)
     assert (found.message if found else None) == problem
     assert found is None or (found.kind == "wrong_engine" and found.retryable)  # kube-proxy may still catch up
+
+
+@pytest.mark.parametrize(("version", "listed", "model_proof"), [
+    ((0, 3, 9), None, "http_status"),  # no /v1/models before PR #312: who answers cannot be told, nor the weights
+    ((0, 4, 0), "default", "model_not_loaded"),  # PR #312
+    ((0, 4, 10), CANDLE_ARCHITECTURE, "model_not_loaded"),  # PR #355: the architecture's name
+    ((0, 5, 3), "qwen3-8b", None),  # PR #377: --m, else the weights' basename
+    (CANDLE_LATEST, "qwen3-8b", None),
+])
+async def test_candle_releases_each_report_their_own_id(
+        client: httpx.AsyncClient, make_engine: Callable[..., EngineDouble], version: tuple[int, int, int],
+        listed: str | None, model_proof: str | None) -> None:
+    """docs/engines.md's table of candle-vllm releases: generation proves the names on every one; `model` proves
+    the weights from 0.5.3 on; who answers is told wherever /v1/models exists."""
+    double = make_engine("candle-vllm", model_id="qwen3-8b", version=version)
+    await double.bind()
+    names = await prove(client, double, kinds.method_for("candle-vllm", "auto"))
+    assert names.ok and names.proven == NAMES
+    cards = [] if listed is None else await api.models(client, api.base_url(double.ip, double.port))
+    assert [card["id"] for card in cards] == ([listed] if listed else [])
+    assert all(card["created"] > 10**12 for card in cards)  # milliseconds
+    assert await api.identify(client, ip=double.ip, port=double.port, engine="candle-vllm") is None
+    weights = await api.prove(client, pod="pod-0", ip=double.ip, port=double.port, engine="candle-vllm",
+                              names=NAMES, method="generate", model="qwen3-8b")
+    assert [p.kind for p in weights.problems] == ([model_proof] if model_proof else [])
 
 
 def test_kinds_that_name_no_owner_of_their_own_are_not_told_apart() -> None:

@@ -49,14 +49,21 @@ def bomb() -> bytes:
     return gzip.compress(gzip.compress(b" " * (16 << 20), compresslevel=9), compresslevel=9)
 
 
+# candle-vllm's releases the double answers like (docs/engines.md, "candle-vllm releases"): the newest read, and the
+# architecture name 0.4.10-0.5.2 report as their id
+CANDLE_LATEST = (0, 8, 9)
+CANDLE_ARCHITECTURE = "qwen3"
+
+
 class EngineDouble:
     """One pod's engine process, listening on (ip, port) once bound."""
 
     def __init__(self, engine: str, *, ip: str, port: int, served_names: tuple[str, ...],
-                 model_id: str | None = None) -> None:
+                 model_id: str | None = None, version: tuple[int, int, int] = CANDLE_LATEST) -> None:
         self.engine, self.ip, self.port = engine, ip, port
         self.served_names = served_names
         self.model_id = model_id or served_names[0]
+        self.version = version  # candle-vllm's release: what /v1/models and the chat answer's `model` say
         self.fault: str | None = None
         self.max_model_len: int | None = 40960 if engine == "candle-vllm" else 32768
         self.latency = 0.0  # seconds each generation takes once warm (to its first token when streamed)
@@ -257,7 +264,9 @@ class EngineDouble:
     def _models(self, body: Any) -> web.Response:
         now = int(time.time())
         if self.engine == "candle-vllm":
-            cards = [{"id": self.model_id, "object": "model", "created": now * 1000, "owned_by": "candle-vllm",
+            if self.version < (0, 4, 0):
+                return web.Response(status=404)  # no such route before PR #312
+            cards = [{"id": self._candle_id(), "object": "model", "created": now * 1000, "owned_by": "candle-vllm",
                       "permission": [], "modalities": ["text", "embedding"], "max_model_len": self.max_model_len}]
         else:
             cards = [{"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": "/models/weights",
@@ -269,6 +278,16 @@ class EngineDouble:
                                       "is_blocking": False}]}
                      for name in self.served_names]
         return web.json_response({"object": "list", "data": cards})
+
+    def _candle_id(self) -> str:
+        """candle-vllm's one /v1/models id by release (EricLBuehler/candle-vllm, src/main.rs): "default" from
+        0.4.0 (PR #312), the architecture's name from 0.4.10 (PR #355), `--m` (else the weights' basename) from
+        0.5.3 (PR #377)."""
+        if self.version < (0, 4, 10):
+            return "default"
+        if self.version < (0, 5, 3):
+            return CANDLE_ARCHITECTURE
+        return self.model_id
 
     def _unknown(self, name: str) -> web.Response | None:
         if self.engine == "candle-vllm" or name in self.served_names:
@@ -299,7 +318,10 @@ class EngineDouble:
         unknown = self._unknown(name)
         if unknown is not None:
             return unknown
-        echoed = self.model_id if self.engine == "candle-vllm" and name in ("", "default") else name
+        # candle-vllm echoes the name asked; from 0.5.3 an empty or "default" one is answered with its own id
+        # (PR #377, resolve_response_model_name), before it with "default"
+        current = self.model_id if self.version >= (0, 5, 3) else "default"
+        echoed = current if self.engine == "candle-vllm" and name.strip() in ("", "default") else name
         return web.json_response({
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": echoed if self.engine == "candle-vllm" else self.served_names[0],

@@ -123,7 +123,8 @@ async def identify(client: httpx.AsyncClient, *, ip: str, port: int, engine: str
     try:
         cards = await models(client, base_url(ip, port))
     except Refusal as refusal:
-        return refusal.problem
+        # candle-vllm before 0.4.0 has no /v1/models: who answers cannot be told (docs/engines.md)
+        return None if refusal.problem.status == 404 else refusal.problem
     return answered_by(engine, {card["owned_by"] for card in cards if isinstance(card.get("owned_by"), str)})
 
 
