@@ -3,12 +3,13 @@
 #
 #   docker build -t cutover .                          the default image: GitHub, GitLab, Gitea/Forgejo
 #   docker build -t cutover:git --target with-git .    adds git and ssh, for `git.provider: git` (HTTPS or SSH)
+#   make image                                         both, with podman, checked as the Jobs run them
 #
-# Size (docs/benchmarks.md, measured by `make bench`): python:3.11-slim (about 130 MB), plus 21 MB of
-# packages once packaging/prune.py has dropped what cutover never loads (the kubernetes package's generated
-# models and APIs and its asyncio client: 84 MB of the 105 MB `pip install .` puts on disk), plus their byte
-# code (about 10 MB): about 160 MB. git with its Debian dependencies (perl among them) adds up to 98 MB, hence
-# the separate target (about 260 MB).
+# Size, as `make image` builds it (packaging/image.sh, on a python:3.11-slim stand-in of 153 MB made from Debian's
+# packages; the official one is about 130 MB): the default image adds 64 MB to its base (the locked packages once
+# packaging/prune.py has dropped what cutover never loads, the kubernetes package's generated models and APIs and
+# its asyncio client among them, their byte code, and kustomize's 16 MB); with-git adds 156 MB (git and OpenSSH
+# with their Debian dependencies, perl among them), hence the separate target.
 # kustomize, for `git.source: kustomize` (the render check builds what ArgoCD builds): the static binary of the
 # official image (kustomize.Dockerfile in kubernetes-sigs/kustomize copies it to /app/kustomize). Pin the digest
 # where the image is built: --build-arg KUSTOMIZE_DIGEST=sha256:... (docker buildx imagetools inspect

@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 TIER_BIN := $(shell e2e/build.sh --bin-dir)
 export PATH := $(TIER_BIN):$(PATH)
 
-.PHONY: demo test lint bench soak clean kustomize e2e lock release
+.PHONY: demo test lint bench soak clean kustomize e2e lock release image
 
 # The demo needs cutover and its simulated world only; the tests add their tools and the lint toolchain.
 $(DEMO_STAMP): pyproject.toml packaging/requirements.lock
@@ -69,3 +69,8 @@ lock:
 	{ sed -n '1,2p' packaging/requirements.lock; cat packaging/requirements.lock.new; } > packaging/requirements.lock.tmp
 	mv packaging/requirements.lock.tmp packaging/requirements.lock && rm -f packaging/requirements.lock.new
 	rm -rf $(VENV)-lock
+
+# The Dockerfile's two images, built with podman on stand-in base images and checked as the Jobs run them; prints
+# their sizes (packaging/image.sh; podman, runc and mmdebstrap from Debian).
+image:
+	packaging/image.sh

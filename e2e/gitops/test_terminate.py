@@ -13,7 +13,11 @@ whatever it does.
 - an apply failing in the PostSync wave (a team's own hook the apiserver refuses, which ArgoCD's client-side dry run
   let through): SyncFail starts at once, beside cutover's PostSync (gitops-engine: "one or more objects failed to
   apply" while hooks run); it reports once per failed sync and rolls back nothing, since the revision that failed
-  kept the Service's selector, even when the PostSync's switch lands in Git before SyncFail looks."""
+  kept the Service's selector, even when the PostSync's switch lands in Git before SyncFail looks;
+- kube-proxy stopped on the node (a crash-looping one): ArgoCD applies the switch and the EndpointSlices follow, but
+  the ClusterIP's rules still lead to the old engine, which serves the same names; the PostSync's check through the
+  Service asks who answers, fails with the old engine named once kube-proxy's window has passed, and rollback.auto
+  brings Git back."""
 
 from __future__ import annotations
 
@@ -206,3 +210,27 @@ def test_an_apply_failing_beside_the_postsync_starts_syncfail_which_rolls_back_n
     MEASURED.append(f"an apply failing beside the PostSync: SyncFail ran beside it ({first} its switch reached Git), "
                     f"one report per failed sync, nothing rolled back; the operation's message: "
                     f"{state.get('message', '')!r}")
+
+
+def test_a_data_path_still_leading_to_the_old_engine_fails_the_verification(argo: gitops.GitOpsTier) -> None:
+    leaving = serving(argo)
+    target = "vllm" if leaving == "candle" else "candle"
+    engine = {"vllm": "vllm", "candle": "candle-vllm"}
+    known, since = set(argo.git.cutover_commits()), time.time()
+    with argo.plane.stopped("kube-proxy"):  # its iptables rules stay, leading the ClusterIP to the pods it last saw
+        argo.commit({gitops.PLAN: plan_for(target)}, f"Hand reasoning-long to {target}\n")
+        commits = argo.wait("the switch and the rollback after its failed verification", lambda: (
+            new if len(new := [sha for sha in argo.git.cutover_commits() if sha not in known]) >= 2 else None),
+            timeout=300)
+    rollback, switch = commits[0], commits[1]
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=rollback, timeout=240)
+    assert argo.service().spec.selector == (CANDLE if leaving == "candle" else VLLM)
+    logs = "\n".join(postsync_logs(argo, since).values())
+    said = f"answered by {engine[leaving]} (owned_by in /v1/models), not {engine[target]}"
+    assert said in logs and "verification_failed" in logs, logs[-3000:]
+    MEASURED.append(f"kube-proxy stopped: the switch {switch[:7]} applied, the ClusterIP still led to {leaving}: "
+                    f"the PostSync said '{said}' after the window and rollback.auto committed {rollback[:7]}")
+
+    # the hold's way to stay: the plan's target set to what serves
+    stay = argo.commit({gitops.PLAN: plan_for(leaving)}, f"Keep reasoning-long on {leaving}\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=stay, timeout=240)

@@ -580,8 +580,8 @@ async def test_syncfail_names_the_failed_hook_while_the_operation_is_still_runni
 
 def failed_beside_the_postsync(revision: str) -> dict[str, Any]:
     """What the real ArgoCD 3.5 holds while SyncFail runs beside cutover's PostSync, after a team's own hook in the
-    same wave failed to apply (e2e/gitops/test_terminate.py; gitops-engine's "one or more objects failed to apply"
-    while hooks run)."""
+    same wave failed to apply (e2e/gitops/test_terminate.py, whose SyncFail logged this ConfigMap's message word for
+    word; gitops-engine's "one or more objects failed to apply" while hooks run)."""
     return {
         "phase": "Running", "message": "waiting for completion of hook batch/Job/cutover-postsync-llm-serving",
         "startedAt": "2026-12-03T12:40:02Z", "operation": {"sync": {"revision": revision}},
@@ -589,7 +589,8 @@ def failed_beside_the_postsync(revision: str) -> dict[str, Any]:
             {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "llm-serving",
              "name": "smoke-test-results", "status": "SyncFailed", "hookType": "PostSync", "syncPhase": "PostSync",
              "message": 'ConfigMap "smoke-test-results" is invalid: data[last run]: Invalid value: "last run": a '
-                        "valid config key must consist of alphanumeric characters, '-', '_' or '.'"},
+                        "valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',"
+                        "  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"},
             {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover",
              "name": "cutover-postsync-llm-serving", "status": "Synced", "hookType": "PostSync",
              "hookPhase": "Running", "syncPhase": "PostSync",

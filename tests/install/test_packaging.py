@@ -80,6 +80,19 @@ def test_the_image_carries_the_official_kustomize_binary_in_both_targets() -> No
     assert dockerfile.count("COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize") == 2  # both images
 
 
+def test_make_image_stands_in_for_exactly_the_bases_the_dockerfile_names() -> None:
+    """`make image` (packaging/image.sh) builds on stand-ins tagged as the Dockerfile's FROM lines name them, so a
+    base the Dockerfile moves to without the script following would be pulled (and fail) instead of silently
+    built on the old one; it checks the tests' kustomize version in both images."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    script = (ROOT / "packaging" / "image.sh").read_text()
+    bases = set(re.findall(r"(?m)^FROM ([\w./-]+):", dockerfile))
+    assert bases == {"registry.k8s.io/kustomize/kustomize", "python"}
+    assert "python_base=docker.io/library/python:3.11-slim" in script and dockerfile.count("FROM python:3.11-slim") == 3
+    assert 'kustomize_base="registry.k8s.io/kustomize/kustomize:$KUSTOMIZE_VERSION"' in script
+    assert "source e2e/versions.env" in script and "check cutover:dev\ncheck cutover:dev-git" in script
+
+
 def test_the_git_image_can_speak_ssh_and_the_job_may_reach_port_22() -> None:
     """git over SSH runs `ssh`: the with-git target must install it, and the Jobs' egress must allow it."""
     dockerfile = (ROOT / "Dockerfile").read_text()
