@@ -675,6 +675,25 @@ async def test_through_the_service_the_answers_must_come_from_the_target_engine(
     assert report.data["verified"] is True
 
 
+async def test_kube_proxy_a_few_seconds_behind_the_switch_is_waited_for_not_rolled_back(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """Within kube-proxy's window the ClusterIP may still lead to the old engine: its answers are the old engine's
+    to give (a name it does not list, say), so who answers is asked first and the check waits, as for a refused
+    connection, instead of failing a switch that is about to land."""
+    vllm = world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    argocd_applies(world, repo)
+    world.stale_to = vllm.ip
+    asyncio.get_running_loop().call_later(9, setattr, world, "stale_to", None)  # kube-proxy catches up
+    report = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
+    assert report.data["verified"] is True and len(cutover_commits(repo)) == 1  # no rollback
+    retried = named(events, "service.proof_retry")
+    assert retried and all("answered by vllm" in problem for event in retried for problem in event["problems"])
+
+
 async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
     seed_application(world)

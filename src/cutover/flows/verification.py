@@ -23,7 +23,7 @@ from cutover.engines import api, fitness, kinds, trials
 from cutover.errors import CutoverError, VerificationFailed
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
-from cutover.plan import Plan, secrets
+from cutover.plan import Backend, Plan, secrets
 
 DNS_TIMEOUT = 2.0  # seconds to resolve the Service's name before using its ClusterIP
 # How long the proofs through the Service are tried again while every problem may pass (a connection refused or
@@ -100,11 +100,7 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
     async with api.new_client(timeout=plan.verify.request_timeout, fresh=True) as client:
         for port in ports_of(run, live):
             while True:
-                proof = await api.prove(client, pod=f"Service port {port}", ip=address, port=port,
-                                        engine=profile.engine, names=plan.verify.served_names, method=method,
-                                        model=profile.model)
-                if proof.ok:  # both engines serve the same names: answering is not enough
-                    proof = await _from_the_target(client, proof, address, port, profile.engine)
+                proof = await _prove_through(client, run.plan, profile, address, port, method=method)
                 if not decide.retry_through_service(proof, now=loop.time(), deadline=deadline,
                                                     retry_in=SERVICE_RETRY):
                     break
@@ -117,10 +113,19 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
     return problems
 
 
-async def _from_the_target(client: api.Client, proof: PodProof, address: str, port: int, engine: str) -> PodProof:
-    """The proof, failed when the answers through the Service come from another engine than the target's."""
-    problem = await api.identify(client, ip=address, port=port, engine=engine)
-    return proof if problem is None else dataclasses.replace(proof, problems=(problem,))
+async def _prove_through(client: api.Client, plan: Plan, profile: Backend, address: str, port: int, *,
+                         method: str) -> PodProof:
+    """Who answers first, then every name. Both engines serve the same names, so an answer proves nothing of which
+    pods gave it; and while kube-proxy still leads to the old engine, its answers (a name it does not list) are not
+    the target's to judge: the old engine named, retried within the window, says what is wrong."""
+    pod = f"Service port {port}"
+    problem = await api.identify(client, ip=address, port=port, engine=profile.engine)
+    if problem is not None and problem.kind == "wrong_engine":
+        return PodProof(pod=pod, address=f"{address}:{port}", method=method, proven=(), problems=(problem,),
+                        seconds=0.0)
+    proof = await api.prove(client, pod=pod, ip=address, port=port, engine=profile.engine,
+                            names=plan.verify.served_names, method=method, model=profile.model)
+    return dataclasses.replace(proof, problems=(problem,)) if problem is not None and proof.ok else proof
 
 
 async def _latency(client: api.Client, plan: Plan, engine: str, address: str, port: int) -> list[str]:
