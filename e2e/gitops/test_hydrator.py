@@ -20,6 +20,7 @@ import kubernetes
 from conftest import MEASURED
 from cutover import plan
 from cutover.argocd import operation
+from cutover.demo.gitrepo import BareRepo
 from cutover.kube import payloads
 from tier import githost, gitops
 
@@ -159,3 +160,51 @@ def _at(argo: gitops.GitOpsTier, path: str, branch: str | None = None) -> str:
 
 def _committed(argo: gitops.GitOpsTier, sha: str) -> datetime:
     return datetime.fromisoformat(next(entry.date for entry in argo.git.repo.log(limit=50) if entry.sha == sha))
+
+
+def test_h_hydrated_into_another_repository_the_gate_renders_the_dry_revision(argo: gitops.GitOpsTier) -> None:
+    """`syncSource.repoURL` (ArgoCD 3.5): the rendered manifests go to a repository cutover's token does not reach.
+    The workload's run Job commits to the dry source and waits; ArgoCD hydrates that commit into the other
+    repository and syncs it, and the PreSync gates the dry revision the hydrator rendered into it."""
+    (chat,) = plan.parse((EXAMPLES / "kustomize-overlay" / "plan.yaml").read_text())
+    deployments = BareRepo(argo.git.repo.path.parent / "deployments.git")
+    deployments.commit({"README.md": "Rendered manifests, written by ArgoCD's hydrator\n"}, "Start\n")
+    url = githost.REPO_URL.replace("/gitops.git", "/deployments.git")
+    for name, kind in (("deployments-repo", "repository"), ("deployments-repo-write", "repository-write")):
+        argo.kubectl("-n", "argocd", "create", "secret", "generic", name, "--from-literal=type=git",
+                     f"--from-literal=url={url}", f"--from-literal=username={githost.READER[0]}",
+                     f"--from-literal=password={githost.READER[1]}")
+        argo.kubectl("-n", "argocd", "label", "secret", name, f"argocd.argoproj.io/secret-type={kind}")
+    argo.kubectl("-n", "argocd", "patch", "appproject", "llm-serving", "--type", "json", "-p",
+                 json.dumps([{"op": "add", "path": "/spec/sourceRepos/-", "value": url}]))
+    argo.custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd", "applications", APP, {
+        "spec": {"sourceHydrator": {"syncSource": {"repoURL": url}}}})
+    # ArgoCD hydrates a dry commit once: the one already hydrated is not rendered into the new repository until the
+    # next (the user guide says to push an empty commit; seen here: "unable to resolve 'environments/prod'")
+    argo.git.repo.commit({BASE: _at(argo, BASE) + "# rendered into the deployments repository\n"},
+                         "Hydrate into the deployments repository\n")
+    _webhook(argo)
+    argo.wait(f"{APP} hydrated into {url}", lambda: (app := _hydrated(argo)) and deployments.head(SYNC_BRANCH) ==
+              app["status"]["sourceHydrator"]["currentOperation"]["hydratedSHA"], timeout=240)
+
+    target = re.search(r"(?m)^\s+target: (\w+)$", _at(argo, PLAN_FILE))
+    assert target is not None
+    known = set(argo.git.cutover_commits(chat.name))
+    started = gitops.time.monotonic()
+    argo.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/cutover-run-{APP}", "cutover-run-h")
+    run = argo.finished("cutover-run-h", timeout=300)
+    assert run.succeeded, run.log[-3000:]
+    (switch,) = [sha for sha in argo.git.cutover_commits(chat.name) if sha not in known]
+    app = argo.wait(f"{APP} hydrated from {switch[:7]} into {url} and synced", lambda: _hydrated(argo, switch),
+                    timeout=120)
+    MEASURED.append(f"scenario h, hydrated into another repository: the run Job's switch hydrated, gated, synced and "
+                    f"verified: {gitops.elapsed(started):.1f} s")
+    hydrated = app["status"]["sourceHydrator"]["currentOperation"]["hydratedSHA"]
+    assert deployments.resolve(hydrated) == hydrated and argo.git.repo.resolve(hydrated) is None
+    assert argo.core.read_namespaced_service(SERVICE, "llm-serving").spec.selector == \
+        chat.backends[target.group(1)].selector
+    hooks = {(r["hookType"], r["hookPhase"]) for r in app["status"]["operationState"]["syncResult"]["resources"]
+             if r.get("hookType")}
+    assert hooks == {("PreSync", "Succeeded"), ("PostSync", "Succeeded")}
+    gate = argo.job_log(f"cutover-presync-{APP}")
+    assert '"presync.hydrated_elsewhere"' in gate and f'"dry": "{switch[:12]}"' in gate, gate[-2000:]

@@ -124,6 +124,35 @@ async def test_the_presync_gate_reads_the_hydrated_manifest(world: World, kube: 
     assert read["manifest"] == "llm-serving/manifest.yaml" and read["branch"] == sim_argocd.SYNC_BRANCH
 
 
+async def test_hydrated_into_another_repository_the_gate_renders_the_dry_revision_it_came_from(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, tmp_path: Any,
+        events: list[dict[str, Any]]) -> None:
+    """ArgoCD 3.5's `syncSource.repoURL`: the rendered manifests go to a repository cutover's token does not reach
+    (its Secret names one repository). The gate reads the dry revision the hydrator rendered into the commit being
+    synced, from the plan's own repository, as the plan's source renders it; it never asks the plan's host for a
+    commit of another repository (every sync's gate failed on that)."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    deployments = BareRepo(tmp_path / "deployments.git")
+    sim_argocd.seed_application(world, hydrator=True)
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"spec": {"sourceHydrator": {"syncSource": {
+        "repoURL": "https://github.com/acme/deployments.git"}}}})
+    sim_argocd.apply_git(world, deployments, PATH, revision=sim_argocd.hydrate(world, repo, into=deployments))
+    content, _ = repo.read(PATH)  # type: ignore[misc]
+    switch = repo.commit({PATH: content.replace("llm-reasoning   ", "llm-reasoning-candle   ").replace(
+        "    serving.kserve.io/inferenceservice: reasoning     # KServe's own label on the vLLM pods\n", "")},
+        "switch by hand, gated all the same\n")
+    hydrated = sim_argocd.hydrate(world, repo, into=deployments)
+    assert repo.resolve(hydrated) is None  # not a commit of the plan's repository
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+        "operationState": sim_argocd.operation_state(world, "Running", hydrated, finished=False)}})
+    gated = await phases.presync(Run.create(kube, make_plan(), host), job_name="cutover-presync-llm-serving")
+    assert gated.changed and gated.backend == "candle" and gated.revision == hydrated[:12]
+    (read,) = named(events, "presync.hydrated_elsewhere")
+    assert read["repository"] == "https://github.com/acme/deployments.git" and read["dry"] == switch[:12]
+
+
 async def test_the_refresh_asks_the_hydrator_too(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
                                                  make_plan: Any) -> None:
     world.add_pod("vllm", ready=True)

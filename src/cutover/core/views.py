@@ -184,6 +184,16 @@ class HydratorView:
     dry_sha: str | None = None  # status.sourceHydrator.currentOperation.drySHA
     hydrated_sha: str | None = None  # ... .hydratedSHA
     phase: str | None = None  # ... .phase: Hydrating | Failed | Hydrated
+    sync_repo: str | None = None  # syncSource.repoURL: hydrated into another repository; None: the dry source's
+
+    @property
+    def elsewhere(self) -> bool:
+        """Whether the rendered manifests go to another repository than the dry source's (ArgoCD 3.5)."""
+        return bool(self.sync_repo) and not same_repository(self.sync_repo or "", self.dry.repo_url)
+
+    def dry_of(self, hydrated: str) -> str | None:
+        """The dry revision ArgoCD rendered into `hydrated`, where the current operation says; else None."""
+        return self.dry_sha if self.hydrated_sha == hydrated and self.phase == "Hydrated" else None
 
     @property
     def manifest(self) -> str:

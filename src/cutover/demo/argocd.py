@@ -72,9 +72,10 @@ def _hydrator(world: World) -> dict[str, Any] | None:
     return dict(found) if found else None
 
 
-def hydrate(world: World, repo: BareRepo) -> str:
+def hydrate(world: World, repo: BareRepo, *, into: BareRepo | None = None) -> str:
     """What the hydrator does with the dry branch's head: render the dry path, commit the manifests to the sync
-    branch (as the Argo CD bot), record the operation. The hydrated revision."""
+    branch (as the Argo CD bot) of the dry repository or, with syncSource.repoURL, of `into`, record the operation.
+    The hydrated revision."""
     spec = _hydrator(world)
     assert spec is not None
     dry = repo.head(spec["drySource"]["targetRevision"])
@@ -83,7 +84,7 @@ def hydrate(world: World, repo: BareRepo) -> str:
     out = io.StringIO()
     YAML(typ="safe", pure=True).dump_all(docs, out)
     target = f"{spec['syncSource']['path']}/manifest.yaml"
-    hydrated = repo.commit({target: out.getvalue()}, f"[Argo CD Bot] hydrate {dry}\n", name="Argo CD",
+    hydrated = (into or repo).commit({target: out.getvalue()}, f"[Argo CD Bot] hydrate {dry}\n", name="Argo CD",
                            email="argo-cd@example.invalid", branch=spec["syncSource"]["targetBranch"])
     world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {"sourceHydrator": {"currentOperation": {
         "drySHA": dry, "hydratedSHA": hydrated, "phase": "Hydrated", "message": "", "startedAt": world.kube.stamp(),

@@ -190,7 +190,8 @@ def _hydrator(spec: Any, status: Mapping[str, Any]) -> HydratorView | None:
     sync, current = spec.get("syncSource") or {}, status.get("currentOperation") or {}
     return HydratorView(dry=_source(spec.get("drySource") or {}), sync_branch=sync.get("targetBranch", ""),
                         sync_path=sync.get("path", ""), dry_sha=current.get("drySHA"),
-                        hydrated_sha=current.get("hydratedSHA"), phase=current.get("phase"))
+                        hydrated_sha=current.get("hydratedSHA"), phase=current.get("phase"),
+                        sync_repo=sync.get("repoURL") or None)
 
 
 def application_view(obj: Mapping[str, Any]) -> ApplicationView:
