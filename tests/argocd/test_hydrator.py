@@ -50,6 +50,15 @@ def test_applied_means_hydrated_then_synced(fields: dict[str, Any], expected: st
     assert operation.applied_revision(plain, DRY) == DRY
 
 
+def test_the_dry_revision_of_a_hydrated_one_is_known_only_from_a_finished_hydration() -> None:
+    hydrator = hydrated_app(dry_sha=DRY, hydrated_sha=HYDRATED, phase="Hydrated").hydrator
+    assert hydrator is not None
+    assert hydrator.dry_of(HYDRATED) == DRY and hydrator.dry_of(HYDRATED[:7]) == DRY  # a hook Job's name's prefix
+    assert hydrator.dry_of("1234567") is None and hydrator.dry_of(HYDRATED[:3]) is None
+    hydrating = hydrated_app(dry_sha=DRY, hydrated_sha=HYDRATED, phase="Hydrating").hydrator
+    assert hydrating is not None and hydrating.dry_of(HYDRATED) is None
+
+
 @pytest.mark.parametrize(("path", "ok"), [
     ("k8s/apps/llm-serving", True), ("llm-serving/manifest.yaml", True), (".", True),
     ("/etc", False), ("../../secrets/manifest.yaml", False), ("a/../../b", False), ("a\\..\\b", False),

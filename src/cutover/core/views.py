@@ -192,8 +192,10 @@ class HydratorView:
         return bool(self.sync_repo) and not same_repository(self.sync_repo or "", self.dry.repo_url)
 
     def dry_of(self, hydrated: str) -> str | None:
-        """The dry revision ArgoCD rendered into `hydrated`, where the current operation says; else None."""
-        return self.dry_sha if self.hydrated_sha == hydrated and self.phase == "Hydrated" else None
+        """The dry revision ArgoCD rendered into `hydrated` (a revision, or the 7-character prefix a hook Job's name
+        holds), where the current operation says; else None."""
+        done = self.phase == "Hydrated" and self.hydrated_sha is not None and len(hydrated) >= 7
+        return self.dry_sha if done and (self.hydrated_sha or "").startswith(hydrated) else None
 
     @property
     def manifest(self) -> str:

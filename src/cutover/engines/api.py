@@ -55,10 +55,11 @@ async def prove(
     problems: list[Problem] = []
     try:
         await _health(client, base, profile)
-        if model is not None and (wrong := loaded(model, await models(client, base))) is not None:
+        cards = await models(client, base) if model is not None or method == "listed" else []
+        if model is not None and (wrong := loaded(model, cards)) is not None:
             problems.append(wrong)
         elif method == "listed":
-            listed = await _listed(client, base)
+            listed = {card["id"] for card in cards if isinstance(card.get("id"), str)}
             for name in names:
                 if name in listed:
                     proven.append(name)
@@ -96,10 +97,6 @@ async def _health(client: httpx.AsyncClient, base: str, profile: Profile) -> Non
     if status >= 500:
         raise Refusal(Problem("unhealthy", f"GET {profile.health_path} answered {status} (loading or dead)",
                               retryable=True, status=status))
-
-
-async def _listed(client: httpx.AsyncClient, base: str) -> set[str]:
-    return {card["id"] for card in await models(client, base) if isinstance(card.get("id"), str)}
 
 
 async def models(client: httpx.AsyncClient, base: str) -> list[dict[str, Any]]:
