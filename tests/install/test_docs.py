@@ -3,6 +3,8 @@ code a line in docs/commands.md, and every section or file the code cites is in 
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -34,6 +36,60 @@ def test_every_cause_code_is_in_the_troubleshooting_table() -> None:
     assert len(causes) > 40  # the scan finds them (it would find none if the patterns went stale)
     missing = sorted(causes - documented_causes())
     assert missing == [], f"add these to docs/causes.md: {missing}"
+
+
+def _error_classes() -> dict[str, type]:
+    """Every error class of the product, by name (each module imported: they raise their own subclasses)."""
+    from cutover.errors import CutoverError
+
+    for path in SOURCE:
+        if path.name != "__main__.py":
+            importlib.import_module(".".join(path.relative_to(ROOT / "src").with_suffix("").parts)
+                                    .removesuffix(".__init__"))
+    found: dict[str, type] = {}
+    todo: list[type] = [CutoverError]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo += cls.__subclasses__()
+    return found
+
+
+def exits_by_cause() -> dict[str, set[int]]:
+    """What the code says of each cause it hands an error class by name (`SomeError(..., cause="x")`, or a class's
+    `default_cause`): the exit codes of those classes. Causes passed through a variable are not seen here."""
+    classes = _error_classes()
+    found: dict[str, set[int]] = {}
+    for path in SOURCE:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name in classes:
+                for statement in node.body:
+                    if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant) and any(
+                            getattr(target, "id", None) == "default_cause" for target in statement.targets):
+                        found.setdefault(statement.value.value, set()).add(int(classes[node.name].exit_code))
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                for keyword in node.keywords:
+                    if keyword.arg == "cause" and isinstance(keyword.value, ast.Constant) and name in classes:
+                        found.setdefault(keyword.value.value, set()).add(int(classes[name].exit_code))
+    return found
+
+
+def test_every_cause_row_says_the_exit_code_its_error_class_exits_with() -> None:
+    from cutover.errors import ExitCode
+
+    known = exits_by_cause()
+    assert len(known) > 40 and known["git_auth"] == {5} and known["service_not_found"] == {2}  # the scan works
+    table = (ROOT / "docs" / "causes.md").read_text()
+    valid = {int(code) for code in ExitCode} | {130, 143}
+    for row in (row for row in table.splitlines() if row.startswith("| `")):
+        cells = row.split("|")
+        said = {int(code) for code in re.findall(r"\d+", cells[2])}
+        assert said <= valid and (said or "a warning" in cells[2]), row[:120]
+        for cause in re.findall(r"`([a-z_]+)`", cells[1]):
+            assert known.get(cause, set()) <= said, f"{cause}: the code exits with {sorted(known[cause])}, the table " \
+                                                    f"says {sorted(said)}"
 
 
 def test_every_exit_code_is_documented() -> None:
