@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -224,7 +223,7 @@ class Hops(threading.Thread):
                 continue
             logged = self.argo.shim.log_of("cutover", container.pod["metadata"]["name"])
             if '"lock.acquired"' in logged and container.process.poll() is None:
-                container.process.send_signal(signal.SIGKILL)
+                self.argo.shim.sigkill(container)
                 self.killed[job] = [json.loads(line)["event"] for line in logged.splitlines()
                                     if line.startswith("{")][-1]
 

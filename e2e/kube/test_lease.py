@@ -8,19 +8,19 @@ Lease, and the history holds one commit for that change, not two.
 
 from __future__ import annotations
 
-import signal
 import time
 
 from tier.cluster import Tier
+from tier.shim import Container
 
 CANDLE = "app.kubernetes.io/name=llm-reasoning-candle"
 SERVICE_FILE = "manifests/examples/llm-serving/workload/service.yaml"
 
 
-def holder_process(tier: Tier, job: str) -> object:
+def holder(tier: Tier, job: str) -> Container | None:
     for container in list(tier.shim.running.values()):
         if container is not None and container.pod["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job:
-            return container.process
+            return container
     return None
 
 
@@ -30,10 +30,10 @@ def test_a_killed_holder_is_taken_over_by_the_jobs_next_pod(tier: Tier) -> None:
     tier.job_from_cronjob("cutover-run-llm-serving", "postsync-killed", ["postsync"])
     tier.wait("the PostSync holding the Lease and waiting", lambda: "lock.acquired" in tier.job_log(
         "postsync-killed") and "target.watching" in tier.job_log("postsync-killed"), 60)
-    process = holder_process(tier, "postsync-killed")
-    assert process is not None
+    container = holder(tier, "postsync-killed")
+    assert container is not None
     killed_at = time.monotonic()
-    process.send_signal(signal.SIGKILL)  # type: ignore[attr-defined]
+    tier.shim.sigkill(container)
     result = tier.finished("postsync-killed", timeout=180)
     assert result.succeeded, result
     pods = tier.core.list_namespaced_pod("cutover", label_selector="batch.kubernetes.io/job-name=postsync-killed")

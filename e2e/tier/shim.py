@@ -1,4 +1,5 @@
-"""The kubelet for pods whose image is cutover's: each runs as a local process of the project's own `cutover`.
+"""The kubelet for pods whose image is cutover's: each runs as a container of the image `make image` built
+(`CUTOVER_E2E_IMAGE`, as `make e2e` sets it), or, without one, as a local process of the project's own `cutover`.
 
 kwok's Stages play the kubelet for every other pod (e2e/tier/stages.yaml) and leave these alone. For each such pod
 bound to a node, the shim does what a kubelet does: it prepares the pod's volumes (ConfigMap, Secret, emptyDir and
@@ -7,6 +8,10 @@ the downward API, Secret and ConfigMap keys, and the in-cluster service variable
 in a mount namespace of its own (podexec.py), reports Running, then the exit code and termination message as the
 container's terminated state. The Job controller reads that status and applies `backoffLimit` and
 `podFailurePolicy` itself. A pod's deletion sends SIGTERM, and SIGKILL after its grace period.
+
+With an image, podman runs it (runc, the tier's own containers.conf from packaging/image.sh) in the tier's network
+namespace (`--network host` from inside it), with the image's own entrypoint, user and PATH, its root read-only when
+the container asks, and the same prepared volumes, environment and termination-message file bound in.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ MESSAGE_LIMIT = 4096  # bytes of termination message the kubelet keeps
 LOG_TAIL = 80  # lines FallbackToLogsOnError takes from the log
 PODEXEC = Path(__file__).with_name("podexec.py")
 PROJECT = Path(__file__).resolve().parents[2]  # this checkout: its source and virtualenv must stay visible
+CONTAINERS_CONF = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cutover-image" / \
+    "containers.conf"  # packaging/image.sh's
 
 
 def now() -> str:
@@ -60,6 +67,7 @@ class Shim:
         self.dir = run_dir / "pods"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cutover = cutover  # the project's own `cutover` executable
+        self.image = os.environ.get("CUTOVER_E2E_IMAGE") or None  # run hook pods as containers of this image
         self.running: dict[str, Container] = {}  # pod uid → container
         self.finished: dict[str, int] = {}  # pod uid → exit code
         self._stop = threading.Event()
@@ -74,8 +82,7 @@ class Shim:
         self._stop.set()
         for container in list(self.running.values()):
             if container is not None:  # None: still starting
-                with contextlib.suppress(ProcessLookupError):
-                    container.process.kill()
+                self._kill(container)
 
     def log_of(self, namespace: str, name: str) -> str:
         path = self.dir / f"{namespace}_{name}.log"
@@ -150,6 +157,8 @@ class Shim:
         mounts.append([str(message), c.get("terminationMessagePath", "/dev/termination-log"), False])
         uid = c_security.get("runAsUser", security.get("runAsUser"))
         gid = c_security.get("runAsGroup", security.get("runAsGroup"))
+        if self.image:
+            return self._start_container(pod, base, mounts, message)
         if uid is not None and not reachable_by_others(Path(os.path.realpath(sys.executable))):
             # the project's Python sits where another user cannot read (a pyenv under /root): the process runs
             # as root, said in the pod's log; everything the API sees (its token, its RBAC) is the pod's all the same
@@ -172,6 +181,11 @@ class Shim:
                 ["unshare", "--mount", "--propagation", "private", "--", sys.executable, str(PODEXEC),
                  str(base / "plan.json")], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         started = now()
+        self._running(pod, started)
+        return Container(pod, process, log, message, started)
+
+    def _running(self, pod: Mapping[str, Any], started: str) -> None:
+        meta, c = pod["metadata"], pod["spec"]["containers"][0]
         self._patch_status(pod, {
             "phase": "Running", "startTime": started, "podIP": pod_ip(meta["uid"]), "hostIP": pod_ip(meta["uid"]),
             "conditions": [condition("Initialized", "True"), condition("Ready", "True"),
@@ -179,6 +193,37 @@ class Shim:
             "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": True,
                                    "started": True, "restartCount": 0, "state": {"running": {"startedAt": started}}}],
         })
+
+    def _start_container(self, pod: dict[str, Any], base: Path, mounts: list[list[Any]], message: Path) -> Container:
+        """The pod's one container as a container of the image: what a kubelet asks of its runtime."""
+        meta, spec = pod["metadata"], pod["spec"]
+        c = spec["containers"][0]
+        security, c_security = spec.get("securityContext") or {}, c.get("securityContext") or {}
+        uid = c_security.get("runAsUser", security.get("runAsUser"))
+        gid = c_security.get("runAsGroup", security.get("runAsGroup"))
+        groups = {g for g in (security.get("fsGroup"), *security.get("supplementalGroups", [])) if g is not None}
+        env = {k: v for k, v in self._env(pod, c).items() if k != "PATH"}  # the image's PATH, not the host's
+        (base / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+        argv = ["podman", "run", "--rm", "--name", f"pod-{meta['uid']}", "--pull", "never", "--network", "host",
+                "--env-file", str(base / "env"), "--workdir", c.get("workingDir", "/"), "--read-only-tmpfs=false"]
+        if c_security.get("readOnlyRootFilesystem"):
+            argv.append("--read-only")
+        if uid is not None:
+            argv += ["--user", f"{uid}:{gid if gid is not None else uid}"]
+        for group in sorted(groups):
+            argv += ["--group-add", str(group)]
+        for source, target, read_only in mounts:
+            argv += ["-v", f"{source}:{target}:{'ro' if read_only else 'rw'}"]
+        command = list(c.get("command") or [])
+        if command and command[0] not in ("cutover", "/usr/local/bin/cutover"):
+            raise ValueError(f"the shim runs the cutover image's own entrypoint, not {command[0]!r}")
+        argv += [self.image, *command[1:], *c.get("args", [])]
+        log = self.dir / f"{meta['namespace']}_{meta['name']}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)})
+        started = now()
+        self._running(pod, started)
         return Container(pod, process, log, message, started)
 
     def _argv(self, c: Mapping[str, Any]) -> list[str]:
@@ -374,9 +419,17 @@ class Shim:
             container.process.send_signal(signal.SIGTERM)
         threading.Timer(float(grace), self._kill, args=(container,)).start()
 
-    @staticmethod
-    def _kill(container: Container) -> None:
+    def sigkill(self, container: Container) -> None:
+        """What a node crash or the OOM killer does to the container: SIGKILL, no chance to say anything."""
+        self._kill(container)
+
+    def _kill(self, container: Container) -> None:
         if container.process.poll() is None:
+            if self.image:  # SIGKILL to podman's client would leave its container running
+                subprocess.run(["podman", "kill", "--signal", "KILL", f"pod-{container.pod['metadata']['uid']}"],
+                               capture_output=True, check=False, timeout=30,
+                               env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)})
+                return
             with contextlib.suppress(ProcessLookupError):
                 container.process.kill()
 
