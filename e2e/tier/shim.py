@@ -1,5 +1,5 @@
-"""The kubelet for pods whose image is cutover's: each runs as a container of the image `make image` built
-(`CUTOVER_E2E_IMAGE`, as `make e2e` sets it), or, without one, as a local process of the project's own `cutover`.
+"""The kubelet for pods whose image is cutover's: each runs as a container of the image `make image` built when
+`CUTOVER_E2E_IMAGE` names it (`localhost/cutover:dev`), else as a local process of the project's own `cutover`.
 
 kwok's Stages play the kubelet for every other pod (e2e/tier/stages.yaml) and leave these alone. For each such pod
 bound to a node, the shim does what a kubelet does: it prepares the pod's volumes (ConfigMap, Secret, emptyDir and
