@@ -158,7 +158,7 @@ class Shim:
         uid = c_security.get("runAsUser", security.get("runAsUser"))
         gid = c_security.get("runAsGroup", security.get("runAsGroup"))
         if self.image:
-            return self._start_container(pod, base, mounts, message)
+            return self._start_container(pod, base, mounts, message, user=(uid, gid))
         if uid is not None and not reachable_by_others(Path(os.path.realpath(sys.executable))):
             # the project's Python sits where another user cannot read (a pyenv under /root): the process runs
             # as root, said in the pod's log; everything the API sees (its token, its RBAC) is the pod's all the same
@@ -194,13 +194,13 @@ class Shim:
                                    "started": True, "restartCount": 0, "state": {"running": {"startedAt": started}}}],
         })
 
-    def _start_container(self, pod: dict[str, Any], base: Path, mounts: list[list[Any]], message: Path) -> Container:
+    def _start_container(self, pod: dict[str, Any], base: Path, mounts: list[list[Any]], message: Path, *,
+                         user: tuple[int | None, int | None]) -> Container:
         """The pod's one container as a container of the image: what a kubelet asks of its runtime."""
         meta, spec = pod["metadata"], pod["spec"]
         c = spec["containers"][0]
         security, c_security = spec.get("securityContext") or {}, c.get("securityContext") or {}
-        uid = c_security.get("runAsUser", security.get("runAsUser"))
-        gid = c_security.get("runAsGroup", security.get("runAsGroup"))
+        uid, gid = user
         groups = {g for g in (security.get("fsGroup"), *security.get("supplementalGroups", [])) if g is not None}
         env = {k: v for k, v in self._env(pod, c).items() if k != "PATH"}  # the image's PATH, not the host's
         (base / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))

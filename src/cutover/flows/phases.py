@@ -96,20 +96,21 @@ async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | Non
     """The selector in the revision being synced, as ArgoCD renders it: through the plan's source, or, with the
     Source Hydrator, straight from the hydrated manifest the sync applies (docs/sources.md)."""
     plan = run.plan
-    if app is not None and app.hydrator is not None and ref is not None and app.hydrator.elsewhere:
+    hydrator = app.hydrator if app is not None and ref is not None else None
+    if hydrator is not None and ref is not None and hydrator.elsewhere:
         # hydrated into a repository cutover's token does not reach (syncSource.repoURL): the dry revision ArgoCD
         # rendered into that commit, rendered here the way the plan's source renders it
-        dry = app.hydrator.dry_of(ref)
-        log.info("presync.hydrated_elsewhere", repository=app.hydrator.sync_repo, revision=ref[:12],
+        dry = hydrator.dry_of(ref)
+        log.info("presync.hydrated_elsewhere", repository=hydrator.sync_repo, revision=ref[:12],
                  dry=dry[:12] if dry else None)
         if dry is None:
             log.warning("presync.revision_unknown", hint="the hydrator no longer says which dry commit it rendered "
                                                          "into the revision being synced: reading the branch head")
         ref = dry
-    elif app is not None and app.hydrator is not None and ref is not None:
-        path = operation.repository_path(app.hydrator.manifest, what="the Source Hydrator's syncSource.path")
+    elif hydrator is not None and ref is not None:
+        path = operation.repository_path(hydrator.manifest, what="the Source Hydrator's syncSource.path")
         version = await run.host.read(path, ref=ref)
-        log.info("presync.hydrated", manifest=path, revision=ref[:12], branch=app.hydrator.sync_branch)
+        log.info("presync.hydrated", manifest=path, revision=ref[:12], branch=hydrator.sync_branch)
         return await ManifestSource(plan.git.document, "spec.selector").selector(version, ref=ref,
                                                                                  where=f"{path}@{ref}")
     version = await run.host.read(plan.git.path, ref=ref)
