@@ -392,6 +392,10 @@ def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOps
     restored = argo.wait("the restore that gives up", lambda: next(
         (t for t in handoff_commits(argo, before) if t.step == "restore" and t.hold), None), timeout=300)
     assert (restored.backend, restored.hold, restored.to) == (now, now, first)
+    # The audit inside the gap (restored in Git, not yet by ArgoCD: no pod of `now`): it waits for ArgoCD, never
+    # alerts; the real tier once saw a scheduled one fail there, and ArgoCD fail the restore's sync on the
+    # Degraded CronJob.
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving", "cutover-audit-gap")
     steps = [(t.step, t.backend) for t in handoff_commits(argo, before)]
     assert steps == [("restore", now), ("free", first), ("restore", first), ("free", now)], steps
     head = argo.git.repo.head()
@@ -400,6 +404,8 @@ def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOps
     assert "cutover.held" in argo.job_log("cutover-postsync-llm-serving")  # the sync of the restore holds
     assert argo.service().spec.selector == (CANDLE if now == "candle" else VLLM)  # never left it
     argo.wait(f"{now} serving again", lambda: pods(argo, now) and not pods(argo, first), timeout=60)
+    audit = argo.finished("cutover-audit-gap", timeout=180)
+    assert audit.succeeded and not events(audit.log, "audit.exit_zero"), audit.log[-3000:]
     (failed,) = [event for event in events(_postsync_logs(argo), "cutover.failed")
                  if event.get("cause") == "gap_exceeded"]
     MEASURED.append(f"recreate with maxGap 1s: {failed['message']}")

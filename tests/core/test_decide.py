@@ -13,7 +13,7 @@ from cutover import plan
 from cutover.core import decide, gate
 from cutover.core.proofs import PodProof, Problem
 from cutover.core.trailers import Trailers
-from cutover.core.views import Commit, LeaseView, PodView, ServiceView
+from cutover.core.views import ApplicationView, Commit, LeaseView, PodView, ServiceView
 from cutover.demo.world import World
 from cutover.errors import InvalidInput
 from cutover.kube import cluster, lease_rules
@@ -231,7 +231,7 @@ def test_the_guarantees(rule: str, holds: Any) -> None:
     (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), None, decide.Verify("vllm")),  # a rollback
 ], ids=["unverified", "verified", "no-cutover", "not-applied", "not-ours", "rollback-unverified"])
 def test_audit_step(seen: decide.Observed, verified: str | None, expected: decide.Step) -> None:
-    assert decide.audit_step(seen, PLAN, verified=verified) == expected
+    assert decide.audit_step(seen, PLAN, verified=verified, now=NOW) == expected
 
 
 # --- the handoff (docs/capacity.md) ---------------------------------------------------------------------------
@@ -294,6 +294,41 @@ def test_a_gap_is_open_only_while_the_source_is_freed_by_a_cutover_heading_for_t
 ])
 def test_the_hops_of_a_handoff(seen: decide.Observed, options: dict[str, str], expected: decide.Step) -> None:
     assert decide.next_step(seen, RECREATE, **options) == expected
+
+
+def synced(*, started: datetime, phase: str = "Succeeded", compared: str = "ab" * 20) -> ApplicationView:
+    return ApplicationView("argocd", "reasoning", "Synced", compared, "Healthy", phase, compared, started,
+                           started + timedelta(seconds=20), refresh_requested=False)
+
+
+# The source's restore after a recreate's gap was exceeded (the Service never left it): until ArgoCD applies the
+# restore the source has no pods, and an audit checking it then fails for nothing (a failed audit Job makes
+# ArgoCD 3.x's CronJob health Degraded, which fails the sync of that very restore).
+RESTORED = step("vllm", "restore", to="candle", hold="vllm", at=NOW - timedelta(seconds=5))
+SWITCHED = dataclasses.replace(cutover("candle", "vllm"), date=NOW - timedelta(days=1))  # verified then
+GIVEN_BACK = observed(VLLM, VLLM, SWITCHED, workloads=handed(("candle",), vllm=RESTORED))
+
+
+@pytest.mark.parametrize(("application", "expected"), [
+    (synced(started=NOW - timedelta(minutes=6)), decide.Nothing(f"ArgoCD has yet to apply {RESTORED.sha[:12]} "
+                                                                f"({RESTORED.title})")),
+    (synced(started=NOW - timedelta(seconds=2), phase="Running"), decide.Nothing("ArgoCD is syncing abababababab")),
+    (synced(started=NOW - timedelta(seconds=2)), decide.Check("vllm")),  # an operation began after it
+    (synced(started=NOW - timedelta(minutes=6), compared=RESTORED.sha), decide.Check("vllm")),  # compared, no change
+    (None, decide.Check("vllm")),  # no Application to ask: as before
+], ids=["not-synced-since", "syncing", "synced-since", "compared", "no-application"])
+def test_the_audit_waits_while_argocd_has_yet_to_apply_a_handoff_step(application: ApplicationView | None,
+                                                                      expected: decide.Step) -> None:
+    seen = dataclasses.replace(GIVEN_BACK, application=application)
+    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
+
+
+def test_a_commit_no_operation_followed_for_long_is_not_waited_for() -> None:
+    """A workload in another Application, or a commit that changed nothing ArgoCD renders: past the window the
+    audit goes on (it is never silenced for good)."""
+    seen = dataclasses.replace(GIVEN_BACK, application=synced(started=NOW - timedelta(hours=1)))
+    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW + decide.APPLY_WINDOW) == \
+        decide.Check("vllm")
 
 
 def test_under_parallel_a_freed_target_is_restored_alone() -> None:
@@ -396,7 +431,7 @@ def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged
     assert decide.rollback_to(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE) == "vllm"
     assert decide.rollback_to(observed(CANDLE, CANDLE, via("vllm", "candle")), BRIDGE) == "vllm"
     assert isinstance(decide.audit_step(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE,
-                                        verified=None), decide.Nothing)
+                                        verified=None, now=NOW), decide.Nothing)
     # no gap under bridge: the bridge serves while the source is freed
     free = step("vllm", "free", to="candle")
     assert decide.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,

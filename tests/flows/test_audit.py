@@ -114,10 +114,12 @@ async def test_nothing_to_audit_while_argocd_has_yet_to_apply_git(
     assert len(cutover_commits(repo)) == 1
 
 
-async def test_the_audit_cronjob_command_line_exits_0_then_6(world: World, repo: BareRepo, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """`cutover audit` as the CronJob runs it: exit 0 and an OK outcome while the live backend serves; exit 6
-    with the cause on the last line once it does not."""
+async def test_the_audit_command_line_exits_0_then_6_and_the_cronjobs_0(world: World, repo: BareRepo,
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cutover audit`: exit 0 and an OK outcome while the live backend serves; exit 6 with the cause on the last
+    line once it does not. The CronJob's `--exit-zero` says the same and ends 0 (its failed Job would make ArgoCD
+    count the CronJob Degraded and fail the Application's syncs)."""
     import contextlib
     import io
 
@@ -135,14 +137,21 @@ async def test_the_audit_cronjob_command_line_exits_0_then_6(world: World, repo:
                             "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig")), "HOSTNAME": "audit-1",
                             "CUTOVER_TERMINATION_LOG": str(tmp_path / "termination-log")}.items():
             monkeypatch.setenv(name, value)
-        outcomes = []
-        for _ in range(2):
+        outcomes, logged = [], []
+
+        def seen(logger: Any, method: str, entry: dict[str, Any]) -> dict[str, Any]:
+            logged.append(dict(entry))
+            return entry
+
+        for extra in ([], [], ["--exit-zero"]):
             with contextlib.redirect_stdout(io.StringIO()) as out:
-                code = await main.arun(["--log-format", "json", "audit"])
+                code = await main.arun(["--log-format", "json", "audit", *extra], observers=[seen])
             structlog.reset_defaults()
             outcomes.append((code, out.getvalue().strip().splitlines()[-1]))
             vllm.engine.served_names = ("reasoning",)  # then a served name goes missing
     assert outcomes[0] == (0, "cutover audit: OK — the live backend vllm still serves every name")
     assert outcomes[1][0] == 6 and "cause live_backend_unproven" in outcomes[1][1]
-    assert (tmp_path / "termination-log").read_text() == outcomes[1][1]
+    assert outcomes[2] == (0, outcomes[1][1])  # the same alert, as the CronJob runs it
+    assert [entry["exit"] for entry in named(logged, "audit.exit_zero")] == [6]
+    assert (tmp_path / "termination-log").read_text() == outcomes[2][1]
     assert cutover_commits(repo) == []

@@ -129,6 +129,35 @@ async def test_a_target_not_proven_within_max_gap_restores_the_source_and_holds(
     assert len(cutover_commits(repo, ENGINES)) == 3
 
 
+async def test_the_audit_waits_for_argocd_to_apply_a_restore_before_checking_the_source(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:
+    """Between the restore's commit and ArgoCD's sync of it the source has no pod: the audit's CronJob firing then
+    is told so and checks nothing (the real tier once saw it fail there, and ArgoCD 3.x then failed the sync of the
+    restore itself on the Degraded CronJob); once a sync began after the restore, it checks the source again."""
+    the_plan = recreate_plan(make_plan, max_gap="5m")
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    synced = sim_argocd.operation_state(world, "Succeeded", repo.head("main") or "")
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION,
+                     {"status": {"operationState": synced}})  # ArgoCD's sync of the free
+    applies_the_free(world, one_gpu, load=3600)
+    with pytest.raises(GapExceeded):
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    restore = repo.head("main") or ""
+    waited = told(await phases.audit(Run.create(kube, the_plan, host, identity="audit-1")), the_plan)
+    assert waited.data["audit"] == "skipped" and f"ArgoCD has yet to apply {restore[:12]}" in waited.data["detail"]
+    assert not named(events, milestones.FAILED)
+
+    await asyncio.sleep(5)  # ArgoCD's sync of the restore: candle's pod goes, vLLM's comes back on the card
+    reconcile(world, repo)
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION,
+                     {"status": {"operationState": sim_argocd.operation_state(world, "Succeeded", restore)}})
+    reconcile(world, repo)
+    await asyncio.sleep(120)  # vLLM's pull and load
+    checked = told(await phases.audit(Run.create(kube, the_plan, host, identity="audit-2")), the_plan)
+    assert (checked.data["audit"], checked.data["backend"]) == ("checked", "vllm")
+
+
 async def test_a_freed_target_is_started_in_the_hop_that_frees_the_source(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:

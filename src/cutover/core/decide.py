@@ -256,7 +256,7 @@ def _hold(observed: Observed, plan: Plan) -> Hold | None:
     return None
 
 
-def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verify | Check | Nothing:
+def audit_step(observed: Observed, plan: Plan, *, verified: str | None, now: datetime) -> Verify | Check | Nothing:
     """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
     that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
     backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish; a selector of no
@@ -266,12 +266,46 @@ def audit_step(observed: Observed, plan: Plan, *, verified: str | None) -> Verif
         return Nothing("the Service or Git selects no backend of the plan: not ours to audit")
     if live != git:
         return Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
+    behind = argocd_behind(observed, now=now)
+    if behind is not None:
+        return Nothing(behind)
     last = observed.last
     if git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
         return Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
     if last is not None and last.trailers.to == git and last.sha != verified:
         return Verify(git)
     return Check(live)
+
+
+# How long after a cutover commit an Application with no operation since may still be about to sync it: ArgoCD
+# polls Git every 3 minutes (timeout.reconciliation) plus up to 1 minute of jitter when no refresh or webhook
+# tells it sooner. Past this, a commit no operation followed belongs to what ArgoCD leaves as it is (a workload in
+# another Application, a commit that changed nothing it renders): the audit goes on.
+APPLY_WINDOW = timedelta(minutes=10)
+
+
+def argocd_behind(observed: Observed, *, now: datetime) -> str | None:
+    """Why ArgoCD may not have applied all that Git holds of this plan (None: it has, as far as the Application
+    tells). A workload step (a free, a restore) changes no selector: between its commit and ArgoCD's sync the live
+    backend may have no pods, and an audit checking it then fails for nothing, which ArgoCD 3.x's CronJob health
+    turns into a Degraded resource that fails the very sync bringing the pods back. The newest cutover commit is
+    applied once an operation began after it, or the Application compared that very commit. OutOfSync alone says
+    nothing: many Applications stay OutOfSync for a field someone else's controller sets, and the audit would
+    never run."""
+    app = observed.application
+    if app is None:
+        return None
+    if app.operation_phase in ("Running", "Terminating"):
+        return f"ArgoCD is syncing {(app.operation_revision or '?')[:12]}"
+    dated = [(commit.date, commit) for commit in (observed.last, *observed.workloads.steps.values())
+             if commit is not None and commit.date is not None]
+    if not dated or app.operation_started is None:
+        return None  # no cutover commit to wait for, or an Application no operation ever synced: nothing to tell
+    when, newest = max(dated, key=lambda pair: pair[0])
+    compared = app.hydrator.dry_sha if app.hydrator is not None else app.sync_revision
+    if compared == newest.sha or app.operation_started >= when or now - when > APPLY_WINDOW:
+        return None
+    return f"ArgoCD has yet to apply {newest.sha[:12]} ({newest.title})"
 
 
 def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> Gate | Nothing:

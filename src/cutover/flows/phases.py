@@ -372,8 +372,9 @@ async def audit(run: Run) -> Audited:
     run.bind("audit")
     plan = run.plan
     observed, seen = await observe(run)
+    observed = dataclasses.replace(observed, application=await sync.application(run))
     notes = await lease.notes(run.cluster, namespace=plan.service.namespace, service=plan.service.name)
-    step = decide.audit_step(observed, plan, verified=notes.get(lease.VERIFIED))
+    step = decide.audit_step(observed, plan, verified=notes.get(lease.VERIFIED), now=run.clock.now())
     if isinstance(step, decide.Nothing):
         log.info("audit.skipped", reason=step.reason)
         return Audited("skipped", None, step.reason)
