@@ -158,6 +158,26 @@ async def test_the_audit_waits_for_argocd_to_apply_a_restore_before_checking_the
     assert (checked.data["audit"], checked.data["backend"]) == ("checked", "vllm")
 
 
+async def test_a_gap_nobody_is_finishing_is_what_the_audit_alerts_on(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod]) -> None:
+    """A Terminate ends the sync of the free while its PostSync waits (no SyncFail runs after a Terminate): the
+    source is freed, the Service still selects it, and nothing will finish the hop. The audit's alert says that,
+    and how to go on, rather than only that the backend fails."""
+    the_plan = recreate_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    free = repo.head("main") or ""
+    applies_the_free(world, one_gpu, load=3600)
+    await asyncio.sleep(5)
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION, {"status": {
+        "operationState": sim_argocd.operation_state(world, "Failed", free, message="Operation terminated")}})
+    with pytest.raises(VerificationFailed) as caught:
+        await phases.audit(Run.create(kube, the_plan, host, identity="audit-1"))
+    assert caught.value.cause == "live_backend_unproven"
+    assert f"vllm was freed by {free[:12]} for candle" in caught.value.hint
+    assert "cutover-run-llm-serving" in caught.value.hint
+
+
 async def test_a_freed_target_is_started_in_the_hop_that_frees_the_source(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:

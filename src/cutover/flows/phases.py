@@ -386,7 +386,8 @@ async def audit(run: Run) -> Audited:
         done = await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
         return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None,
                        retired=done.retired)
-    await verification.still_serving(run, observed.live, step.backend)
+    gap = decide.gap_opened(observed, plan, source=step.backend, to=plan.target)
+    await verification.still_serving(run, observed.live, step.backend, gap=gap)
     retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
     return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
 

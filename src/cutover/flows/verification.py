@@ -18,7 +18,7 @@ from cutover.core import decide, milestones
 from cutover.core.proofs import PodProof
 from cutover.core.results import Verified
 from cutover.core.trailers import Trailers
-from cutover.core.views import ServiceView
+from cutover.core.views import Commit, ServiceView
 from cutover.engines import api, fitness, kinds, trials
 from cutover.errors import CutoverError, VerificationFailed
 from cutover.flows.context import Run
@@ -146,15 +146,20 @@ async def _latency(client: api.Client, plan: Plan, engine: str, address: str, po
     return []
 
 
-async def still_serving(run: Run, live: ServiceView, backend: str) -> None:
+async def still_serving(run: Run, live: ServiceView, backend: str, *, gap: Commit | None = None) -> None:
     """The live backend's pods prove every name now (`cutover audit`); an alert otherwise: an Event, Slack (an
-    error event), exit 6."""
+    error event), exit 6. `gap`: the free that left `backend` without pods, while no sync finishes the hop (a
+    Terminate ends a sync and runs no SyncFail): the hint says how to go on."""
     try:
         await prove_backend(run.cluster, run.plan, run.plan.backend(backend), wait=False)
     except CutoverError as exc:
         message = f"the live backend {backend} no longer proves its names: {exc.message}"
-        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=exc.hint)
+        hint = f"clients of the Service are failing: look at the {backend} pods, or roll back with " \
+               f"{run.plan.job('rollback')}"
+        if gap is not None:
+            hint = f"a handoff's gap is open: {backend} was freed by {gap.sha[:12]} for {gap.trailers.to} and no " \
+                   f"sync is finishing the hop (a Terminate, a sync that ended): sync the Application again, or " \
+                   f"run {run.plan.job('run')}"
+        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=hint)
         await run.event(live, "CutoverLiveBackendUnproven", message, warning=True)
-        raise VerificationFailed(message, cause="live_backend_unproven",
-                                 hint=f"clients of the Service are failing: look at the {backend} pods, or roll "
-                                      f"back with {run.plan.job('rollback')}") from exc
+        raise VerificationFailed(message, cause="live_backend_unproven", hint=hint) from exc
