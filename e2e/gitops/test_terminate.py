@@ -17,7 +17,8 @@ whatever it does.
 - kube-proxy stopped on the node (a crash-looping one): ArgoCD applies the switch and the EndpointSlices follow, but
   the ClusterIP's rules still lead to the old engine, which serves the same names; the PostSync's check through the
   Service asks who answers, fails with the old engine named once kube-proxy's window has passed, and rollback.auto
-  brings Git back."""
+  brings Git back;
+- the hooks rendered without a delete policy (3.3+: BeforeHookCreation): each sync makes its hook Jobs anew."""
 
 from __future__ import annotations
 
@@ -243,3 +244,48 @@ def test_a_data_path_still_leading_to_the_old_engine_fails_the_verification(argo
     again = argo.git.cutover_commits()[0]
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=again, timeout=240)
     assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+
+
+WORKLOAD = "e2e/fixtures/workload/kustomization.yaml"
+# A team's patch that drops the delete policy from every hook it copies (docs/sources.md: keep it; from 3.3 ArgoCD
+# gives such a hook BeforeHookCreation, gitops-engine's hook/delete_policy.go, argo-cd#25170).
+NO_DELETE_POLICY = """  - target: {kind: Job, annotationSelector: argocd.argoproj.io/hook}
+    patch: |-
+      - op: remove
+        path: /metadata/annotations/argocd.argoproj.io~1hook-delete-policy
+"""
+
+
+def test_hooks_without_a_delete_policy_are_made_anew_by_every_sync(argo: gitops.GitOpsTier) -> None:
+    """The workload's hooks rendered without `hook-delete-policy`: ArgoCD 3.5 deletes each sync's hook Job before
+    making it again, so two switches in a row are each gated by a PreSync and verified by a PostSync of their own."""
+    found = argo.git.repo.read(WORKLOAD)
+    assert found is not None
+    original = found[0]
+    made: list[str] = []
+    try:
+        for round_ in range(2):
+            target = "vllm" if serving(argo) == "candle" else "candle"
+            known = set(argo.git.cutover_commits())
+            files = {gitops.PLAN: plan_for(target)}
+            if round_ == 0:
+                files[WORKLOAD] = original.rstrip("\n") + "\n" + NO_DELETE_POLICY
+            argo.commit(files, f"Hand reasoning-long to {target}" + (", the hooks without a delete policy\n"
+                                                                      if round_ == 0 else "\n"))
+            switch = argo.wait("cutover's commit", lambda known=known: next(
+                (sha for sha in argo.git.cutover_commits()[:1] if sha not in known), None), timeout=240)
+            app = argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=240)
+            result = app["status"]["operationState"]["syncResult"]
+            hooks = {r["name"]: r.get("hookPhase") for r in result["resources"] if r.get("hookType")}
+            assert hooks.get(POSTSYNC) == "Succeeded", hooks  # the switch verified by its own sync's PostSync
+            job = argo.batch.read_namespaced_job(POSTSYNC, "cutover")
+            assert "argocd.argoproj.io/hook-delete-policy" not in (job.metadata.annotations or {})
+            made.append(job.metadata.uid)
+            assert argo.service().spec.selector == (CANDLE if target == "candle" else VLLM)
+            assert [sha for sha in argo.git.cutover_commits() if sha not in known] == [switch]  # gated, once
+    finally:
+        back = argo.commit({WORKLOAD: original}, "The hooks with their delete policy again\n")
+        argo.wait_app("llm-serving", synced=True, healthy=True, revision=back, timeout=240)
+    assert len(set(made)) == 2, made  # each sync made its PostSync Job anew
+    MEASURED.append("hooks without a delete policy on 3.5: two switches in a row, each gated and verified by hook "
+                    "Jobs made anew (BeforeHookCreation by default)")

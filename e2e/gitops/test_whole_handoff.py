@@ -6,6 +6,8 @@ kube-proxy (docs/capacity.md): the GPU node has room for one engine (another tea
   sync's PostSync waits for the target and switches, the one after verifies and says the gap;
 - bridge: back to the first engine through `coder`, a third Deployment that also answers `reasoning`; a client
   sending `reasoning` through the Service's ClusterIP all along sees no failed request;
+- a Terminate in a recreate's gap (its second hop's PostSync deleted while it waits): the gap stays open, the audit
+  alerts on it, and a person's next sync switches once;
 - then the way back with a maxGap nobody could keep: the source is restored first, the target freed, and when the
   gap runs out the target is given up (freed) and the source restored, with a hold;
 - then room for both: a parallel switch retires the engine it left after `retire.after`, once, and a rollback after
@@ -380,6 +382,81 @@ def _postsync_logs(argo: gitops.GitOpsTier) -> str:
     return "".join(path.read_text() for path in sorted(argo.shim.dir.glob("cutover_cutover-postsync-*.log")))
 
 
+def test_a_terminate_in_the_gap_leaves_it_open_for_the_next_sync_which_switches_once(
+        argo: gitops.GitOpsTier, one_card: tuple[str, str]) -> None:
+    """A Terminate while the PostSync of a recreate's second hop waits for the target (its names answer 503): the
+    source is freed in Git, the target restored, and ArgoCD 3.4+ deletes the hook Job in the middle of that wait.
+    The pod says "terminated, nothing half-done" and gives the Lease back; no SyncFail runs on a Terminate, so the
+    gap stays open: the audit says so (the Service's backend has no pod), and a person's next sync of the same
+    revision proves the target and switches, once."""
+    now = serving(argo)  # where the bridge left it
+    other = "vllm" if now == "candle" else "candle"
+    stopped = argo.commit({gitops.ENGINES: engines_with(argo, {now: 1, other: 0}),
+                           gitops.PLAN: recreate_plan(now, "10m")}, f"reasoning-long stays on {now}; {other} stopped\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=stopped, timeout=180)
+    argo.wait(f"{other}'s pods gone", lambda: not pods(argo, other), timeout=60)
+    before = {entry.sha for entry in argo.git.repo.log(limit=30)}
+    since = time.time()
+
+    def faulty() -> bool:  # the target's names answer 503 from its first moment
+        try:
+            argo.engines.fault(DEPLOYMENT[other], "503")
+        except AssertionError:  # no engine of it yet
+            return False
+        return True
+
+    try:
+        argo.commit({gitops.PLAN: recreate_plan(other, "10m")}, f"Hand reasoning-long to {other} on one card\n")
+        argo.wait(f"{other}'s engine, answering 503", faulty, timeout=240, every=0.1)
+        free = argo.wait("the free's commit", lambda: next(
+            (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+             and Trailers.parse(entry.message).step == "free"), None), timeout=60)
+        argo.wait("the second hop retrying the target's names", lambda: any(
+            '"names.retry"' in log for log in _hook_logs_since(argo, since).values()), timeout=240)
+        asked = time.monotonic()
+        assert argo.argocd.terminate("llm-serving")
+        state = argo.wait_operation("llm-serving", argo.git.repo.head())
+        ended = argo.wait("the PostSync's pod to end", lambda: next(
+            (log for log in _hook_logs_since(argo, since).values() if "terminated, nothing half-done" in log),
+            None), timeout=60)
+        took = time.monotonic() - asked
+    finally:
+        argo.engines.fault(DEPLOYMENT[other], None)
+    assert state["phase"] in ("Failed", "Error"), state
+    assert '"git.committed"' not in ended
+    assert [(t.step, t.backend) for t in handoff_commits(argo, before)] == [("restore", other), ("free", now)]
+    assert argo.service().spec.selector == (CANDLE if now == "candle" else VLLM)
+    assert not pods(argo, now)  # the gap is open: the Service's backend freed, nobody finishing the hop
+    lease = kubernetes.client.CoordinationV1Api(argo.api).read_namespaced_lease(
+        "cutover-reasoning-long-predictor", "llm-serving")
+    assert not lease.spec.holder_identity  # given back: the next run takes it at once
+    assert not _hook_logs_since(argo, since, "syncfail")
+
+    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving", "cutover-audit-open")
+    audit = argo.finished("cutover-audit-open", timeout=180)
+    assert audit.succeeded and any(event.get("cause") == "live_backend_unproven"
+                                   for event in events(audit.log, "cutover.failed")), audit.log[-3000:]
+
+    argo.sync("llm-serving", argo.git.repo.head())  # a person's next sync of the same revision
+    switch = argo.wait("the resumed hop's switch", lambda: next(
+        (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+         and Trailers.parse(entry.message).to == other and not Trailers.parse(entry.message).step), None),
+        timeout=240)
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
+    assert [(t.step, t.backend, t.to) for t in handoff_commits(argo, before)] == [
+        (None, None, other), ("restore", other, other), ("free", now, other)]  # once each
+    assert serving(argo) == other
+    MEASURED.append(f"Terminate in a recreate's gap ({free[:7]}): the PostSync's pod ended {took:.1f} s after the "
+                    f"Terminate was asked (exit 143, the Lease given back, no SyncFail); the audit alerted on the "
+                    f"open gap; the next sync switched once")
+
+
+def _hook_logs_since(argo: gitops.GitOpsTier, since: float, hook: str = "postsync") -> dict[str, str]:
+    """The log of each pod of the workload's `hook` Job written since `since`, by file name."""
+    return {path.name: path.read_text() for path in sorted(argo.shim.dir.glob(f"cutover_cutover-{hook}-*.log"))
+            if path.stat().st_mtime >= since}
+
+
 def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOpsTier,
                                                              one_card: tuple[str, str]) -> None:
     """Back to the other engine with maxGap 1s: the engine serving now is drained and freed and the other one
@@ -468,5 +545,6 @@ def test_retired_after_its_time_then_a_rollback_restores_it_and_waits(argo: gito
 
 def _epoch(date: str) -> float:
     return datetime.fromisoformat(date).timestamp()
+
 
 
