@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
-            "demo")
+            "demo", "completion")
+OFFLINE = ("demo", "completion")  # neither reads a plan nor answers in JSON
 WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit")  # what --dry-run keeps from writing
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
@@ -64,7 +65,7 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         words = list(_Parser.argv)
         command = next((word for word in words if word in COMMANDS), None)
-        as_json = command != "demo" and ("--output=json" in words or any(  # the demo prints a story, never JSON
+        as_json = command not in OFFLINE and ("--output=json" in words or any(  # the demo prints a story, never JSON
             word == "--output" and later == "json" for word, later in itertools.pairwise(words)))
         if as_json:  # `| jq` reads an answer for argument errors too (docs/commands.md)
             print(json.dumps({"ok": False, "command": command, "exitCode": 2, "cause": "invalid_arguments",
@@ -94,12 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         "audit": "what the workload's cutover-audit CronJob runs: verify a switch no hook verified, check the live "
                  "backend",
         "demo": "a whole cutover on an embedded simulated cluster",
+        "completion": "print a completion script for the shell (bash: source <(cutover completion bash))",
     }
     for name in COMMANDS:
         command = sub.add_parser(name, help=helps[name], description=helps[name], epilog=EPILOG)
         command.set_defaults(output="text", dry_run=False, to=None)  # each command takes only its own options
         _global_options(command, after=True)
-        if name != "demo":
+        if name not in OFFLINE:
             command.add_argument("--output", choices=("text", "json"), default="text",
                                  help="json: one JSON document on stdout, on success and on failure")
         if name in WRITERS:
@@ -119,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="exit 0 whatever the audit found (it is reported all the same: the log, an "
                                       "Event, Slack): what the CronJob runs, since ArgoCD counts a CronJob whose "
                                       "last Job failed as Degraded and then fails the Application's syncs")
+        if name == "completion":
+            command.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
         if name == "verify":
             command.add_argument("--backend", required=True, help="the backend to prove")
             command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
@@ -160,11 +164,11 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
     args = build_parser().parse_args(argv)
     session = _start(args, observers)
     try:
-        if args.command == "demo":
+        if args.command in OFFLINE:
             from cutover.errors import InvalidInput  # noqa: PLC0415
 
-            raise InvalidInput("demo: expected a command that runs in the caller's loop, found the demo, which "
-                               "runs its own", cause="invalid_arguments", hint="run the demo with `cutover demo`")
+            raise InvalidInput(f"{args.command}: expected a command that runs in the caller's loop, found one that "
+                               "needs none", cause="invalid_arguments", hint=f"run it as `cutover {args.command}`")
         if args.command == "diff":
             _print(args, session, [_diff(args, session)])
             return 0
@@ -246,6 +250,11 @@ _STOPPED: dict[type[BaseException], tuple[int, str, str, str]] = {
 def _dispatch(args: argparse.Namespace, session: _Session) -> int:
     if args.command == "demo":
         return _demo(args)
+    if args.command == "completion":  # the script alone on stdout, for `source <(...)`: no outcome line
+        from cutover.cli import completion  # noqa: PLC0415
+
+        sys.stdout.write(completion.script(build_parser(), args.shell))
+        return 0
     if args.command == "diff":  # offline: no cluster, no Git host
         _print(args, session, [_diff(args, session)])
         return 0
