@@ -137,8 +137,8 @@ def test_the_plan_configmap_itself_is_a_plan_file() -> None:
     """--plan takes the ConfigMap a Job mounts (its data."plan.yaml"), as the example ships it (docs/plan.md)."""
     example = Path(__file__).parents[2] / "manifests" / "examples" / "llm-serving" / "workload" / "plan-configmap.yaml"
     (one,) = plan.parse(example.read_text(), source="plan-configmap.yaml")
-    assert one.name == "reasoning-long" and one.target in one.backends
-    broken = example.read_text().replace("    target: candle", "    targett: candle", 1)
+    assert one.name == "reasoning-long" and one.target == "vllm"  # the Service's backend: the first sync moves nothing
+    broken = example.read_text().replace("    target: vllm", "    targett: vllm", 1)
     with pytest.raises(InvalidInput, match=r"^plan-configmap.yaml \(data.plan.yaml\): targett: expected"):
         plan.parse(broken, source="plan-configmap.yaml")
 
