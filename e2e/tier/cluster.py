@@ -65,6 +65,16 @@ class Tier:
             raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
         return done
 
+    def grant_refresh(self, application: str, *, verbs: str = "get,patch") -> None:
+        """docs/install.md, step 2: the administrator's Role on one Application in ArgoCD's namespace (its refresh
+        and notice; `get` alone with argocd.server), never part of cutover's Application. Again: a no-op."""
+        name = f"cutover-refresh-{application}"
+        for made in (["role", name, f"--verb={verbs}", "--resource=applications.argoproj.io",
+                      f"--resource-name={application}"],
+                     ["rolebinding", name, f"--role={name}", "--serviceaccount=cutover:cutover"]):
+            done = self.kubectl("-n", "argocd", "create", *made, check=False)
+            assert done.returncode == 0 or "AlreadyExists" in done.stderr, done.stderr
+
     def apply(self, path: Path | str, *, server_side: bool = False) -> None:
         path = Path(path)
         flag = "-k" if (path / "kustomization.yaml").exists() else "-f"
@@ -92,10 +102,11 @@ class Tier:
         """The example as its docs install it: ArgoCD's namespace and kinds first (the Role there, the
         Applications cutover refreshes), then the cutover Application's contents, the out-of-band Secret, then
         the workload's namespace and contents."""
-        # manifests/workload puts Roles in `argocd` and `llm-serving`: both namespaces exist before it applies
-        # (docs/install.md, step 1)
+        # manifests/workload puts a Role in `llm-serving`, which exists before it applies (docs/install.md, step 2),
+        # as does ArgoCD's namespace, where an administrator grants the refresh
         self.kubectl("create", "namespace", "argocd")
         self.kubectl("create", "namespace", "llm-serving")
+        self.grant_refresh("llm-serving")
         for crd in ("application", "appproject"):  # ArgoCD 3.6's own CRDs, as its install declares them
             path = self.dir / f"argocd-{crd}-crd.yaml"
             path.write_bytes(gzip.decompress((ROOT / "tests" / "openapi" / f"argocd-3.6.0-{crd}-crd.yaml.gz")

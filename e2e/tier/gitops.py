@@ -82,6 +82,10 @@ class GitOpsTier(cluster.Tier):
                      f"--from-literal=url={githost.REPO_URL}", f"--from-literal=username={githost.READER[0]}",
                      f"--from-literal=password={githost.READER[1]}")
         self.kubectl("-n", "argocd", "label", "secret", "gitops-repo", "argocd.argoproj.io/secret-type=repository")
+        # the administrator's Role for each workload's refresh (step 2): chat-helm's plan asks argocd-server instead
+        self.grant_refresh("llm-serving")
+        self.grant_refresh("chat-prod")
+        self.grant_refresh("chat-helm", verbs="get")
         # steps 5 and 6: the projects and the Applications, with the repository's URL (here the tier's paths) set
         for name in ("appproject.yaml", "applications.yaml"):
             path = self.dir / name

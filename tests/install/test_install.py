@@ -200,11 +200,10 @@ def _overlay(tmp_path: Path, workload: dict[str, Any], *, namespace: str | None)
 
 
 def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in_place(tmp_path: Path) -> None:
-    workload = {"namespace": "chat", "service": "chat-main", "application": "chat-prod", "argocdNamespace": "gitops",
-                "port": 9000, "cutoverNamespace": "platform-cutover"}
+    workload = {"namespace": "chat", "service": "chat-main", "port": 9000, "cutoverNamespace": "platform-cutover"}
     objects = build(_overlay(tmp_path, workload, namespace="platform-cutover"))
     placed = {(doc["kind"], doc["metadata"]["name"]): doc["metadata"].get("namespace") for doc in objects}
-    assert placed[("Role", "cutover")] == "chat" and placed[("Role", "cutover-refresh")] == "gitops"
+    assert placed[("Role", "cutover")] == "chat"
     assert placed[("ServiceAccount", "cutover")] == "platform-cutover"
     assert placed[("NetworkPolicy", "cutover-to-workload")] == "platform-cutover"
     assert {doc["metadata"]["name"] for doc in objects if doc["kind"] == "Namespace"} == {"platform-cutover"}
@@ -213,8 +212,6 @@ def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in
             assert doc["subjects"] == [{"kind": "ServiceAccount", "name": "cutover", "namespace": "platform-cutover"}]
     (role,) = [doc for doc in objects if (doc["kind"], doc["metadata"]["name"]) == ("Role", "cutover")]
     assert ["cutover-chat-main"] in [rule.get("resourceNames") for rule in role["rules"]]
-    (refresh,) = [doc for doc in objects if doc["metadata"]["name"] == "cutover-refresh" and doc["kind"] == "Role"]
-    assert refresh["rules"][0]["resourceNames"] == ["chat-prod"]
     (egress,) = [doc for doc in objects if doc["metadata"]["name"] == "cutover-to-workload"]
     assert egress["spec"]["egress"][0]["ports"] == [{"protocol": "TCP", "port": 9000}]
     assert egress["spec"]["egress"][0]["to"][0]["namespaceSelector"]["matchLabels"] == {
@@ -224,7 +221,7 @@ def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in
 
 def test_the_documented_git_secret_lets_the_token_write_the_workload_but_not_cutovers_own_application() -> None:
     """docs/install.md's `cutover-git`: its `paths` take the example workload's files (the Service, the engines)
-    and not the path of cutover's own Application, whose project may bind Roles in ArgoCD's namespace."""
+    and not the path of cutover's own Application, whose project may bind Roles in the workload's namespace."""
     import re
 
     from cutover.plan import credentials
