@@ -67,7 +67,7 @@ class Tier:
 
     def grant_refresh(self, application: str, *, verbs: str = "get,patch") -> None:
         """docs/install.md, step 2: the administrator's Role on one Application in ArgoCD's namespace (its refresh
-        and notice; `get` alone with argocd.server), never part of cutover's Application. Again: a no-op."""
+        and notice; `get` alone with argocd.server), never part of cutover's Application. Run again: no change."""
         name = f"cutover-refresh-{application}"
         for made in (["role", name, f"--verb={verbs}", "--resource=applications.argoproj.io",
                       f"--resource-name={application}"],

@@ -167,8 +167,9 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
         if args.command in OFFLINE:
             from cutover.errors import InvalidInput  # noqa: PLC0415
 
-            raise InvalidInput(f"{args.command}: expected a command that runs in the caller's loop, found one that "
-                               "needs none", cause="invalid_arguments", hint=f"run it as `cutover {args.command}`")
+            raise InvalidInput(f"{args.command}: expected a command that runs in the caller's event loop, found "
+                               f"{args.command}, which runs on its own", cause="invalid_arguments",
+                               hint=f"run it as `cutover {args.command}`")
         if args.command == "diff":
             _print(args, session, [_diff(args, session)])
             return 0

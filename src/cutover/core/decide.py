@@ -259,7 +259,8 @@ def _hold(observed: Observed, plan: Plan) -> Hold | None:
 def audit_step(observed: Observed, plan: Plan, *, verified: str | None, now: datetime) -> Verify | Check | Nothing:
     """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
     that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
-    backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish; a selector of no
+    backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish, and so is a cutover commit
+    ArgoCD has yet to apply (`argocd_behind`: a free or a restore leaves the selector as it is); a selector of no
     backend of the plan is not ours."""
     live, git = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
     if live is None or git is None:

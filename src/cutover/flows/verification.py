@@ -160,6 +160,8 @@ async def still_serving(run: Run, live: ServiceView, backend: str, *, gap: Commi
             hint = f"a handoff's gap is open: {backend} was freed by {gap.sha[:12]} for {gap.trailers.to} and no " \
                    f"sync is finishing the hop (a Terminate, a sync that ended): sync the Application again, or " \
                    f"run {run.plan.job('run')}"
-        log.error(milestones.FAILED, cause="live_backend_unproven", message=message, hint=hint)
+        # the log keeps the proof's own hint (what to fix in the engine) unless the gap explains it all
+        log.error(milestones.FAILED, cause="live_backend_unproven", message=message,
+                  hint=hint if gap is not None else exc.hint)
         await run.event(live, "CutoverLiveBackendUnproven", message, warning=True)
         raise VerificationFailed(message, cause="live_backend_unproven", hint=hint) from exc
