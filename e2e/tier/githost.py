@@ -23,6 +23,8 @@ TOKEN = "e2e-git-token-not-a-secret"
 # ArgoCD's read credentials for the repository (a repository Secret, as docs/install.md has a user create it)
 READER = ("argocd", "e2e-git-reader-not-a-secret")
 REPO_URL = f"https://{GIT_ADDRESS[0]}:{GIT_ADDRESS[1]}/acme/gitops.git"
+# cutover's own Application's repository, which its token does not write (docs/security.md): the same files
+PLATFORM_URL = f"https://{GIT_ADDRESS[0]}:{GIT_ADDRESS[1]}/acme/platform.git"
 SEEDED = ("manifests", "hooks", "jobs", "e2e/fixtures")  # what of this repository the tier's repository holds
 
 
@@ -32,7 +34,9 @@ class TierGitHost:
         self.repo = BareRepo(run_dir / "git" / "acme" / "gitops.git")
         files = {str(p.relative_to(root)): p.read_text() for top in SEEDED for p in sorted((root / top).rglob("*"))
                  if p.is_file()}
-        self.seed = self.repo.commit(files, "The platform's GitOps repository\n")
+        self.seed = self.repo.commit(files, "The workloads' GitOps repository\n")
+        self.platform = BareRepo(run_dir / "git" / "acme" / "platform.git")
+        self.platform.commit(files, "The platform team's repository: cutover's own Application\n")
         self.host = FakeContentsHost(self.repo, token=TOKEN)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ca.issue_cert(ADDRESS[0]).configure_cert(context)

@@ -77,11 +77,12 @@ class GitOpsTier(cluster.Tier):
         self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-git",
                      f"--from-literal=token={githost.TOKEN}", f"--from-literal=repository={githost.REPO_URL}",
                      f"--from-literal=paths={cluster.WRITABLE}", f"--from-file=ca.crt={self._git_ca_file()}")
-        # and ArgoCD's read access to the repository: a repository Secret
-        self.kubectl("-n", "argocd", "create", "secret", "generic", "gitops-repo", "--from-literal=type=git",
-                     f"--from-literal=url={githost.REPO_URL}", f"--from-literal=username={githost.READER[0]}",
-                     f"--from-literal=password={githost.READER[1]}")
-        self.kubectl("-n", "argocd", "label", "secret", "gitops-repo", "argocd.argoproj.io/secret-type=repository")
+        # and ArgoCD's read access to the repositories, the workloads' and the platform's: repository Secrets
+        for name, url in (("gitops-repo", githost.REPO_URL), ("platform-repo", githost.PLATFORM_URL)):
+            self.kubectl("-n", "argocd", "create", "secret", "generic", name, "--from-literal=type=git",
+                         f"--from-literal=url={url}", f"--from-literal=username={githost.READER[0]}",
+                         f"--from-literal=password={githost.READER[1]}")
+            self.kubectl("-n", "argocd", "label", "secret", name, "argocd.argoproj.io/secret-type=repository")
         # the administrator's Role for each workload's refresh (step 2): chat-helm's plan asks argocd-server instead
         self.grant_refresh("llm-serving")
         self.grant_refresh("chat-prod")
@@ -97,6 +98,7 @@ class GitOpsTier(cluster.Tier):
     @staticmethod
     def users_copy(text: str) -> str:
         text = text.replace("https://github.com/acme/gitops.git", githost.REPO_URL)
+        text = text.replace("https://github.com/acme/platform.git", githost.PLATFORM_URL)
         text = text.replace("https://charts.example.invalid/llm", charts.URL)
         for example, ours in PATHS.items():
             text = text.replace(f"path: {example}\n", f"path: {ours}\n")
