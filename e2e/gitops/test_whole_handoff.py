@@ -432,7 +432,7 @@ def test_a_terminate_in_the_gap_leaves_it_open_for_the_next_sync_which_switches_
     assert not lease.spec.holder_identity  # given back: the next run takes it at once
     assert not _hook_logs_since(argo, since, "syncfail")
 
-    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving", "cutover-audit-open")
+    argo.job_from_cronjob("cutover-audit-llm-serving", "cutover-audit-open", kept=True)
     audit = argo.finished("cutover-audit-open", timeout=180)
     assert audit.succeeded and any(event.get("cause") == "live_backend_unproven"
                                    for event in events(audit.log, "cutover.failed")), audit.log[-3000:]
@@ -472,7 +472,7 @@ def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOps
     # The audit inside the gap (restored in Git, not yet by ArgoCD: no pod of `now`): it waits for ArgoCD, never
     # alerts; the real tier once saw a scheduled one fail there, and ArgoCD fail the restore's sync on the
     # Degraded CronJob.
-    argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving", "cutover-audit-gap")
+    argo.job_from_cronjob("cutover-audit-llm-serving", "cutover-audit-gap", kept=True)
     steps = [(t.step, t.backend) for t in handoff_commits(argo, before)]
     assert steps == [("restore", now), ("free", first), ("restore", first), ("free", now)], steps
     head = argo.git.repo.head()
@@ -519,8 +519,7 @@ def test_retired_after_its_time_then_a_rollback_restores_it_and_waits(argo: gito
         assert pods(argo, now)  # not before its time: a rollback is instant until then
     argo.wait("the retirement due", lambda: time.time() > due, timeout=90)
     if not any(t.step == "free" for t in handoff_commits(argo, before)):
-        argo.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving",
-                     "cutover-audit-retire")
+        argo.job_from_cronjob("cutover-audit-llm-serving", "cutover-audit-retire", kept=True)
         audit = argo.finished("cutover-audit-retire", timeout=180)
         assert audit.succeeded, audit.log[-3000:]
     (free,) = [t for t in handoff_commits(argo, before) if t.step == "free"]  # once, whichever run came first

@@ -150,10 +150,12 @@ class Tier:
     # --- Jobs ----------------------------------------------------------------------------------------------------
 
     def job_from_cronjob(self, cronjob: str, name: str, args: list[str] | None = None,
-                         plan: str = "cutover-plan") -> None:
+                         plan: str = "cutover-plan", *, kept: bool = False) -> None:
         """`kubectl create job --from=cronjob/…`, with other args or another plan ConfigMap when a scenario runs
-        another command (the Job is otherwise the CronJob's own: ServiceAccount, volumes, podFailurePolicy)."""
-        if args is None and plan == "cutover-plan":
+        another command (the Job is otherwise the CronJob's own: ServiceAccount, volumes, podFailurePolicy).
+        `kept`: not owned by the CronJob, whose history limit (one successful Job) deletes an owned Job once a
+        scheduled run has ended after it: a scenario that reads the Job later keeps it."""
+        if args is None and plan == "cutover-plan" and not kept:
             self.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/{cronjob}", name)
             return
         template = self.batch.read_namespaced_cron_job(cronjob, "cutover").spec.job_template
