@@ -23,9 +23,6 @@ whatever it does.
 from __future__ import annotations
 
 import time
-from typing import Any
-
-import kubernetes
 
 from conftest import MEASURED
 from cutover import plan
@@ -65,19 +62,7 @@ def plan_for(target: str) -> str:
 
 def postsync_logs(argo: gitops.GitOpsTier, since: float) -> dict[str, str]:
     """The log of each PostSync pod started since `since`, by pod name (the shim keeps them after the pods)."""
-    return hook_logs(argo, since, POSTSYNC)
-
-
-def hook_logs(argo: gitops.GitOpsTier, since: float, job: str = "cutover-*sync-llm-serving") -> dict[str, str]:
-    """The log of each pod of the hook Jobs named like `job` written since `since`."""
-    return {path.name: path.read_text() for path in sorted(argo.shim.dir.glob(f"cutover_{job}-*.log"))
-            if path.stat().st_mtime >= since}
-
-
-def holder(argo: gitops.GitOpsTier) -> Any:
-    lease = kubernetes.client.CoordinationV1Api(argo.api).read_namespaced_lease(
-        "cutover-reasoning-long-predictor", "llm-serving")
-    return lease.spec.holder_identity
+    return argo.hook_logs(since, POSTSYNC)
 
 
 def test_a_terminate_during_the_postsync_wait_commits_nothing_and_the_next_sync_resumes(
@@ -101,7 +86,7 @@ def test_a_terminate_during_the_postsync_wait_commits_nothing_and_the_next_sync_
     assert state["phase"] in ("Failed", "Error"), state
     assert '"names.retry"' in ended and '"git.committed"' not in ended
     assert set(argo.git.cutover_commits()) == known  # nothing committed
-    assert not holder(argo)  # the Lease given back: the next run takes it at once
+    assert not argo.lease_holder()  # the Lease given back: the next run takes it at once
     assert argo.service().spec.selector == (CANDLE if target == "vllm" else VLLM)
 
     argo.sync("llm-serving", person)  # a person's next sync of the same revision
@@ -149,7 +134,7 @@ def test_a_sync_timeout_shorter_than_the_wait_commits_nothing_and_cutover_plan_n
         with argo.argocd.sync_timeout(short):
             person = argo.commit({gitops.PLAN: text}, f"Hand reasoning-long to {target}\n")
             state = argo.wait_operation("llm-serving", person, timeout=short + 120)
-            logs = argo.wait("every hook's pod to end", lambda: (found := hook_logs(argo, since)) and all(
+            logs = argo.wait("every hook's pod to end", lambda: (found := argo.hook_logs(since)) and all(
                 "\ncutover " in log for log in found.values()) and found, timeout=60)
     finally:
         argo.engines.fault(DEPLOYMENT[target], None)
@@ -158,7 +143,7 @@ def test_a_sync_timeout_shorter_than_the_wait_commits_nothing_and_cutover_plan_n
            if "terminated, nothing half-done" in log]
     assert not any('"git.committed"' in log for log in logs.values())
     assert set(argo.git.cutover_commits()) == known  # nothing committed
-    assert not holder(argo)
+    assert not argo.lease_holder()
     assert argo.service().spec.selector == (CANDLE if target == "vllm" else VLLM)
 
     argo.sync("llm-serving", person)  # the timeout raised (here: none, the default), a person syncs again
@@ -185,7 +170,7 @@ def test_an_apply_failing_beside_the_postsync_starts_syncfail_which_rolls_back_n
 
     def reports(revision: str) -> list[str]:
         """SyncFail's report of the sync of `revision` (on a loaded machine the next sync's may be there already)."""
-        return [line for log in hook_logs(argo, since, SYNCFAIL).values() for line in log.splitlines()
+        return [line for log in argo.hook_logs(since, SYNCFAIL).values() for line in log.splitlines()
                 if '"cutover.failed"' in line and f"sync of {revision[:12]} failed" in line]
 
     try:

@@ -34,6 +34,7 @@ from tier import gitops
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
 DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle", "coder": "coder"}
+POSTSYNC = "cutover-postsync-llm-serving"
 HOLDER = """apiVersion: v1
 kind: Pod
 metadata:
@@ -412,12 +413,12 @@ def test_a_terminate_in_the_gap_leaves_it_open_for_the_next_sync_which_switches_
             (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
              and Trailers.parse(entry.message).step == "free"), None), timeout=60)
         argo.wait("the second hop retrying the target's names", lambda: any(
-            '"names.retry"' in log for log in _hook_logs_since(argo, since).values()), timeout=240)
+            '"names.retry"' in log for log in argo.hook_logs(since, POSTSYNC).values()), timeout=240)
         asked = time.monotonic()
         assert argo.argocd.terminate("llm-serving")
         state = argo.wait_operation("llm-serving", argo.git.repo.head())
         ended = argo.wait("the PostSync's pod to end", lambda: next(
-            (log for log in _hook_logs_since(argo, since).values() if "terminated, nothing half-done" in log),
+            (log for log in argo.hook_logs(since, POSTSYNC).values() if "terminated, nothing half-done" in log),
             None), timeout=60)
         took = time.monotonic() - asked
     finally:
@@ -427,10 +428,8 @@ def test_a_terminate_in_the_gap_leaves_it_open_for_the_next_sync_which_switches_
     assert [(t.step, t.backend) for t in handoff_commits(argo, before)] == [("restore", other), ("free", now)]
     assert argo.service().spec.selector == (CANDLE if now == "candle" else VLLM)
     assert not pods(argo, now)  # the gap is open: the Service's backend freed, nobody finishing the hop
-    lease = kubernetes.client.CoordinationV1Api(argo.api).read_namespaced_lease(
-        "cutover-reasoning-long-predictor", "llm-serving")
-    assert not lease.spec.holder_identity  # given back: the next run takes it at once
-    assert not _hook_logs_since(argo, since, "syncfail")
+    assert not argo.lease_holder()  # given back: the next run takes it at once
+    assert not argo.hook_logs(since, "cutover-syncfail-llm-serving")  # no SyncFail on a Terminate
 
     argo.job_from_cronjob("cutover-audit-llm-serving", "cutover-audit-open", kept=True)
     audit = argo.finished("cutover-audit-open", timeout=180)
@@ -449,12 +448,6 @@ def test_a_terminate_in_the_gap_leaves_it_open_for_the_next_sync_which_switches_
     MEASURED.append(f"Terminate in a recreate's gap ({free[:7]}): the PostSync's pod ended {took:.1f} s after the "
                     f"Terminate was asked (exit 143, the Lease given back, no SyncFail); the audit alerted on the "
                     f"open gap; the next sync switched once")
-
-
-def _hook_logs_since(argo: gitops.GitOpsTier, since: float, hook: str = "postsync") -> dict[str, str]:
-    """The log of each pod of the workload's `hook` Job written since `since`, by file name."""
-    return {path.name: path.read_text() for path in sorted(argo.shim.dir.glob(f"cutover_cutover-{hook}-*.log"))
-            if path.stat().st_mtime >= since}
 
 
 def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOpsTier,

@@ -150,6 +150,18 @@ class GitOpsTier(cluster.Tier):
                                 1)
         return {ENGINES: text}
 
+    def hook_logs(self, since: float, job: str = "cutover-*sync-llm-serving") -> dict[str, str]:
+        """The log of each pod of the hook Jobs named like `job` written since `since`, by file name (the shim keeps
+        them after the pods)."""
+        return {path.name: path.read_text() for path in sorted(self.shim.dir.glob(f"cutover_{job}-*.log"))
+                if path.stat().st_mtime >= since}
+
+    def lease_holder(self) -> Any:
+        """Who holds the reference Service's Lease (empty once given back)."""
+        lease = kubernetes.client.CoordinationV1Api(self.api).read_namespaced_lease(
+            "cutover-reasoning-long-predictor", "llm-serving")
+        return lease.spec.holder_identity
+
     def commit(self, files: dict[str, str], message: str) -> str:
         sha = self.git.repo.commit(files, message)
         self.refresh("llm-serving")  # what the repository's webhook does; without it ArgoCD polls
