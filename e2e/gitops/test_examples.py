@@ -41,7 +41,7 @@ def test_f_the_helm_values_example_hands_over_through_the_chart_argocd_renders(a
     (chat,) = plan.parse((EXAMPLES / "helm-values" / "plan.yaml").read_text())
     vllm, candle = chat.backends["vllm"].selector, chat.backends["candle"].selector
     values = "manifests/examples/helm-values/values.yaml"
-    argo.argocd_token_secret()  # argocd.server mode: cutover renders no chart, argocd-server does
+    argo.argocd_token_secret("cutover-chat-helm")  # argocd.server mode: cutover renders no chart, argocd-server does
     application = argo.users_copy((EXAMPLES / "helm-values" / "application.yaml").read_text())
     hooks = f"""    - repoURL: {githost.REPO_URL}   # the engines, the hooks and the plan, added as a third source
       targetRevision: main
@@ -80,7 +80,7 @@ def _cutover(argo: gitops.GitOpsTier, name: str, plan_file: str, plan_name: str)
     hooks = {(r["hookType"], r["name"], r["hookPhase"]) for r in state["syncResult"]["resources"] if r.get("hookType")}
     assert hooks == {("PreSync", f"cutover-presync-{name}", "Succeeded"),
                      ("PostSync", f"cutover-postsync-{name}", "Succeeded")}
-    assert "verified" in argo.job_log(f"cutover-postsync-{name}")
+    assert "verified" in argo.job_log(f"cutover-postsync-{name}", namespace=f"cutover-{name}")
     return app, person, switch
 
 

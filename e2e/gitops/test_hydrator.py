@@ -26,6 +26,7 @@ from tier import githost, gitops
 
 EXAMPLES = gitops.cluster.ROOT / "manifests" / "examples"
 APP, SERVICE = "chat-prod", "chat-predictor"
+CREDENTIALS = f"cutover-{APP}"  # its credentials namespace: its hooks, CronJobs and Secrets (docs/install.md)
 PLAN_FILE = "e2e/fixtures/chat-prod/hooks/plan.yaml"
 BASE = "manifests/examples/kustomize-overlay/base/service.yaml"  # the Service file cutover writes (dry)
 SYNC_BRANCH, SYNC_PATH = "environments/prod", "chat-prod"
@@ -70,8 +71,9 @@ def test_h_cutover_commits_the_dry_source_and_waits_for_argocds_hydrated_sync(ar
     hooks = {(r["hookType"], r["name"], r["hookPhase"]) for r in state["syncResult"]["resources"] if r.get("hookType")}
     assert hooks == {("PreSync", f"cutover-presync-{APP}", "Succeeded"),
                      ("PostSync", f"cutover-postsync-{APP}", "Succeeded")}
-    assert "presync.hydrated" in argo.job_log(f"cutover-presync-{APP}")  # gated on the hydrated manifest
-    assert "verified" in argo.job_log(f"cutover-postsync-{APP}")
+    # gated on the hydrated manifest
+    assert "presync.hydrated" in argo.job_log(f"cutover-presync-{APP}", namespace=CREDENTIALS)
+    assert "verified" in argo.job_log(f"cutover-postsync-{APP}", namespace=CREDENTIALS)
     # cutover's own reading of the real Application: its dry commit is applied as the hydrated one, in sync
     view = payloads.application_view(app)
     assert operation.applied_revision(view, switch) == hydrated
@@ -79,9 +81,9 @@ def test_h_cutover_commits_the_dry_source_and_waits_for_argocds_hydrated_sync(ar
         operation.SyncState.SYNCED
 
     # the workload's rollback: its commit to the dry source, then waiting for ArgoCD to hydrate and sync it
-    argo.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/cutover-rollback-{APP}", "cutover-rollback-h")
+    argo.kubectl("-n", CREDENTIALS, "create", "job", f"--from=cronjob/cutover-rollback-{APP}", "cutover-rollback-h")
     started = gitops.time.monotonic()
-    rollback = argo.finished("cutover-rollback-h", timeout=300)
+    rollback = argo.finished("cutover-rollback-h", timeout=300, namespace=CREDENTIALS)
     MEASURED.append(f"scenario h: the rollback Job, its dry commit hydrated, synced and verified: "
                     f"{gitops.elapsed(started):.1f} s")
     assert rollback.succeeded, rollback.log[-3000:]
@@ -175,7 +177,7 @@ def test_h_hydrated_into_another_repository_the_gate_renders_the_dry_revision(ar
                      f"--from-literal=url={url}", f"--from-literal=username={githost.READER[0]}",
                      f"--from-literal=password={githost.READER[1]}")
         argo.kubectl("-n", "argocd", "label", "secret", name, f"argocd.argoproj.io/secret-type={kind}")
-    argo.kubectl("-n", "argocd", "patch", "appproject", "llm-serving", "--type", "json", "-p",
+    argo.kubectl("-n", "argocd", "patch", "appproject", APP, "--type", "json", "-p",
                  json.dumps([{"op": "add", "path": "/spec/sourceRepos/-", "value": url}]))
     argo.custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd", "applications", APP, {
         "spec": {"sourceHydrator": {"syncSource": {"repoURL": url}}}})
@@ -191,8 +193,8 @@ def test_h_hydrated_into_another_repository_the_gate_renders_the_dry_revision(ar
     assert target is not None
     known = set(argo.git.cutover_commits(chat.name))
     started = gitops.time.monotonic()
-    argo.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/cutover-run-{APP}", "cutover-run-h")
-    run = argo.finished("cutover-run-h", timeout=300)
+    argo.kubectl("-n", CREDENTIALS, "create", "job", f"--from=cronjob/cutover-run-{APP}", "cutover-run-h")
+    run = argo.finished("cutover-run-h", timeout=300, namespace=CREDENTIALS)
     assert run.succeeded, run.log[-3000:]
     (switch,) = [sha for sha in argo.git.cutover_commits(chat.name) if sha not in known]
     app = argo.wait(f"{APP} hydrated from {switch[:7]} into {url} and synced", lambda: _hydrated(argo, switch),
@@ -206,5 +208,5 @@ def test_h_hydrated_into_another_repository_the_gate_renders_the_dry_revision(ar
     hooks = {(r["hookType"], r["hookPhase"]) for r in app["status"]["operationState"]["syncResult"]["resources"]
              if r.get("hookType")}
     assert hooks == {("PreSync", "Succeeded"), ("PostSync", "Succeeded")}
-    gate = argo.job_log(f"cutover-presync-{APP}")
+    gate = argo.job_log(f"cutover-presync-{APP}", namespace=CREDENTIALS)
     assert '"presync.hydrated_elsewhere"' in gate and f'"dry": "{switch[:12]}"' in gate, gate[-2000:]

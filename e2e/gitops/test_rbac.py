@@ -19,6 +19,11 @@ def test_no_request_of_the_service_account_was_refused_through_argocd(argo: gito
     refused = [(e["verb"], e["requestURI"], e["responseStatus"]["code"]) for e in events
                if e.get("responseStatus", {}).get("code") == 403]
     assert refused == []
+    # the further workloads' hooks ran as their own ServiceAccounts (their credentials namespaces), and those
+    # were enough for them too (when their scenarios ran)
+    for namespace in ("cutover-chat-prod", "cutover-chat-helm"):
+        theirs = argo.audit(f"system:serviceaccount:{namespace}:cutover")
+        assert [(e["verb"], e["requestURI"]) for e in theirs if e.get("responseStatus", {}).get("code") == 403] == []
     verbs = collections.Counter(f"{e['verb']} {e['objectRef'].get('resource', '?')}" for e in events
                                 if e.get("stage") == "ResponseComplete")
     MEASURED.append("gitops tier, the ServiceAccount's requests: " + ", ".join(

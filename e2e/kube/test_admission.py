@@ -201,6 +201,23 @@ def test_a_job_beside_the_secrets_that_is_not_cutovers_is_refused(tier: Tier, wh
     assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr and words in done.stderr, (why, done.stderr)
 
 
+@pytest.mark.parametrize("why", ["a Job of its own", "the default ServiceAccount"])
+def test_a_further_workloads_credentials_namespace_is_pinned_alike(tier: Tier, why: str) -> None:
+    """A further workload's credentials namespace (manifests/namespace under `cutover-chat-prod`, as the tier's
+    cutover Application renders it) carries the label, so cutover-pod-pinned and Pod Security hold there too: its
+    Secrets are no more open to a pod of another's than `cutover`'s are."""
+    job = shipped_job()
+    job["metadata"]["namespace"] = "cutover-chat-prod"
+    (_command if why == "a Job of its own" else _default_account)(job)
+    done = create(tier, job, "borrowed-chat-prod")
+    assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr, (why, done.stderr)
+    labels = tier.core.read_namespace("cutover-chat-prod").metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    job = shipped_job()
+    job["metadata"]["namespace"] = "cutover-chat-prod"
+    assert create(tier, job, "shipped-chat-prod").returncode == 0  # and its own shipped Job passes
+
+
 def test_a_pod_of_its_own_beside_the_secrets_is_refused(tier: Tier) -> None:
     """The first finding: a pod (or a Job's pod) of another ServiceAccount that mounts cutover-git and sends it
     away; and a privileged one, which Pod Security `restricted` refuses too."""

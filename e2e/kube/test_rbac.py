@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tier.cluster import Tier
+from tier.cluster import SA, Tier
 
 FORBIDDEN = [
     ("patch", "services", "llm-serving"),
@@ -49,6 +49,33 @@ def test_the_service_account_cannot(tier: Tier, verb: str, resource: str, namesp
 def test_the_service_account_can(tier: Tier, verb: str, resource: str, namespace: str) -> None:
     done = tier.kubectl("auth", "can-i", verb, resource, "-n", namespace, as_sa=True, check=False)
     assert done.stdout.strip() == "yes", (verb, resource, namespace, done.stdout, done.stderr)
+
+
+FIRST, FURTHER = SA, "system:serviceaccount:cutover-chat-prod:cutover"  # llm-serving's; chat-prod's (More Services)
+APART = [  # one ServiceAccount per workload: each holds its own Lease, Application and pods, and no other's
+    (FURTHER, "update", "leases.coordination.k8s.io/cutover-chat-predictor", "llm-serving", "yes"),
+    (FURTHER, "get", "leases.coordination.k8s.io/cutover-reasoning-long-predictor", "llm-serving", "no"),
+    (FURTHER, "update", "leases.coordination.k8s.io/cutover-reasoning-long-predictor", "llm-serving", "no"),
+    (FIRST, "update", "leases.coordination.k8s.io/cutover-chat-predictor", "llm-serving", "no"),
+    (FURTHER, "patch", "applications.argoproj.io/chat-prod", "argocd", "yes"),
+    (FURTHER, "patch", "applications.argoproj.io/llm-serving", "argocd", "no"),
+    (FIRST, "patch", "applications.argoproj.io/chat-prod", "argocd", "no"),
+    (FURTHER, "get", "pods", "cutover-chat-prod", "yes"),
+    (FURTHER, "get", "pods", "cutover", "no"),
+    (FIRST, "get", "pods", "cutover-chat-prod", "no"),
+    (FURTHER, "get", "secrets", "cutover", "no"),
+    (FURTHER, "get", "secrets", "cutover-chat-prod", "no"),  # its own are mounted, never read through the API
+    (FURTHER, "create", "jobs.batch", "cutover", "no"),
+    (FURTHER, "create", "pods", "cutover-chat-prod", "no"),
+]
+
+
+@pytest.mark.parametrize("case", APART, ids=[" ".join(case[1:4]) + f" ({case[0].split(':')[2]})" for case in APART])
+def test_a_workloads_service_account_reaches_no_other_workloads_lease_application_or_pods(
+        tier: Tier, case: tuple[str, str, str, str, str]) -> None:
+    user, verb, resource, namespace, answer = case
+    done = tier.kubectl("auth", "can-i", verb, resource, "-n", namespace, "--as", user, check=False)
+    assert done.stdout.strip() == answer, (user, verb, resource, namespace, done.stdout, done.stderr)
 
 
 def test_status_runs_with_the_shipped_rbac(tier: Tier) -> None:

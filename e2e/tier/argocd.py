@@ -90,8 +90,9 @@ class ArgoCD:
                              f"accounts.{ACCOUNT}": "apiKey"}}
         kubectl("-n", NAMESPACE, "patch", "configmap", "argocd-cm", "--type", "merge", "-p", json.dumps(settings))
         # the account may read the workloads' Applications (their manifests included) and nothing else
-        policy = {"data": {"policy.csv": "".join(f"p, {ACCOUNT}, applications, get, llm-serving/{app}, allow\n"
-                                                 for app in ("llm-serving", "chat-helm"))}}
+        policy = {"data": {"policy.csv": "".join(f"p, {ACCOUNT}, applications, get, {project}/{app}, allow\n"
+                                                 for project, app in (("llm-serving", "llm-serving"),
+                                                                      ("chat-helm", "chat-helm")))}}
         kubectl("-n", NAMESPACE, "patch", "configmap", "argocd-rbac-cm", "--type", "merge", "-p", json.dumps(policy))
         served = self.ca.issue_cert(SERVER[0])
         (self.dir / "server.crt").write_bytes(b"".join(blob.bytes() for blob in served.cert_chain_pems))

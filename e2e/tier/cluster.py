@@ -25,8 +25,10 @@ from tier.shim import Shim
 ROOT = Path(__file__).resolve().parents[2]
 # what cutover's token may write in the tier's repository (the Git Secret's `paths`, docs/install.md): the workloads'
 # files, never the path of cutover's own Application
-WRITABLE = ("manifests/examples/llm-serving/workload/*,manifests/examples/kustomize-overlay/**,"
-            "manifests/examples/helm-values/*")
+# files, never the path of cutover's own Application; one Secret per workload, in its credentials namespace
+WRITABLE = {"cutover": "manifests/examples/llm-serving/workload/*",
+            "cutover-chat-prod": "manifests/examples/kustomize-overlay/**",
+            "cutover-chat-helm": "manifests/examples/helm-values/*"}
 FIXTURES = ROOT / "e2e" / "fixtures"
 SA = "system:serviceaccount:cutover:cutover"
 GIT_HOST_IP = "10.250.0.20"
@@ -65,13 +67,14 @@ class Tier:
             raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
         return done
 
-    def grant_refresh(self, application: str, *, verbs: str = "get,patch") -> None:
+    def grant_refresh(self, application: str, *, namespace: str = "cutover", verbs: str = "get,patch") -> None:
         """docs/install.md, step 2: the administrator's Role on one Application in ArgoCD's namespace (its refresh
-        and notice; `get` alone with argocd.server), never part of cutover's Application. Run again: no change."""
+        and notice; `get` alone with argocd.server) for the ServiceAccount of the workload's credentials namespace,
+        never part of cutover's Application. Run again: no change."""
         name = f"cutover-refresh-{application}"
         for made in (["role", name, f"--verb={verbs}", "--resource=applications.argoproj.io",
                       f"--resource-name={application}"],
-                     ["rolebinding", name, f"--role={name}", "--serviceaccount=cutover:cutover"]):
+                     ["rolebinding", name, f"--role={name}", f"--serviceaccount={namespace}:cutover"]):
             done = self.kubectl("-n", "argocd", "create", *made, check=False)
             assert done.returncode == 0 or "AlreadyExists" in done.stderr, done.stderr
 
@@ -107,6 +110,7 @@ class Tier:
         self.kubectl("create", "namespace", "argocd")
         self.kubectl("create", "namespace", "llm-serving")
         self.grant_refresh("llm-serving")
+        self.grant_refresh("chat-prod", namespace="cutover-chat-prod")  # a further workload's, its own identity
         for crd in ("application", "appproject"):  # ArgoCD 3.6's own CRDs, as its install declares them
             path = self.dir / f"argocd-{crd}-crd.yaml"
             path.write_bytes(gzip.decompress((ROOT / "tests" / "openapi" / f"argocd-3.6.0-{crd}-crd.yaml.gz")
@@ -117,14 +121,19 @@ class Tier:
         self.apply(example / "appproject.yaml")
         self.apply(example / "applications.yaml")
         self.apply(FIXTURES / "cutover")
-        self.kubectl("create", "secret", "generic", "cutover-git", "-n", "cutover",
-                     f"--from-literal=token={TOKEN}", f"--from-literal=repository={REPO_URL}",
-                     f"--from-literal=paths={WRITABLE}", f"--from-file=ca.crt={self._git_ca_file()}")
+        self.git_secret("cutover")
         self.apply(FIXTURES / "llm-serving")
         self.wait("kube-root-ca.crt in cutover", lambda: self._exists(self.core.read_namespaced_config_map,
                                                                       "kube-root-ca.crt", "cutover"))
         self.wait("the ServiceAccount cutover", lambda: self._exists(self.core.read_namespaced_service_account,
                                                                      "cutover", "cutover"))
+
+    def git_secret(self, namespace: str) -> None:
+        """The workload's `cutover-git` in its credentials namespace (docs/install.md, step 2): the token, where it
+        may go (the repository; that workload's files alone), the Git host's CA."""
+        self.kubectl("create", "secret", "generic", "cutover-git", "-n", namespace,
+                     f"--from-literal=token={TOKEN}", f"--from-literal=repository={REPO_URL}",
+                     f"--from-literal=paths={WRITABLE[namespace]}", f"--from-file=ca.crt={self._git_ca_file()}")
 
     def wait_established(self, *names: str) -> None:
         crds = kubernetes.client.ApiextensionsV1Api(self.api)
@@ -150,15 +159,15 @@ class Tier:
     # --- Jobs ----------------------------------------------------------------------------------------------------
 
     def job_from_cronjob(self, cronjob: str, name: str, args: list[str] | None = None,
-                         plan: str = "cutover-plan", *, kept: bool = False) -> None:
+                         plan: str = "cutover-plan", *, kept: bool = False, namespace: str = "cutover") -> None:
         """`kubectl create job --from=cronjob/…`, with other args or another plan ConfigMap when a scenario runs
         another command (the Job is otherwise the CronJob's own: ServiceAccount, volumes, podFailurePolicy).
         `kept`: not owned by the CronJob, whose history limit (one successful Job) deletes an owned Job once a
         scheduled run has ended after it: a scenario that reads the Job later keeps it."""
         if args is None and plan == "cutover-plan" and not kept:
-            self.kubectl("-n", "cutover", "create", "job", f"--from=cronjob/{cronjob}", name)
+            self.kubectl("-n", namespace, "create", "job", f"--from=cronjob/{cronjob}", name)
             return
-        template = self.batch.read_namespaced_cron_job(cronjob, "cutover").spec.job_template
+        template = self.batch.read_namespaced_cron_job(cronjob, namespace).spec.job_template
         body = self.api.sanitize_for_serialization(template)
         pod = body["spec"]["template"]["spec"]
         if args is not None:
@@ -166,12 +175,12 @@ class Tier:
         for volume in pod["volumes"]:
             if volume["name"] == "plan":
                 volume["configMap"]["name"] = plan
-        self.batch.create_namespaced_job("cutover", {"apiVersion": "batch/v1", "kind": "Job",
+        self.batch.create_namespaced_job(namespace, {"apiVersion": "batch/v1", "kind": "Job",
                                                      "metadata": {"name": name}, "spec": body["spec"]})
 
-    def finished(self, name: str, timeout: float = 120.0) -> JobResult:
+    def finished(self, name: str, timeout: float = 120.0, *, namespace: str = "cutover") -> JobResult:
         def done() -> Any:
-            job = self.batch.read_namespaced_job(name, "cutover")
+            job = self.batch.read_namespaced_job(name, namespace)
             for c in job.status.conditions or []:
                 if c.type in ("Complete", "Failed") and c.status == "True":
                     return job
@@ -179,7 +188,7 @@ class Tier:
 
         job = self.wait(f"Job {name} to finish", done, timeout)
         conditions = [c for c in job.status.conditions if c.status == "True" and c.type in ("Complete", "Failed")]
-        pods = self.core.list_namespaced_pod("cutover", label_selector=f"batch.kubernetes.io/job-name={name}").items
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/job-name={name}").items
         terminated = [p.status.container_statuses[0].state.terminated for p in pods
                       if p.status.container_statuses and p.status.container_statuses[0].state.terminated]
         last = max(terminated, key=lambda t: t.finished_at) if terminated else None
@@ -188,11 +197,11 @@ class Tier:
             condition=f"{conditions[0].type} ({conditions[0].reason})" if conditions[0].reason else
             conditions[0].type,
             exit_code=last.exit_code if last else None, message=(last.message or "") if last else "",
-            log=self.job_log(name))
+            log=self.job_log(name, namespace=namespace))
 
-    def job_log(self, name: str) -> str:
-        pods = self.core.list_namespaced_pod("cutover", label_selector=f"batch.kubernetes.io/job-name={name}").items
-        return "\n".join(self.shim.log_of("cutover", p.metadata.name) for p in pods)
+    def job_log(self, name: str, *, namespace: str = "cutover") -> str:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/job-name={name}").items
+        return "\n".join(self.shim.log_of(namespace, p.metadata.name) for p in pods)
 
     # --- what the apiserver recorded -----------------------------------------------------------------------------
 

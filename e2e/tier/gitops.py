@@ -17,7 +17,8 @@ import kubernetes
 
 from tier import argocd, charts, cluster, githost
 
-EXAMPLE = cluster.ROOT / "manifests" / "examples" / "llm-serving"
+EXAMPLES = cluster.ROOT / "manifests" / "examples"
+EXAMPLE = EXAMPLES / "llm-serving"
 ENGINES = "manifests/examples/llm-serving/workload/engines.yaml"
 SERVICE = "manifests/examples/llm-serving/workload/service.yaml"
 PLAN = "e2e/fixtures/workload/plan.yaml"
@@ -68,15 +69,15 @@ class GitOpsTier(cluster.Tier):
     def install_as_documented(self) -> None:
         """Steps 3 and 4 (the cutover kustomization, the hooks and the plan beside the Service) are the repository's
         content, seeded by TierGitHost; the rest is kubectl, then waiting for ArgoCD."""
-        # step 2: the namespaces (the workload's may exist already; cutover's holds the Secrets before its sync),
-        self.kubectl("create", "namespace", "cutover")
-        self.kubectl("label", "namespace", "cutover", "cutover.dev/credentials=true",
-                     "pod-security.kubernetes.io/enforce=restricted")
+        # step 2: the namespaces (the workload's may exist already; each credentials namespace holds its Secrets
+        # before cutover's sync: `cutover`, and one per further workload, "More Services"),
         self.kubectl("create", "namespace", "llm-serving")
-        # the Git token cutover writes with, where it may go (here the Git host's CA too), never committed,
-        self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-git",
-                     f"--from-literal=token={githost.TOKEN}", f"--from-literal=repository={githost.REPO_URL}",
-                     f"--from-literal=paths={cluster.WRITABLE}", f"--from-file=ca.crt={self._git_ca_file()}")
+        for namespace in cluster.WRITABLE:
+            self.kubectl("create", "namespace", namespace)
+            self.kubectl("label", "namespace", namespace, "cutover.dev/credentials=true",
+                         "pod-security.kubernetes.io/enforce=restricted")
+            # the Git token cutover writes with, where it may go (here the Git host's CA too), never committed,
+            self.git_secret(namespace)
         # and ArgoCD's read access to the repositories, the workloads' and the platform's: repository Secrets
         for name, url in (("gitops-repo", githost.REPO_URL), ("platform-repo", githost.PLATFORM_URL)):
             self.kubectl("-n", "argocd", "create", "secret", "generic", name, "--from-literal=type=git",
@@ -85,12 +86,16 @@ class GitOpsTier(cluster.Tier):
             self.kubectl("-n", "argocd", "label", "secret", name, "argocd.argoproj.io/secret-type=repository")
         # the administrator's Role for each workload's refresh (step 2): chat-helm's plan asks argocd-server instead
         self.grant_refresh("llm-serving")
-        self.grant_refresh("chat-prod")
-        self.grant_refresh("chat-helm", verbs="get")
-        # steps 5 and 6: the projects and the Applications, with the repository's URL (here the tier's paths) set
-        for name in ("appproject.yaml", "applications.yaml"):
+        self.grant_refresh("chat-prod", namespace="cutover-chat-prod")
+        self.grant_refresh("chat-helm", namespace="cutover-chat-helm", verbs="get")
+        # steps 5 and 6: the projects (the further workloads' too, applied before their scenarios apply their
+        # Applications) and the Applications, with the repository's URL (here the tier's paths) set
+        for name, source in (("appproject.yaml", EXAMPLE / "appproject.yaml"),
+                             ("appproject-chat-prod.yaml", EXAMPLES / "kustomize-overlay" / "appproject.yaml"),
+                             ("appproject-chat-helm.yaml", EXAMPLES / "helm-values" / "appproject.yaml"),
+                             ("applications.yaml", EXAMPLE / "applications.yaml")):
             path = self.dir / name
-            path.write_text(self.users_copy((EXAMPLE / name).read_text()))
+            path.write_text(self.users_copy(source.read_text()))
             self.kubectl("apply", "-f", str(path))
         for name in ("cutover", "llm-serving"):
             self.wait_app(name, synced=True, healthy=True, timeout=180)
@@ -113,14 +118,15 @@ class GitOpsTier(cluster.Tier):
         self.wait_app(name, synced=True, healthy=True, timeout=240)
         return self.core.read_namespaced_service(service, "llm-serving")
 
-    def argocd_token_secret(self) -> None:
-        """The `cutover-argocd` Secret (argocd.server mode): the `cutover` account's API key, made once."""
+    def argocd_token_secret(self, namespace: str = "cutover") -> None:
+        """The `cutover-argocd` Secret (argocd.server mode) in a workload's credentials namespace: the `cutover`
+        account's API key, made once."""
         try:
-            self.core.read_namespaced_secret("cutover-argocd", "cutover")
+            self.core.read_namespaced_secret("cutover-argocd", namespace)
         except kubernetes.client.ApiException as exc:
             if exc.status != 404:
                 raise
-            self.kubectl("-n", "cutover", "create", "secret", "generic", "cutover-argocd",
+            self.kubectl("-n", namespace, "create", "secret", "generic", "cutover-argocd",
                          f"--from-literal=token={self.argocd.account_token()}",
                          f"--from-literal=server={argocd.SERVER_URL}")
 

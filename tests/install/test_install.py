@@ -150,6 +150,27 @@ def test_each_workload_has_its_own_run_rollback_and_audit_on_its_own_plan(path: 
     assert not [doc for doc in build(ROOT / "manifests" / "base") if doc["kind"] == "CronJob"]
 
 
+def test_a_further_workload_puts_its_hooks_beside_its_own_secrets_and_nowhere_else() -> None:
+    """More Services: a second workload's hooks and plan run in its own credentials namespace, which its project
+    permits, and its project permits no other workload's (`cutover`, another `cutover-*`): a writer of its path can
+    put no pod beside another workload's Secrets (ArgoCD refuses the sync)."""
+    (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "chat-prod"]
+    app = {**app, "spec": {**app["spec"], "source": {**app["spec"]["source"], "path": "e2e/fixtures/chat-prod"}}}
+    objects = rendered(app["spec"]["source"])  # the tier's copy of the example, hooks added as step 4 adds them
+    hooks = sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
+                   if doc["metadata"].get("namespace") == "cutover-chat-prod")
+    assert hooks == ["ConfigMap/cutover-plan-chat-prod", "CronJob/cutover-audit-chat-prod",
+                     "CronJob/cutover-rollback-chat-prod", "CronJob/cutover-run-chat-prod",
+                     "Job/cutover-postsync-chat-prod", "Job/cutover-presync-chat-prod",
+                     "Job/cutover-syncfail-chat-prod"]
+    assert violations(app, PROJECTS["chat-prod"], objects) == []
+    presync = next(doc for doc in objects if doc["metadata"]["name"] == "cutover-presync-chat-prod")
+    for elsewhere in ("cutover", "cutover-chat-helm"):
+        moved = {**presync, "metadata": {**presync["metadata"], "namespace": elsewhere}}
+        assert violations(app, PROJECTS["chat-prod"], [moved]) == [
+            f"Job/cutover-presync-chat-prod: namespace {elsewhere} is not a destination of the project"]
+
+
 def test_the_cutover_project_permits_nothing_cluster_wide_but_namespaces_and_its_admission_policies() -> None:
     spec = PROJECTS["cutover"]["spec"]
     admission = "admissionregistration.k8s.io"
@@ -174,7 +195,7 @@ def _without_comments(path: Path) -> str:
 
 
 def test_the_base_names_nothing_of_the_example() -> None:
-    for folder in ("base", "workload"):
+    for folder in ("base", "namespace", "workload"):
         for path in sorted((ROOT / "manifests" / folder).glob("*.yaml")):
             for name in EXAMPLE_NAMES:
                 assert name not in _without_comments(path), f"{path.relative_to(ROOT)} names the example's {name}"

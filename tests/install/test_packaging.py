@@ -98,7 +98,7 @@ def test_the_git_image_can_speak_ssh_and_the_job_may_reach_port_22() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     with_git = dockerfile.split("AS with-git", 1)[1].split("\nFROM ", 1)[0]
     assert re.search(r"apt-get install [^\n]*\bgit\b[^\n]*\bopenssh-client\b", with_git)
-    policy = YAML(typ="safe").load((ROOT / "manifests" / "base" / "networkpolicy.yaml").read_text())
+    policy = YAML(typ="safe").load((ROOT / "manifests" / "namespace" / "networkpolicy.yaml").read_text())
     ports = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
     assert {("TCP", 22), ("TCP", 443)} <= ports
 
