@@ -44,7 +44,9 @@ async def serve_local(app: web.Application, *, ssl_context: ssl.SSLContext | Non
                       address: tuple[str, int] = ("127.0.0.1", 0)) -> tuple[web.AppRunner, str]:
     """`app` on a free loopback port (or `address`: the real tier's Git host lives at an address of its network
     namespace), over TLS with `ssl_context`: its runner (clean it up to stop) and base URL."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # a host that goes away ends what it was answering within a second: aiohttp's own wait is 60 s, on the real
+    # clock when a test's fake time has ended (a fixture's teardown)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     await web.TCPSite(runner, address[0], address[1], ssl_context=ssl_context).start()
     port = runner.addresses[0][1]
