@@ -282,3 +282,59 @@ def test_only_cutovers_application_writes_the_network_policies_beside_the_secret
     else:
         done = create(tier, policy, "open")
         assert done.returncode == 0, (why, done.stderr)
+
+
+
+PORT, PLAIN = "registry.example.com:5000/platform/cutover", "registry.example.com/platform/cutover"
+RENAMED = [  # the image variable as the replacement writes it (a tag, a registry's port, a digest): its repository,
+    # images admitted, images refused
+    (f"{PORT}:0.1.0", PORT, [f"{PORT}:0.1.0", f"{PORT}:0.2.0"],
+     ["cutover:e2e", f"{PORT}/evil:1", "registry.example.com:5000/platform/x:1"]),
+    (PORT, PORT, [f"{PORT}:0.1.0"], [f"{PORT}-evil:1"]),
+    (f"{PLAIN}@sha256:{'a' * 64}", PLAIN, [f"{PLAIN}@sha256:{'a' * 64}", f"{PLAIN}:0.1.0"],
+     ["registry.example.com/cutover:0.1.0"]),
+]
+
+
+def _renamed_policy(tier: Tier, shipped: dict[str, Any], number: int, image: str) -> None:
+    """The shipped pod policy under another name, its `image` variable as a rename writes it, for a namespace of
+    this test's own."""
+    name, namespace = f"cutover-pod-pinned-renamed-{number}", f"renamed-{number}"
+    policy = {"apiVersion": shipped["apiVersion"], "kind": shipped["kind"], "metadata": {"name": name},
+              "spec": copy.deepcopy(shipped["spec"])}
+    policy["spec"]["matchConstraints"]["namespaceSelector"] = {"matchLabels": {"cutover.dev/renamed": str(number)}}
+    for variable in policy["spec"]["variables"]:
+        if variable["name"] == "image":
+            variable["expression"] = f"'{image}'"
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    for obj, file in ((policy, "policy"), (binding, "binding")):
+        (tier.dir / f"{name}-{file}.json").write_text(json.dumps(obj))
+        tier.kubectl("apply", "-f", str(tier.dir / f"{name}-{file}.json"))
+    tier.kubectl("create", "namespace", namespace)
+    tier.kubectl("label", "namespace", namespace, f"cutover.dev/renamed={number}")
+
+
+def test_a_renamed_image_is_the_one_the_pod_policy_admits(tier: Tier) -> None:
+    """The pod policy's `image` variable holds what kustomize's `images:` made of image.yaml, tag or digest
+    included; its repository, derived in CEL, is what pods must run. Judged by the real apiserver (the CEL
+    compiles, and means what it says)."""
+    shipped = json.loads(tier.kubectl("get", "validatingadmissionpolicy", "cutover-pod-pinned", "-o", "json").stdout)
+    for number, (image, *_) in enumerate(RENAMED):
+        _renamed_policy(tier, shipped, number, image)
+
+    def judged(number: int, image: str) -> Any:
+        job = shipped_job()
+        job["metadata"]["namespace"] = f"renamed-{number}"
+        _image(job, image)
+        return create(tier, job, f"renamed-{number}")
+
+    tier.wait("the renamed policies enforced", lambda: all(
+        judged(number, refused[0]).returncode != 0 for number, (*_, refused) in enumerate(RENAMED)), 60)
+    for number, (image, repository, admitted, refused) in enumerate(RENAMED):
+        for allowed in admitted:
+            done = judged(number, allowed)
+            assert done.returncode == 0, (image, allowed, done.stderr)
+        for other in refused:
+            done = judged(number, other)
+            assert done.returncode != 0 and f"runs the image {repository} " in done.stderr, (image, other, done.stderr)

@@ -240,6 +240,35 @@ def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in
     assert not any(doc["kind"] == "Workload" for doc in objects)  # local-config: never reaches the cluster
 
 
+def test_renaming_the_image_is_one_change_that_the_pod_policy_follows(tmp_path: Path) -> None:
+    """An install trap: renaming the image (`images: newName`) got every hook pod denied until a JSON pointer into
+    the admission policy was patched too. Now one image Component names it for the hooks' kustomization and for
+    cutover's, whose replacement (copied from the example's) writes it into cutover-pod-pinned."""
+    renamed = "registry.example.com:5000/platform/cutover"
+    image = tmp_path / "image"
+    image.mkdir()
+    (image / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+        f"images:\n  - {{name: cutover, newName: {renamed}}}\n")
+    overlay = _overlay(tmp_path, {"namespace": "chat", "service": "chat-main", "port": 9000,
+                                  "cutoverNamespace": "cutover"}, namespace=None)
+    spec = YAML(typ="safe").load((overlay / "kustomization.yaml").read_text())
+    spec["components"].append(os.path.relpath(image, overlay))
+    YAML().dump(spec, overlay / "kustomization.yaml")
+    (policy,) = [doc for doc in build(overlay) if doc["metadata"]["name"] == "cutover-pod-pinned"
+                 and doc["kind"] == "ValidatingAdmissionPolicy"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["image"] == f"'{renamed}'"
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "kustomization.yaml").write_text(
+        f"nameSuffix: -chat\ncomponents: [{os.path.relpath(ROOT / 'hooks', hooks)}, ../image]\n")
+    images = {doc["spec"]["template"]["spec"]["containers"][0]["image"] if doc["kind"] == "Job" else
+              doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+              for doc in build(hooks)}
+    assert images == {f"{renamed}:0.1.0"}  # the release's tag, the one name
+
+
 def test_the_documented_git_secret_lets_the_token_write_the_workload_but_not_cutovers_own_application() -> None:
     """docs/install.md's `cutover-git`: its `paths` take the example workload's files (the Service, the engines)
     and not the path of cutover's own Application, whose project may bind Roles in the workload's namespace."""
