@@ -3,8 +3,10 @@ that fails or hangs says so; the output is opened into objects (a `kind: List` i
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,55 @@ async def test_a_remote_resource_is_not_fetched(tmp_path: Path, remote: str) -> 
     assert "names a remote resource, which cutover's render does not fetch" in caught.value.message, \
         caught.value.message
     assert "vendor the remote base" in caught.value.hint
+
+
+async def test_a_remote_resource_on_this_machine_is_not_fetched_either(tmp_path: Path) -> None:
+    """Go's HTTP client sends localhost and loopback addresses past any proxy, so the refusing proxy never saw
+    them: a base two directories away naming a server on this machine was fetched and rendered. Refused before
+    the build now; the server hears nothing."""
+    heard: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            heard.append(self.path)
+            body = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fetched}\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        (tmp_path / "base").mkdir()
+        (tmp_path / "base" / "kustomization.yaml").write_text(
+            f"resources:\n  - http://127.0.0.1:{server.server_address[1]}/cm.yaml\n")
+        (tmp_path / "overlays" / "prod").mkdir(parents=True)
+        (tmp_path / "overlays" / "prod" / "kustomization.yaml").write_text("resources:\n  - ../../base\n")
+        with pytest.raises(kustomize_build.RenderFailed) as caught:
+            await kustomize_build.build(tmp_path / "overlays" / "prod", where="overlays/prod@main")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "names a remote resource, which cutover's render does not fetch" in caught.value.message
+    assert heard == []
+
+
+@pytest.mark.parametrize(("reference", "local"), [
+    ("https://localhost:8443/x.yaml", True),
+    ("http://api.localhost/x.yaml", True),
+    ("https://[::1]:8443/x.yaml", True),
+    ("git::https://user@127.0.0.2/repo.git//base", True),
+    ("https://github.com/acme/bases//llm?ref=v1", False),  # meets the refusing proxy instead
+    ("https://127.0.0.1.nip.io/x.yaml", False),  # a name: Go sends it to the proxy
+])
+def test_which_references_name_this_machine(tmp_path: Path, reference: str, local: bool) -> None:
+    (tmp_path / "kustomization.yaml").write_text(f"patches:\n  - path: {reference}\n")
+    assert (kustomize_build.loopback_reference(tmp_path) is not None) == local
 
 
 async def test_a_build_that_hangs_is_cut_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

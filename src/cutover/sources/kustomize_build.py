@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import ipaddress
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -68,6 +70,12 @@ async def build(directory: Path, *, where: str) -> list[dict[str, Any]]:
     """`kustomize build DIRECTORY`, parsed; `where` names it (path and revision) in errors. The child runs in a
     worker thread with a deadline on the real clock: its work is real, whatever the event loop's clock says."""
     argv = [*require(), str(directory)]
+    local = await asyncio.to_thread(loopback_reference, directory)
+    if local is not None:
+        raise RenderFailed(f"{where}: the kustomization names a remote resource, which cutover's render does not "
+                           f"fetch ({local})",
+                           hint="vendor the remote base into the repository (a render reads only the tree a reviewer "
+                                "saw), or render through argocd.server")
     try:
         done = await asyncio.to_thread(subprocess.run, argv, capture_output=True, timeout=BUILD_TIMEOUT,
                                        env=_environment(), check=False)
@@ -84,6 +92,57 @@ async def build(directory: Path, *, where: str) -> list[dict[str, Any]]:
         raise RenderFailed(f"{where}: kustomize build failed: {words}",
                            hint="run `kubectl kustomize` on that directory: ArgoCD cannot render it either")
     return documents(done.stdout.decode(), where=where)
+
+
+# a URL's host, after its scheme and any user: Go's HTTP client never sends loopback through a proxy
+# (net/http/httpproxy: "localhost" and loopback addresses are always direct), so those are refused before a build
+URL_HOST = re.compile(r"(?i)\b(?:https?|git|ssh)://(?:[^/@\s'\"]*@)?(\[[^\]/]+\]|[^/:\s?#'\"]+)")
+MAX_KUSTOMIZATIONS = 1000  # followed from one build; a repository's archive holds at most 20,000 entries
+
+
+def loopback_reference(directory: Path) -> str | None:
+    """The first URL naming this machine (localhost, a loopback address) in the kustomizations a build of
+    `directory` reads (its own, and the local directories its resources, components and bases name), or None.
+    Every other remote reference meets the refusing proxy; these would not."""
+    seen: set[Path] = set()
+    todo = [directory]
+    while todo and len(seen) < MAX_KUSTOMIZATIONS:
+        folder = todo.pop().resolve()
+        if folder in seen:
+            continue
+        seen.add(folder)
+        for name in KUSTOMIZATIONS:
+            if not (folder / name).is_file():
+                continue
+            text = (folder / name).read_text(errors="replace")
+            for found in URL_HOST.finditer(text):
+                if _loopback(found.group(1)):
+                    return found.group(0)
+            todo += [folder / entry for entry in _entries(text) if (folder / entry).is_dir()]
+    return None
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _entries(text: str) -> list[str]:
+    """What a kustomization's resources, components and bases name (strings only; an unreadable file has none:
+    kustomize will say why)."""
+    try:
+        spec = YAML(typ="safe").load(text)
+    except YAMLError:
+        return []
+    if not isinstance(spec, dict):
+        return []
+    lists = [spec.get(key) for key in ("resources", "components", "bases")]
+    return [entry for found in lists if isinstance(found, list) for entry in found if isinstance(entry, str)]
 
 
 def documents(text: str, *, where: str) -> list[dict[str, Any]]:
