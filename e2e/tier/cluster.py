@@ -109,14 +109,16 @@ class Tier:
         # as does ArgoCD's namespace, where an administrator grants the refresh
         self.kubectl("create", "namespace", "argocd")
         self.kubectl("create", "namespace", "llm-serving")
-        self.grant_refresh("llm-serving")
-        self.grant_refresh("chat-prod", namespace="cutover-chat-prod")  # a further workload's, its own identity
         for crd in ("application", "appproject"):  # ArgoCD 3.6's own CRDs, as its install declares them
             path = self.dir / f"argocd-{crd}-crd.yaml"
             path.write_bytes(gzip.decompress((ROOT / "tests" / "openapi" / f"argocd-3.6.0-{crd}-crd.yaml.gz")
                                              .read_bytes()))
             self.kubectl("apply", "--server-side", "-f", str(path))
         self.wait_established("applications.argoproj.io", "appprojects.argoproj.io")
+        # after the CRDs: `kubectl create role --resource=applications.argoproj.io` asks discovery for the kind (it
+        # passed before them only where kubectl's discovery cache remembered an earlier run)
+        self.grant_refresh("llm-serving")
+        self.grant_refresh("chat-prod", namespace="cutover-chat-prod")  # a further workload's, its own identity
         example = ROOT / "manifests" / "examples" / "llm-serving"
         self.apply(example / "appproject.yaml")
         self.apply(example / "applications.yaml")
