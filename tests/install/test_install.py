@@ -164,6 +164,13 @@ def test_a_further_workload_puts_its_hooks_beside_its_own_secrets_and_nowhere_el
                      "Job/cutover-postsync-chat-prod", "Job/cutover-presync-chat-prod",
                      "Job/cutover-syncfail-chat-prod"]
     assert violations(app, PROJECTS["chat-prod"], objects) == []
+    # and cutover's own Application, holding that namespace beside `cutover` (the tier's copy of the example with
+    # two further workloads), syncs under its project
+    (own,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "cutover"]
+    own = {**own, "spec": {**own["spec"], "source": {**own["spec"]["source"], "path": "e2e/fixtures/cutover"}}}
+    rendered_own = rendered(own["spec"]["source"])
+    assert {"cutover-chat-prod", "cutover-chat-helm"} <= {doc["metadata"].get("namespace") for doc in rendered_own}
+    assert violations(own, PROJECTS["cutover"], rendered_own) == []
     presync = next(doc for doc in objects if doc["metadata"]["name"] == "cutover-presync-chat-prod")
     for elsewhere in ("cutover", "cutover-chat-helm"):
         moved = {**presync, "metadata": {**presync["metadata"], "namespace": elsewhere}}
