@@ -116,16 +116,29 @@ def test_every_example_application_syncs_under_a_project_of_its_own(path: Path, 
     assert violations(app, PROJECTS[project], objects) == []
 
 
+def in_namespace(objects: list[dict[str, Any]], namespace: str) -> list[str]:
+    return sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
+                  if doc["metadata"].get("namespace") == namespace)
+
+
+def hooks_of(application: str, *, plan: str) -> list[str]:
+    """What a workload's hooks kustomization renders: its plan, its CronJobs and its hooks, under its suffix."""
+    cronjobs = [f"CronJob/cutover-{job}-{application}" for job in ("audit", "rollback", "run")]
+    hooks = [f"Job/cutover-{hook}-{application}" for hook in ("postsync", "presync", "syncfail")]
+    return sorted([f"ConfigMap/{plan}", *cronjobs, *hooks])
+
+
+def from_path(name: str, path: str) -> dict[str, Any]:
+    """The example's Application `name` with its source at `path` (a copy of the tier's)."""
+    (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == name]
+    return {**app, "spec": {**app["spec"], "source": {**app["spec"]["source"], "path": path}}}
+
+
 def test_the_workload_application_renders_its_hooks_and_the_plan_in_cutover() -> None:
     """What a user found: the hooks run in `cutover`, so the workload's project must permit it (and does)."""
     (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "llm-serving"]
     objects = rendered(app["spec"]["source"])
-    in_cutover = sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
-                        if doc["metadata"].get("namespace") == "cutover")
-    assert in_cutover == ["ConfigMap/cutover-plan", "CronJob/cutover-audit-llm-serving",
-                          "CronJob/cutover-rollback-llm-serving", "CronJob/cutover-run-llm-serving",
-                          "Job/cutover-postsync-llm-serving", "Job/cutover-presync-llm-serving",
-                          "Job/cutover-syncfail-llm-serving"]
+    assert in_namespace(objects, "cutover") == hooks_of("llm-serving", plan="cutover-plan")
     narrower = {**PROJECTS["llm-serving"], "spec": {**PROJECTS["llm-serving"]["spec"], "destinations": [
         {"server": IN_CLUSTER, "namespace": "llm-serving"}]}}  # the project as it was shipped before
     refused = violations(app, narrower, objects)
@@ -154,20 +167,13 @@ def test_a_further_workload_puts_its_hooks_beside_its_own_secrets_and_nowhere_el
     """More Services: a second workload's hooks and plan run in its own credentials namespace, which its project
     permits, and its project permits no other workload's (`cutover`, another `cutover-*`): a writer of its path can
     put no pod beside another workload's Secrets (ArgoCD refuses the sync)."""
-    (app,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "chat-prod"]
-    app = {**app, "spec": {**app["spec"], "source": {**app["spec"]["source"], "path": "e2e/fixtures/chat-prod"}}}
-    objects = rendered(app["spec"]["source"])  # the tier's copy of the example, hooks added as step 4 adds them
-    hooks = sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
-                   if doc["metadata"].get("namespace") == "cutover-chat-prod")
-    assert hooks == ["ConfigMap/cutover-plan-chat-prod", "CronJob/cutover-audit-chat-prod",
-                     "CronJob/cutover-rollback-chat-prod", "CronJob/cutover-run-chat-prod",
-                     "Job/cutover-postsync-chat-prod", "Job/cutover-presync-chat-prod",
-                     "Job/cutover-syncfail-chat-prod"]
+    app = from_path("chat-prod", "e2e/fixtures/chat-prod")  # the tier's copy: hooks added as step 4 adds them
+    objects = rendered(app["spec"]["source"])
+    assert in_namespace(objects, "cutover-chat-prod") == hooks_of("chat-prod", plan="cutover-plan-chat-prod")
     assert violations(app, PROJECTS["chat-prod"], objects) == []
     # and cutover's own Application, holding that namespace beside `cutover` (the tier's copy of the example with
     # two further workloads), syncs under its project
-    (own,) = [app for _, app in APPLICATIONS if app["metadata"]["name"] == "cutover"]
-    own = {**own, "spec": {**own["spec"], "source": {**own["spec"]["source"], "path": "e2e/fixtures/cutover"}}}
+    own = from_path("cutover", "e2e/fixtures/cutover")
     rendered_own = rendered(own["spec"]["source"])
     assert {"cutover-chat-prod", "cutover-chat-helm"} <= {doc["metadata"].get("namespace") for doc in rendered_own}
     assert violations(own, PROJECTS["cutover"], rendered_own) == []
