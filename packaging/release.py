@@ -4,6 +4,8 @@ applies without kustomize or a Git checkout, and refuses to when the docs point 
 - dist/<version>/install.yaml: manifests/base (the namespace, the ServiceAccount, its Role, the admission policies,
   the NetworkPolicies), for cutover's own Application or `kubectl apply -f`;
 - dist/<version>/capacity.yaml: manifests/capacity, the optional ClusterRole an administrator applies;
+- dist/<version>/image.yaml: manifests/base/image.yaml as it is, beside install.yaml in a kustomization (the pod
+  policy's image name comes from it);
 - checked first: every `?ref=v…` in README.md and docs/ is this version's tag, and the hooks' and the CronJobs'
   kustomizations set the image's tag to this version.
 
@@ -22,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RENDERED = {"install.yaml": "manifests/base", "capacity.yaml": "manifests/capacity"}
+# copied as they are: image.yaml is local-config, so install.yaml (rendered) holds no trace of it, and a kustomization
+# over install.yaml needs it for the replacement that gives the pod policy the image's name (docs/install.md, step 1)
+COPIED = {"image.yaml": "manifests/base/image.yaml"}
 
 
 def version() -> str:
@@ -69,6 +74,9 @@ def main(argv: list[str]) -> int:
     for name, text in rendered.items():
         header = f"# cutover {release}: {RENDERED[name]}, rendered by `make release` (packaging/release.py)\n"
         (out / name).write_text(header + text)
+        print(out / name)
+    for name, source in COPIED.items():
+        (out / name).write_text(f"# cutover {release}: {source}, as it is\n" + (ROOT / source).read_text())
         print(out / name)
     return 0
 

@@ -4,6 +4,7 @@ license pyproject names."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -13,6 +14,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 import cutover
+from cutover.sources import kustomize_build
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +65,38 @@ def test_make_release_renders_the_install_files_at_the_one_version(tmp_path: Pat
     assert not {kind for kind, _ in kinds} & {"CronJob", "Job", "ConfigMap"}  # the workloads' parts stay theirs
     capacity = list(YAML(typ="safe").load_all((tmp_path / cutover.__version__ / "capacity.yaml").read_text()))
     assert {doc["kind"] for doc in capacity} == {"ClusterRole", "ClusterRoleBinding"}
+
+
+def test_install_md_step_3_works_from_the_release_files(tmp_path: Path) -> None:
+    """docs/install.md, "Without kustomize remote bases": install.yaml and image.yaml in place of the base's URL,
+    the Component and the example's replacements as they are, the image renamed once: it builds, every Role in its
+    place, and the pod policy names the renamed image."""
+    release = _release_script()
+    assert release.main(["release.py", str(tmp_path / "dist")]) == 0
+    files = tmp_path / "dist" / cutover.__version__
+    overlay = tmp_path / "cutover"
+    (overlay / "image").mkdir(parents=True)
+    for name in ("install.yaml", "image.yaml"):
+        (overlay / name).write_text((files / name).read_text())
+    (overlay / "image" / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+        "images:\n  - {name: cutover, newName: registry.example.com/platform/cutover}\n")
+    example = ROOT / "manifests" / "examples" / "llm-serving" / "cutover"
+    (overlay / "workload.yaml").write_text((example / "workload.yaml").read_text())
+    spec = YAML(typ="safe").load((example / "kustomization.yaml").read_text())
+    YAML().dump({"resources": ["install.yaml", "image.yaml", "workload.yaml"],
+                 "components": [os.path.relpath(ROOT / "manifests" / "workload", overlay), "image"],
+                 "replacements": spec["replacements"]}, overlay / "kustomization.yaml")
+    done = subprocess.run([*kustomize_build.require(), str(overlay)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    docs = [doc for doc in YAML(typ="safe").load_all(done.stdout) if doc]
+    placed = {(doc["kind"], doc["metadata"]["name"]): doc["metadata"].get("namespace") for doc in docs}
+    assert placed[("Role", "cutover")] == "llm-serving" and placed[("Role", "cutover-holders")] == "cutover"
+    (policy,) = [doc for doc in docs if doc["metadata"]["name"] == "cutover-pod-pinned"
+                 and doc["kind"] == "ValidatingAdmissionPolicy"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["image"] == "'registry.example.com/platform/cutover'"
+    assert not [doc for doc in docs if doc["kind"] == "Image"]  # local-config: never applied
 
 
 def test_a_doc_that_names_another_release_is_refused_before_anything_is_written() -> None:
