@@ -54,6 +54,7 @@ def module_dir(version: str) -> Path:
 class ArgoCD:
     def __init__(self, plane: controlplane.ControlPlane, version: str, git_host: str, ca: trustme.CA) -> None:
         self.plane, self.version, self.ca = plane, version, ca
+        self._token: str | None = None  # the `cutover` account's API key, once made
         self.dir = plane.dir / "argocd"
         self.tls = self.dir / "tls"
         self.tls.mkdir(parents=True, exist_ok=True)
@@ -174,11 +175,14 @@ class ArgoCD:
 
     def account_token(self) -> str:
         """An API key of the `cutover` account, made as an admin makes one (`argocd account generate-token`):
-        a session with the initial admin password, then the account's token."""
-        with self._as_admin() as client:
-            made = client.post(f"/api/v1/account/{ACCOUNT}/token", json={"name": ACCOUNT, "id": "e2e"})
-            made.raise_for_status()
-            return str(made.json()["token"])
+        a session with the initial admin password, then the account's token. Made once: each workload's
+        `cutover-argocd` gets the same key (ArgoCD refuses a second token of the same id)."""
+        if self._token is None:
+            with self._as_admin() as client:
+                made = client.post(f"/api/v1/account/{ACCOUNT}/token", json={"name": ACCOUNT, "id": "e2e"})
+                made.raise_for_status()
+                self._token = str(made.json()["token"])
+        return self._token
 
     def terminate(self, app: str) -> bool:
         """What `argocd app terminate-op` asks of argocd-server (`DELETE .../operation`): the controller stops the
