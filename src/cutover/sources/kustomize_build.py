@@ -72,10 +72,7 @@ async def build(directory: Path, *, where: str) -> list[dict[str, Any]]:
     argv = [*require(), str(directory)]
     local = await asyncio.to_thread(loopback_reference, directory)
     if local is not None:
-        raise RenderFailed(f"{where}: the kustomization names a remote resource, which cutover's render does not "
-                           f"fetch ({local})",
-                           hint="vendor the remote base into the repository (a render reads only the tree a reviewer "
-                                "saw), or render through argocd.server")
+        raise _remote(where, local)
     try:
         done = await asyncio.to_thread(subprocess.run, argv, capture_output=True, timeout=BUILD_TIMEOUT,
                                        env=_environment(), check=False)
@@ -85,13 +82,17 @@ async def build(directory: Path, *, where: str) -> list[dict[str, Any]]:
     if done.returncode != 0:
         words = " ".join(done.stderr.decode(errors="replace").split())[-400:]
         if "127.0.0.1:9" in words or "git@" in words or "ssh:" in words.lower():
-            raise RenderFailed(f"{where}: the kustomization names a remote resource, which cutover's render does "
-                               f"not fetch ({words[-200:]})",
-                               hint="vendor the remote base into the repository (a render reads only the tree "
-                                    "a reviewer saw), or render through argocd.server")
+            raise _remote(where, words[-200:])
         raise RenderFailed(f"{where}: kustomize build failed: {words}",
                            hint="run `kubectl kustomize` on that directory: ArgoCD cannot render it either")
     return documents(done.stdout.decode(), where=where)
+
+
+def _remote(where: str, what: str) -> RenderFailed:
+    """A remote resource, refused before the build (this machine's) or by the build (the refusing proxy, ssh)."""
+    return RenderFailed(f"{where}: the kustomization names a remote resource, which cutover's render does not fetch "
+                        f"({what})", hint="vendor the remote base into the repository (a render reads only the tree a "
+                                          "reviewer saw), or render through argocd.server")
 
 
 # a URL's host, after its scheme and any user: Go's HTTP client never sends loopback through a proxy
