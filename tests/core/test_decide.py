@@ -323,6 +323,33 @@ def test_the_audit_waits_while_argocd_has_yet_to_apply_a_handoff_step(applicatio
     assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
 
 
+FREED = step("vllm", "free", to="candle", at=NOW - timedelta(seconds=30))
+OPENED = dataclasses.replace(step("candle", "restore", to="candle", at=NOW - timedelta(seconds=30)), sha="7e57" * 10)
+IN_THE_GAP = observed(VLLM, VLLM, SWITCHED, workloads=handed(("vllm",), vllm=FREED, candle=OPENED))
+
+
+def hookless(revision: str, *, phase: str = "Succeeded", selective: bool = True) -> ApplicationView:
+    return dataclasses.replace(synced(started=NOW - timedelta(seconds=20), phase=phase, compared=revision),
+                               operation_selective=selective)
+
+
+@pytest.mark.parametrize(("application", "expected"), [
+    # the recreate's free synced without hooks (argo-cd#27875): no PostSync waits for the target; the audit does
+    (hookless(OPENED.sha), decide.Continue(decide.Advance("vllm", "candle"), OPENED.sha)),
+    (hookless(OPENED.sha, selective=False), decide.Check("vllm")),  # a full sync: its PostSync took the hop
+    (hookless(OPENED.sha, phase="Failed", selective=False), decide.Check("vllm")),  # a Terminate: a person's call
+    (hookless("ab" * 20), decide.Check("vllm")),  # a person's commit synced so: the audit starts no cutover
+    (hookless(FREED.sha), decide.Check("vllm")),  # an older commit of ours: the newer one is ArgoCD's next
+], ids=["selective", "full-sync", "terminated", "not-ours", "older"])
+def test_the_audit_takes_the_hop_after_one_argocd_synced_without_hooks(application: ApplicationView,
+                                                                       expected: decide.Step) -> None:
+    older = dataclasses.replace(FREED, date=NOW - timedelta(minutes=1))
+    seen = dataclasses.replace(IN_THE_GAP, application=application)
+    if application.operation_revision == FREED.sha:
+        seen = dataclasses.replace(seen, workloads=handed(("vllm",), vllm=older, candle=OPENED))
+    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
+
+
 def test_a_commit_no_operation_followed_for_long_is_not_waited_for() -> None:
     """A workload in another Application, or a commit that changed nothing ArgoCD renders: past the window the
     audit goes on (it is never silenced for good)."""

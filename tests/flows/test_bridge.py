@@ -107,6 +107,49 @@ async def test_each_postsync_takes_one_hop_and_the_bridged_name_never_fails(
     assert {"CutoverBridged", "CutoverFreed", "CutoverRestored", "CutoverCommitted"} <= set(reasons)
 
 
+def synced_without_hooks(world: World, repo: BareRepo) -> None:
+    """ArgoCD applies the head by a selective self-heal sync, as it does a commit its PostSync pushed once it
+    compared that commit while the sync still ran (argo-cd#27875 on 3.4 and 3.5): no hook runs."""
+    argocd_syncs(world, repo)
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {"operationState": sim_argocd.operation_state(
+        world, "Succeeded", repo.head() or "", selected=[{"group": "", "kind": "Service", "name": "x"}])}})
+
+
+async def test_hops_argocd_synced_without_hooks_are_taken_by_the_audit(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]]) -> None:
+    """Every hop's commit synced without its PostSync: each audit takes the next hop (what that PostSync would
+    have done), then verifies the last switch; an audit while a hop's own PostSync may still come leaves it."""
+    the_plan = bridge_plan(make_plan)
+
+    async def audit(n: int) -> Any:
+        return told(await phases.audit(Run.create(kube, the_plan, host, identity=f"cutover-audit-{n}")), the_plan)
+
+    async with probing(world) as failures:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+        (to_coder,) = commits(repo, PATH)
+        argocd_syncs(world, repo)  # a full sync, whose PostSync takes the next hop: not the audit's
+        assert (await audit(1)).data["audit"] == "skipped"
+        synced_without_hooks(world, repo)
+        room = await audit(2)
+        assert room.data["audit"] == "continued" and room.data["commit"] == repo.log(PATH)[0].sha
+        assert room.data["backend"] == "candle" and "restored in" in room.data["detail"]
+        restore, free = commits(repo, ENGINES)
+        assert (free.step, free.backend, restore.step, restore.backend) == ("free", "vllm", "restore", "candle")
+        assert named(events, "audit.continuing") and named(events, milestones.BRIDGE_VERIFIED)
+        synced_without_hooks(world, repo)
+        switched = await audit(3)
+        assert (switched.data["audit"], switched.data["backend"]) == ("continued", "candle")
+        last, _ = commits(repo, PATH)
+        assert (last.source, last.to, last.bridge) == ("vllm", "candle", "coder")
+        synced_without_hooks(world, repo)
+        verified = await audit(4)
+        assert (verified.data["audit"], verified.data["backend"]) == ("verified", "candle")
+        assert (await audit(5)).data["audit"] == "checked"
+    assert failures == []
+    assert len({to_coder.id, last.id}) == 1  # one cutover, one Slack thread, whoever took its hops
+
+
 async def test_run_takes_every_hop_and_rollback_takes_them_back_through_the_bridge(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
     the_plan = bridge_plan(make_plan)

@@ -172,7 +172,9 @@ def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
 
 
 def _audited(audited: Audited, plan: Plan) -> Report:
-    summaries = {"verified": f"verified the switch to {audited.backend} that no hook verified "
+    summaries = {"continued": f"took the handoff's next hop toward {audited.backend}, after "
+                              f"{(audited.commit or '')[:12]} was synced without hooks: {audited.detail}",
+                 "verified": f"verified the switch to {audited.backend} that no hook verified "
                              f"({(audited.commit or '')[:12]})",
                  "checked": f"the live backend {audited.backend} still serves every name",
                  "skipped": f"nothing to audit: {audited.detail}"}

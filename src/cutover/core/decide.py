@@ -139,6 +139,15 @@ class Check:
 
 
 @dataclasses.dataclass(frozen=True)
+class Continue:
+    """`cutover audit`: ArgoCD synced cutover's hop `commit` without running its hooks, so no PostSync took the next
+    hop of the handoff (`synced_without_hooks`): the audit takes `step`, as that PostSync would have."""
+
+    step: Advance | Restore | Free
+    commit: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Gate:
     """PreSync: the revision being synced switches the Service to `backend`; prove it before ArgoCD applies it."""
 
@@ -256,12 +265,15 @@ def _hold(observed: Observed, plan: Plan) -> Hold | None:
     return None
 
 
-def audit_step(observed: Observed, plan: Plan, *, verified: str | None, now: datetime) -> Verify | Check | Nothing:
-    """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475): a switch ArgoCD applied
+def audit_step(observed: Observed, plan: Plan, *, verified: str | None,
+               now: datetime) -> Verify | Check | Continue | Nothing:
+    """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475, #27875): a hop of a
+    handoff that ArgoCD synced without its hooks is followed by the next hop (`Continue`); a switch ArgoCD applied
     that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
     backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish, and so is a cutover commit
     ArgoCD has yet to apply (`argocd_behind`: a free or a restore leaves the selector as it is); a selector of no
-    backend of the plan is not ours."""
+    backend of the plan is not ours. A person's commit synced without hooks starts nothing here: the audit finishes
+    what cutover began."""
     live, git = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
     if live is None or git is None:
         return Nothing("the Service or Git selects no backend of the plan: not ours to audit")
@@ -270,9 +282,10 @@ def audit_step(observed: Observed, plan: Plan, *, verified: str | None, now: dat
     behind = argocd_behind(observed, now=now)
     if behind is not None:
         return Nothing(behind)
+    left = _hop_left(observed, plan)
     last = observed.last
-    if git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
-        return Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
+    if left is not None or (git == plan.handoff.bridge and bridge_hop(last, plan) is not None):
+        return left or Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
     if last is not None and last.trailers.to == git and last.sha != verified:
         return Verify(git)
     return Check(live)
@@ -298,15 +311,50 @@ def argocd_behind(observed: Observed, *, now: datetime) -> str | None:
         return None
     if app.operation_phase in ("Running", "Terminating"):
         return f"ArgoCD is syncing {(app.operation_revision or '?')[:12]}"
-    dated = [(commit.date, commit) for commit in (observed.last, *observed.workloads.steps.values())
-             if commit is not None and commit.date is not None]
-    if not dated or app.operation_started is None:
+    newest = newest_commit(observed)
+    if newest is None or newest.date is None or app.operation_started is None:
         return None  # no cutover commit to wait for, or an Application no operation ever synced: nothing to tell
-    when, newest = max(dated, key=lambda pair: pair[0])
     compared = app.hydrator.dry_sha if app.hydrator is not None else app.sync_revision
-    if compared == newest.sha or app.operation_started >= when or now - when > APPLY_WINDOW:
+    if compared == newest.sha or app.operation_started >= newest.date or now - newest.date > APPLY_WINDOW:
         return None
     return f"ArgoCD has yet to apply {newest.sha[:12]} ({newest.title})"
+
+
+def _hop_left(observed: Observed, plan: Plan) -> Continue | None:
+    """The next hop of a handoff whose last hop ArgoCD synced without hooks: no PostSync will take it."""
+    unhooked = synced_without_hooks(observed)
+    step = next_step(observed, plan) if unhooked is not None else None
+    return Continue(step, unhooked.sha) if unhooked is not None and isinstance(step, Advance | Restore | Free) \
+        else None
+
+
+def newest_commit(observed: Observed) -> Commit | None:
+    """The newest cutover commit of this plan: a switch, a free or a restore (by its date in Git)."""
+    dated = [commit for commit in (observed.last, *observed.workloads.steps.values())
+             if commit is not None and commit.date is not None]
+    return max(dated, key=lambda commit: commit.date or datetime.min) if dated else None
+
+
+def synced_without_hooks(observed: Observed) -> Commit | None:
+    """The newest cutover commit, when the Application's last operation synced it (and nothing newer) and ran no
+    hook: a selective sync, whose hooks ArgoCD skips (controller/sync.go), as it makes the self-heal of a commit
+    pushed while the previous sync ran (a hop's own commit, pushed by its PostSync) once it compared that commit
+    during the sync (argo-cd#27875; its fix was reverted in 3.4 and 3.5 by #28692). No PostSync then takes the
+    next hop. None when one may: a full sync, an operation running or failed (a Terminate leaves a gap for a
+    person's next sync, docs/capacity.md)."""
+    app = observed.application
+    if app is None or app.operation_phase != "Succeeded" or not app.operation_selective:
+        return None
+    applied = app.hydrator.dry_sha if app.hydrator is not None else app.operation_revision
+    ours = [commit for commit in (observed.last, *observed.workloads.steps.values()) if commit is not None]
+    synced = next((commit for commit in ours if commit.sha == applied), None)
+    if synced is None or any(_after(commit, synced) for commit in ours):
+        return None  # a person's commit, or an older one of ours (a newer one is still to sync)
+    return synced
+
+
+def _after(commit: Commit, other: Commit) -> bool:
+    return commit.date is not None and other.date is not None and commit.date > other.date
 
 
 def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> Gate | Nothing:

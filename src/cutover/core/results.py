@@ -136,10 +136,10 @@ class SyncFailed:
 
 @dataclasses.dataclass(frozen=True)
 class Audited:
-    """`cutover audit`: what it found, and what it did (verified a switch no hook verified, or checked the live
-    backend's names)."""
+    """`cutover audit`: what it found, and what it did (took the hop after one ArgoCD synced without hooks, verified a
+    switch no hook verified, or checked the live backend's names)."""
 
-    state: str  # verified | checked | skipped
+    state: str  # continued | verified | checked | skipped
     backend: str | None
     detail: str
     commit: str | None = None

@@ -228,6 +228,9 @@ class ApplicationView:
     # "<Kind>/<name>: <message>" of each resource or hook of the operation that failed: what ArgoCD shows of a
     # failed hook is its Job's condition ("... failed with exit code 4 matching FailJob rule ...")
     operation_failures: tuple[str, ...] = ()
+    # status.operationState.operation.sync.resources named any: a selective sync, which runs no hook (ArgoCD's
+    # controller/sync.go skips hooks then), as a self-heal sync is
+    operation_selective: bool = False
 
     def failure(self) -> str:
         """What the operation says went wrong: while the SyncFail hooks run it is still Running (the real

@@ -113,10 +113,13 @@ def _source(world: World) -> dict[str, Any] | None:
 
 
 def operation_state(world: World, phase: str, revision: str, *, message: str | None = None,
-                    finished: bool = True, resources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                    finished: bool = True, resources: list[dict[str, Any]] | None = None,
+                    selected: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """`status.operationState` as ArgoCD writes it for an automated sync of `revision` (`revisions[]`, one per
     source, for a multi-source Application), shaped like the real ArgoCD's (e2e/gitops: `prune` and `source`
-    copied into the operation, `retry`, the result's `resources`, "successfully synced (no more tasks)")."""
+    copied into the operation, `retry`, the result's `resources`, "successfully synced (no more tasks)").
+    `selected`: the objects a selective sync names in `operation.sync.resources` (`group`, `kind`, `name`), as a
+    self-heal sync does; ArgoCD runs no hook for it."""
     revisions = _revisions(world, revision)
     source = _source(world)
     sync: dict[str, Any] = {"revisions": revisions} if revisions else {"revision": revision}
@@ -124,6 +127,8 @@ def operation_state(world: World, phase: str, revision: str, *, message: str | N
     if source and not revisions:
         sync["source"] = result["source"] = source
     sync["prune"] = True  # the Applications' syncPolicy.automated.prune
+    if selected:
+        sync["resources"] = selected
     if resources is not None:
         result["resources"] = resources
     state: dict[str, Any] = {"operation": {"sync": sync, "initiatedBy": {"automated": True}, "retry": {}},

@@ -31,6 +31,7 @@ from cutover.core.results import (
     Result,
     SyncFailed,
     Verified,
+    WouldAdvance,
 )
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView
@@ -142,14 +143,8 @@ async def postsync(run: Run) -> Result:
     if isinstance(step, decide.Hold):
         log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
         return Held(step.on, step.commit, step.author)
-    if isinstance(step, (decide.Restore, decide.Free)):
-        if run.dry_run:
-            return await advance.would_make_room(run, step)
-        await _bridge_carries(run, observed, seen)
-        return await advance.make_room(run, observed, step)
-    if isinstance(step, decide.Advance):
-        return await (advance.would_advance(run, seen, step) if run.dry_run else
-                      advance.hop(run, observed, seen, step))
+    if isinstance(step, (decide.Restore, decide.Free, decide.Advance)):
+        return await _take(run, observed, seen, step)
     if isinstance(step, decide.AwaitApply):
         await sync.refresh(run)
         return Awaiting(step.to)
@@ -157,6 +152,19 @@ async def postsync(run: Run) -> Result:
     verified = await _verified(run, observed, seen, backend=step.backend)
     log.info(milestones.COMPLETED, to=step.backend, commit=observed.last.sha[:12] if observed.last else None)
     return verified
+
+
+async def _take(run: Run, observed: decide.Observed, seen: writeback.Seen,
+                step: decide.Restore | decide.Free | decide.Advance) -> Restored | Freed | Advanced | WouldAdvance:
+    """One hop of a handoff, or the switch: PostSync's, or the audit's when ArgoCD synced the last hop without
+    running its hooks."""
+    if isinstance(step, decide.Advance):
+        return await (advance.would_advance(run, seen, step) if run.dry_run else
+                      advance.hop(run, observed, seen, step))
+    if run.dry_run:
+        return await advance.would_make_room(run, step)
+    await _bridge_carries(run, observed, seen)
+    return await advance.make_room(run, observed, step)
 
 
 def _in_thread(observed: decide.Observed, plan: Plan, step: decide.Step) -> None:
@@ -365,10 +373,10 @@ async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to:
 
 
 async def audit(run: Run) -> Audited:
-    """What each workload's CronJob cutover-audit-<application> runs (docs/sources.md): finish a verification no
-    hook did (rolling back on failure as PostSync would), or check that the live backend still proves its names (an
-    alert otherwise: Event, Slack, exit 6). It commits nothing but such a rollback, and a retirement that is due
-    (handoff.retire)."""
+    """What each workload's CronJob cutover-audit-<application> runs (docs/sources.md): take the hop no hook took
+    (ArgoCD synced the last one without hooks), finish a verification no hook did (rolling back on failure as
+    PostSync would), or check that the live backend still proves its names (an alert otherwise: Event, Slack, exit
+    6). It commits nothing but such a hop or rollback, and a retirement that is due (handoff.retire)."""
     run.bind("audit")
     plan = run.plan
     observed, seen = await observe(run)
@@ -378,6 +386,8 @@ async def audit(run: Run) -> Audited:
     if isinstance(step, decide.Nothing):
         log.info("audit.skipped", reason=step.reason)
         return Audited("skipped", None, step.reason)
+    if isinstance(step, decide.Continue):
+        return await _continued(run, observed, seen, step)
     if isinstance(step, decide.Verify):
         last = observed.last
         log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
@@ -390,6 +400,21 @@ async def audit(run: Run) -> Audited:
     await verification.still_serving(run, observed.live, step.backend, gap=gap)
     retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
     return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
+
+
+async def _continued(run: Run, observed: decide.Observed, seen: writeback.Seen, found: decide.Continue) -> Audited:
+    """A hop ArgoCD synced without its hooks: the next one, taken here (the CronJob's schedule is then how long the
+    handoff waited; docs/capacity.md)."""
+    _in_thread(observed, run.plan, found.step)
+    log.warning("audit.continuing", commit=found.commit[:12], hop=decide.hop(found.step),
+                hint=f"ArgoCD synced {found.commit[:12]} without running its hooks (a selective self-heal sync of a "
+                     f"commit pushed while its sync ran, argo-cd#27875): the audit takes the next hop")
+    done = await _take(run, observed, seen, found.step)
+    if isinstance(done, WouldAdvance):
+        return Audited("continued", done.to, "would take the next hop (dry run)", found.commit)
+    detail = _room_said(done) if isinstance(done, Restored | Freed) else \
+        f"{done.source} -> {done.to} in {done.sha[:12]}"
+    return Audited("continued", done.to, detail, found.commit)
 
 
 # --- syncfail --------------------------------------------------------------------------------------------------

@@ -216,6 +216,7 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         hydrator=_hydrator(spec.get("sourceHydrator"), status.get("sourceHydrator") or {}),
         operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
         operation_message=operation.get("message"), operation_failures=_failures(result),
+        operation_selective=bool(state_op.get("resources")),
     )
 
 
