@@ -54,7 +54,7 @@ class Tier:
         self.shim = Shim(self.api, plane.dir, cutover)
         self.engines = EnginePods(kubernetes.config.new_client_from_config(str(plane.kubeconfig)), "llm-serving")
         self.git_ca = trustme.CA(organization_name="cutover e2e git host")
-        self.git = TierGitHost(ROOT, plane.dir, self.git_ca)
+        self.git = TierGitHost(ROOT, plane.dir, self.git_ca, bin_dir=plane.bin)
 
     # --- kubectl, as a user runs it ------------------------------------------------------------------------------
 

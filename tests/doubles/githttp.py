@@ -21,8 +21,9 @@ def http_backend() -> str:
 
 
 class GitHttpServer:
-    def __init__(self, root: Path, *, username: str, password: str) -> None:
+    def __init__(self, root: Path, *, username: str, password: str, more: dict[str, str] | None = None) -> None:
         self.root, self.username, self.password = root, username, password
+        self.accounts = {username: password, **(more or {})}  # every user the server lets in, by password
         self.before_push: Callable[[], None] | None = None
         self.fail_next: list[int] = []  # HTTP statuses to answer instead of serving, in order
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization header)
@@ -61,9 +62,12 @@ class GitHttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    def _authorized(self, header: str | None) -> bool:
-        expected = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
-        return header == f"Basic {expected}"
+    def _user(self, header: str | None) -> str | None:
+        """Who the Basic credentials name, when they are one of the accounts'."""
+        for username, password in self.accounts.items():
+            if header == "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode():
+                return username
+        return None
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         header = request.headers.get("Authorization")
@@ -71,7 +75,8 @@ class GitHttpServer:
         if self.moved_to is not None and request.host != self.moved_to.split("://", 1)[1]:
             raise web.HTTPFound(self.moved_to + request.path_qs)  # before auth, as a moved repository answers
         self.requests.append((request.method, request.path_qs, header))
-        if not self._authorized(header):
+        user = self._user(header)
+        if user is None:
             return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
         if self.fail_next:
             return web.Response(status=self.fail_next.pop(0))
@@ -82,7 +87,7 @@ class GitHttpServer:
         env = {"GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": request.path,
                "QUERY_STRING": request.query_string, "REQUEST_METHOD": request.method,
                "CONTENT_TYPE": request.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
-               "REMOTE_USER": self.username, "REMOTE_ADDR": "127.0.0.1",
+               "REMOTE_USER": user, "REMOTE_ADDR": "127.0.0.1",
                "HTTP_CONTENT_ENCODING": request.headers.get("Content-Encoding", ""),
                "GIT_PROTOCOL": request.headers.get("Git-Protocol", ""), "GIT_CONFIG_NOSYSTEM": "1",
                "HOME": str(self.root)}
