@@ -5,6 +5,7 @@ the PostSync after it verifies. The Service keeps its UID and ClusterIP, and sel
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 
@@ -197,6 +198,46 @@ def test_g_argocd_server_mode_with_an_account_that_may_only_get(argo: gitops.Git
     writes = [e for e in argo.audit() if e["objectRef"].get("resource") == "applications"
               and e["verb"] in ("patch", "update") and e["requestReceivedTimestamp"] >= _stamp(since)]
     assert writes == []  # the refresh went through the API, as the account
+
+
+def test_i_plain_git_pushed_by_the_with_git_image(argo: gitops.GitOpsTier) -> None:
+    """`git.provider: git`: a person's commit sets the target, turns the plan to plain Git over HTTPS and the
+    workload's hooks to the image's with-git target (`cutover:e2e-git`; with CUTOVER_E2E_IMAGE the shim runs
+    `cutover:dev-git`). The PostSync proves the target and pushes the switch with git itself (the token as the
+    password of `x-access-token`, the Git host's CA from the Secret) to the smart HTTP server ArgoCD fetches from;
+    ArgoCD syncs it. A second commit puts the plan and the hooks back as the later scenarios expect them."""
+    serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
+    target = "vllm" if serving == "candle" else "candle"
+    plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
+        "        compare: true\n", "        compare: false\n")  # vLLM's shorter context is not the point here
+    plain = plan.replace("      provider: github\n", "      provider: git\n").replace(
+        "      apiUrl: https://10.250.0.20:8443\n", "")
+    assert "provider: git\n" in plain and "apiUrl" not in plain
+    workload = (gitops.cluster.ROOT / gitops.WORKLOAD).read_text()
+    with_git = workload + "images:\n  - {name: cutover, newTag: e2e-git}   # the with-git target\n"
+
+    def pushes() -> int:
+        return sum(1 for method, path, header in argo.git.smart.requests if method == "POST"
+                   and path.endswith("/git-receive-pack") and header and _user(header) == "x-access-token")
+
+    pushed, before = pushes(), argo.git.cutover_commits()[:1]
+    argo.commit({gitops.PLAN: plain, gitops.WORKLOAD: with_git},
+                f"reasoning-long to {target}, pushed with plain Git\n")
+    argo.wait("cutover's commit", lambda: argo.git.cutover_commits()[:1] != before, timeout=180)
+    commit = argo.git.cutover_commits()[0]
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=commit, timeout=180)
+    assert argo.service().spec.selector == (VLLM if target == "vllm" else CANDLE)
+    assert pushes() > pushed  # through git-receive-pack, as the token's user
+    job = argo.batch.read_namespaced_job("cutover-postsync-llm-serving", "cutover")
+    assert job.spec.template.spec.containers[0].image == "cutover:e2e-git"
+
+    back = argo.commit({gitops.PLAN: plan, gitops.WORKLOAD: workload}, "The plan and the hooks as they were\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=back, timeout=180)
+    assert argo.service().spec.selector == (VLLM if target == "vllm" else CANDLE)
+
+
+def _user(header: str) -> str:
+    return base64.b64decode(header.removeprefix("Basic ")).decode().partition(":")[0]
 
 
 def _stamp(seconds: float) -> str:

@@ -22,6 +22,7 @@ EXAMPLE = EXAMPLES / "llm-serving"
 ENGINES = "manifests/examples/llm-serving/workload/engines.yaml"
 SERVICE = "manifests/examples/llm-serving/workload/service.yaml"
 PLAN = "e2e/fixtures/workload/plan.yaml"
+WORKLOAD = "e2e/fixtures/workload/kustomization.yaml"  # the tier's overlay of the example's workload
 VLLM = {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
         "serving.kserve.io/inferenceservice": "reasoning"}  # the backends' selectors, as the plan has them
 CANDLE = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}

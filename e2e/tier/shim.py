@@ -11,7 +11,8 @@ container's terminated state. The Job controller reads that status and applies `
 
 With an image, podman runs it (runc, the tier's own containers.conf from packaging/image.sh) in the tier's network
 namespace (`--network host` from inside it), with the image's own entrypoint, user and PATH, its root read-only when
-the container asks, and the same prepared volumes, environment and termination-message file bound in.
+the container asks, and the same prepared volumes, environment and termination-message file bound in. A pod whose
+tag ends in `-git` runs the with-git target (`localhost/cutover:dev-git`).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ class Shim:
         command = list(c.get("command") or [])
         if command and command[0] not in ("cutover", "/usr/local/bin/cutover"):
             raise ValueError(f"the shim runs the cutover image's own entrypoint, not {command[0]!r}")
-        argv += [self.image, *command[1:], *c.get("args", [])]
+        argv += [self._image_of(c["image"]), *command[1:], *c.get("args", [])]
         log = self.dir / f"{meta['namespace']}_{meta['name']}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -225,6 +226,12 @@ class Shim:
         started = now()
         self._running(pod, started)
         return Container(pod, process, log, message, started)
+
+    def _image_of(self, asked: str) -> str:
+        """The built image a pod's image stands for: the with-git target (`make image`'s `<image>-git`) for a tag
+        that ends in `-git`, as `git.provider: git` needs, else the default target."""
+        assert self.image is not None
+        return f"{self.image}-git" if asked.rsplit(":", 1)[-1].endswith("-git") else self.image
 
     def _argv(self, c: Mapping[str, Any]) -> list[str]:
         command = list(c.get("command") or ["cutover"])  # the image's ENTRYPOINT (Dockerfile)
