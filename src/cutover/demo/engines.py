@@ -53,6 +53,12 @@ def bomb() -> bytes:
 # architecture name 0.4.10-0.5.2 report as their id
 CANDLE_LATEST = (0, 8, 9)
 CANDLE_ARCHITECTURE = "qwen3"
+# vLLM 0.32.0's `system_fingerprint`: its version and a hash of its configuration (e2e/vllm: the real one's answers)
+VLLM_FINGERPRINT = "vllm-0.32.0-a673a107"
+# the fields vLLM 0.32.0 sends null unless asked for (e2e/vllm/test_contract.py: the real one's answers)
+VLLM_EXTRA = {"service_tier": None, "system_fingerprint": VLLM_FINGERPRINT, "kv_transfer_params": None,
+              "ec_transfer_params": None, "metrics": None}
+VLLM_USAGE = {"prompt_tokens_details": None, "completion_tokens_details": None}
 
 
 class EngineDouble:
@@ -165,8 +171,8 @@ class EngineDouble:
         stays a plain answer, as both engines send it before any stream begins."""
         if answer.status != 200:
             return answer
-        stream = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                         "Cache-Control": "no-cache"})
+        kind = "text/event-stream" if self.engine == "candle-vllm" else "text/event-stream; charset=utf-8"
+        stream = web.StreamResponse(status=200, headers={"Content-Type": kind, "Cache-Control": "no-cache"})
         await stream.prepare(request)
         if self.fault == "stream-endless-line":  # one data line that never ends: 2.5 MiB without a newline
             for _ in range(40):
@@ -236,10 +242,14 @@ class EngineDouble:
             return [{"id": ident, "choices": [{"delta": {"content": text}, "finish_reason": finish, "index": 0}],
                      "created": created, "model": model, "object": "chat.completion.chunk",
                      "system_fingerprint": None} for text, finish in (("po", None), ("ng", "length"))]
-        return [{"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
-                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-                for delta, finish in (({"role": "assistant", "content": ""}, None), ({"content": "pong"}, None),
-                                      ({"content": ""}, "length"))]
+        head = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
+        return [  # vLLM 0.32.0's: the role alone first, the prompt's fields on it; the fingerprint on the last
+            {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                                  "finish_reason": None}], "prompt_token_ids": None, "prompt_text": None},
+            {**head, "choices": [{"index": 0, "delta": {"content": "pong"}, "logprobs": None, "finish_reason": None,
+                                  "token_ids": None}]},
+            {**head, "choices": [{"index": 0, "delta": {"content": ""}, "logprobs": None, "finish_reason": "length",
+                                  "stop_reason": None, "token_ids": None}], "system_fingerprint": VLLM_FINGERPRINT}]
 
     async def _drip(self, request: web.Request, answer: web.Response) -> web.StreamResponse:
         """The right answer, a byte a second: every read is quick, the whole takes minutes (a congested link,
@@ -304,7 +314,8 @@ class EngineDouble:
     def _unknown(self, name: str) -> web.Response | None:
         if self.engine == "candle-vllm" or name in self.served_names:
             return None
-        return web.json_response({"error": {"message": f"The model `{name}` does not exist.",
+        aliases = ", ".join(self.served_names)
+        return web.json_response({"error": {"message": f"The model `{name}` does not exist. Valid aliases: {aliases}.",
                                             "type": "NotFoundError", "param": "model", "code": 404}}, status=404)
 
     def _tokens(self) -> int:
@@ -318,11 +329,14 @@ class EngineDouble:
         if unknown is not None:
             return unknown
         return web.json_response({
-            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+            "id": f"cmpl-{uuid.uuid4().hex[:16]}", "object": "text_completion", "created": int(time.time()),
             "model": self.served_names[0],
             "choices": [{"index": 0, "text": " pong", "logprobs": None, "finish_reason": "length",
-                         "stop_reason": None}],
-            "usage": {"prompt_tokens": 2, "total_tokens": 2 + self._tokens(), "completion_tokens": self._tokens()},
+                         "stop_reason": None, "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None,
+                         "routed_experts": None}],
+            "usage": {"prompt_tokens": 2, "total_tokens": 2 + self._tokens(), "completion_tokens": self._tokens(),
+                      **VLLM_USAGE},
+            **VLLM_EXTRA,
         })
 
     def _chat(self, body: Any) -> web.Response:
@@ -334,13 +348,21 @@ class EngineDouble:
         # (PR #377, resolve_response_model_name), before it with "default"
         current = self.model_id if self.version >= (0, 5, 3) else "default"
         echoed = current if self.engine == "candle-vllm" and name.strip() in ("", "default") else name
-        return web.json_response({
+        answer: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": echoed if self.engine == "candle-vllm" else self.served_names[0],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"},
                          "finish_reason": "length", "logprobs": None}],
             "usage": {"prompt_tokens": 9, "completion_tokens": self._tokens(), "total_tokens": 9 + self._tokens()},
-        })
+        }
+        if self.engine != "candle-vllm":  # vLLM 0.32.0's fields beyond OpenAI's, null unless asked for
+            choice = answer["choices"][0]
+            choice["message"] |= {"refusal": None, "annotations": None, "audio": None, "function_call": None,
+                                  "reasoning": None}
+            choice |= {"stop_reason": None, "token_ids": None, "routed_experts": None}
+            answer["usage"] |= VLLM_USAGE
+            answer |= {**VLLM_EXTRA, "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
+        return web.json_response(answer)
 
 
 class Blackhole:
