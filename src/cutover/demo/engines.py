@@ -328,16 +328,19 @@ class EngineDouble:
         unknown = self._unknown(name)
         if unknown is not None:
             return unknown
-        return web.json_response({
+        answer: dict[str, Any] = {
             "id": f"cmpl-{uuid.uuid4().hex[:16]}", "object": "text_completion", "created": int(time.time()),
             "model": self.served_names[0],
             "choices": [{"index": 0, "text": " pong", "logprobs": None, "finish_reason": "length",
-                         "stop_reason": None, "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None,
-                         "routed_experts": None}],
-            "usage": {"prompt_tokens": 2, "total_tokens": 2 + self._tokens(), "completion_tokens": self._tokens(),
-                      **VLLM_USAGE},
-            **VLLM_EXTRA,
-        })
+                         "stop_reason": None}],
+            "usage": {"prompt_tokens": 2, "total_tokens": 2 + self._tokens(), "completion_tokens": self._tokens()},
+        }
+        if self.engine == "vllm":  # vLLM 0.32.0's fields beyond OpenAI's, null unless asked for
+            answer["choices"][0] |= {"token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None,
+                                     "routed_experts": None}
+            answer["usage"] |= VLLM_USAGE
+            answer |= VLLM_EXTRA
+        return web.json_response(answer)
 
     def _chat(self, body: Any) -> web.Response:
         name = (body or {}).get("model", "")
@@ -355,7 +358,7 @@ class EngineDouble:
                          "finish_reason": "length", "logprobs": None}],
             "usage": {"prompt_tokens": 9, "completion_tokens": self._tokens(), "total_tokens": 9 + self._tokens()},
         }
-        if self.engine != "candle-vllm":  # vLLM 0.32.0's fields beyond OpenAI's, null unless asked for
+        if self.engine == "vllm":  # vLLM 0.32.0's fields beyond OpenAI's, null unless asked for
             choice = answer["choices"][0]
             choice["message"] |= {"refusal": None, "annotations": None, "audio": None, "function_call": None,
                                   "reasoning": None}
