@@ -246,8 +246,8 @@ class Hops(threading.Thread):
 
 def audit_hookless(argo: gitops.GitOpsTier, audited: list[str]) -> None:
     """When ArgoCD's last operation synced one of cutover's commits selectively, running no hook (the self-heal of a
-    hop pushed while its sync ran, argo-cd#27875: rare with the tier's fixed self-heal delay, never ruled out), the
-    audit CronJob's Job, as its schedule would start it minutes later: it takes the hop no PostSync took."""
+    hop pushed while its sync ran, argo-cd#27875: not seen since the tier runs a fixed self-heal delay, never ruled
+    out), the audit CronJob's Job, as its schedule would start it minutes later: it takes the hop no PostSync took."""
     state = argo.app("llm-serving").get("status", {}).get("operationState", {})
     revision = state.get("syncResult", {}).get("revision")
     if state.get("phase") != "Succeeded" or not state.get("operation", {}).get("sync", {}).get("resources") or \
@@ -504,8 +504,8 @@ def test_a_terminate_in_the_gap_leaves_it_open_for_the_next_sync_which_switches_
 
 
 def _synced_with_hooks(argo: gitops.GitOpsTier, revision: str) -> None:
-    """When ArgoCD synced `revision` without hooks (argo-cd#27875, rare with the tier's self-heal delay), a person's
-    sync of it, hooks and all: the scenario is about what happens to the hop's PostSync."""
+    """When ArgoCD synced `revision` without hooks (argo-cd#27875, not seen since the tier runs a fixed self-heal
+    delay), a person's sync of it, hooks and all: the scenario is about what happens to the hop's PostSync."""
     def begun() -> dict[str, Any] | None:
         state: dict[str, Any] = argo.app("llm-serving").get("status", {}).get("operationState", {})
         operation = state.get("operation", {}).get("sync", {})

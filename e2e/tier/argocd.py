@@ -131,7 +131,8 @@ class ArgoCD:
             # A fixed self-heal delay instead of the exponential backoff (whose first attempt is immediate): a hop
             # committed while its sync runs and compared by ArgoCD before that sync ended is then synced by the
             # comparison with Git the delay asks for, hooks and all, instead of by an immediate hook-less self-heal
-            # (argo-cd#27875; docs/install.md). Not always: the audit takes the hops it misses.
+            # (argo-cd#27875; read in controller/appcontroller.go, docs/install.md). Not proven always: the audit
+            # takes any hop synced without hooks.
             "--self-heal-timeout-seconds", "2", "--self-heal-backoff-timeout-seconds", "0",
             "--sync-timeout", str(sync_timeout)])
 
