@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import kubernetes
@@ -120,16 +120,31 @@ def bridge_plan(target: str) -> str:
                                       "predictor}\n        engine: vllm\n        port: 8080\n    target: ", 1)
 
 
-class Client(threading.Thread):
+class Background(threading.Thread):
+    """A thread that runs while its `with` block does: `done` is set on the way out, and it is joined."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.done = threading.Event()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join(timeout=15)
+
+
+class Client(Background):
     """A client of the Service: `reasoning` through its ClusterIP every 0.2 s, a new connection each time (kube-proxy
     chooses an endpoint per connection), counting what was answered and what failed."""
 
     def __init__(self, address: str) -> None:
-        super().__init__(name="client", daemon=True)
+        super().__init__("client")
         self.address, self.answered = address, 0
         self.failed: list[str] = []
         self.asked: list[tuple[float, bool]] = []  # (monotonic time, answered)
-        self.done = threading.Event()
 
     def run(self) -> None:
         with httpx.Client(timeout=5, headers={"Connection": "close"}) as client:
@@ -155,14 +170,6 @@ class Client(threading.Thread):
             elif answered and since is not None:
                 longest, since = max(longest, when - since), None
         return longest
-
-    def __enter__(self) -> Client:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.join(timeout=15)
 
 
 class Stream(threading.Thread):
@@ -192,15 +199,15 @@ class Stream(threading.Thread):
         self.ended = time.monotonic()
 
 
-class Hops(threading.Thread):
+class Hops(Background):
     """What happens around a handoff's hops, read every 0.2 s: when the Service's selector changed and the pods of
     each backend were last seen; the first pod of every PostSync Job SIGKILLed once it holds the Lease (the
     Job controller's next pod takes over, as after a node's crash); and the audit CronJob's run, sooner than its
     schedule, after each hop ArgoCD synced without its hooks (`audit_hookless`)."""
 
     def __init__(self, argo: gitops.GitOpsTier) -> None:
-        super().__init__(name="hops", daemon=True)
-        self.argo, self.done = argo, threading.Event()
+        super().__init__("hops")
+        self.argo = argo
         self.switched: list[tuple[float, str]] = []  # (monotonic time, the backend selected from then on)
         self.last_seen: dict[str, float] = {}  # backend → when one of its pods was last seen, not terminating
         self.killed: dict[str, str] = {}  # PostSync Job uid → the last event its killed pod logged
@@ -235,14 +242,6 @@ class Hops(threading.Thread):
                 self.killed[job] = [json.loads(line)["event"] for line in logged.splitlines()
                                     if line.startswith("{")][-1]
 
-    def __enter__(self) -> Hops:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.join(timeout=15)
-
 
 def audit_hookless(argo: gitops.GitOpsTier, audited: list[str]) -> None:
     """When ArgoCD's last operation synced one of cutover's commits selectively, running no hook (the self-heal of a
@@ -259,25 +258,17 @@ def audit_hookless(argo: gitops.GitOpsTier, audited: list[str]) -> None:
     argo.job_from_cronjob("cutover-audit-llm-serving", f"cutover-audit-{revision[:10]}", kept=True)
 
 
-class Auditing(threading.Thread):
+class Auditing(Background):
     """`audit_hookless` every 0.5 s, for the scenarios without `Hops`."""
 
     def __init__(self, argo: gitops.GitOpsTier) -> None:
-        super().__init__(name="auditing", daemon=True)
-        self.argo, self.done, self.audited = argo, threading.Event(), list[str]()
+        super().__init__("auditing")
+        self.argo, self.audited = argo, list[str]()
 
     def run(self) -> None:
         while not self.done.wait(0.5):
             with contextlib.suppress(Exception):  # the apiserver busy for a moment: look again
                 audit_hookless(self.argo, self.audited)
-
-    def __enter__(self) -> Auditing:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.join(timeout=15)
 
 
 def hop_logs(argo: gitops.GitOpsTier, since: float) -> str:

@@ -328,10 +328,14 @@ def _hop_left(observed: Observed, plan: Plan) -> Continue | None:
         else None
 
 
+def _ours(observed: Observed) -> list[Commit]:
+    """This plan's newest cutover commits: the last switch, and each backend's last free or restore."""
+    return [commit for commit in (observed.last, *observed.workloads.steps.values()) if commit is not None]
+
+
 def newest_commit(observed: Observed) -> Commit | None:
     """The newest cutover commit of this plan: a switch, a free or a restore (by its date in Git)."""
-    dated = [commit for commit in (observed.last, *observed.workloads.steps.values())
-             if commit is not None and commit.date is not None]
+    dated = [commit for commit in _ours(observed) if commit.date is not None]
     return max(dated, key=lambda commit: commit.date or datetime.min) if dated else None
 
 
@@ -346,7 +350,7 @@ def synced_without_hooks(observed: Observed) -> Commit | None:
     if app is None or app.operation_phase != "Succeeded" or not app.operation_selective:
         return None
     applied = app.hydrator.dry_sha if app.hydrator is not None else app.operation_revision
-    ours = [commit for commit in (observed.last, *observed.workloads.steps.values()) if commit is not None]
+    ours = _ours(observed)
     synced = next((commit for commit in ours if commit.sha == applied), None)
     if synced is None or any(_after(commit, synced) for commit in ours):
         return None  # a person's commit, or an older one of ours (a newer one is still to sync)
