@@ -479,6 +479,7 @@ async def test_postsync_leaves_where_it_stands_on_the_applications_notice(cutove
     assert severity == "info"
 
 
+@pytest.mark.timeout(240)  # the demo posts a message a second (Slack's rate): about 50 s idle, more when loaded
 async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path) -> None:
     from doubles.slack import FakeSlack
 
@@ -487,8 +488,13 @@ async def test_the_demo_posts_its_milestones_to_slack_when_asked(tmp_path: Path)
             sys.executable, "-m", "cutover", "demo", stdin=asyncio.subprocess.DEVNULL,
             env={"PATH": os.environ["PATH"], "CUTOVER_SLACK_WEBHOOK": slack.webhook},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        async with asyncio.timeout(120):
-            out, err = await process.communicate()
+        try:
+            async with asyncio.timeout(200):  # before pytest-timeout's, so the process is not left behind
+                out, err = await process.communicate()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
     assert process.returncode == 0, err.decode()[-2000:]
     lines = out.decode().strip().splitlines()
     assert lines[-1] == f"cutover demo: {len(slack.posted)} message(s) posted to Slack (127.0.0.1)"
