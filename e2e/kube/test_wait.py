@@ -4,10 +4,12 @@ Unschedulable with the scheduler's own message)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
+from tier import realvllm
 from tier.cluster import FIXTURES, Tier
 
 
@@ -34,6 +36,32 @@ def test_verify_waits_for_the_startup_timeline_then_proves_the_names(tier: Tier)
     assert result.message.startswith("cutover verify: OK — backend candle proven"), result.message
     pods = tier.core.list_namespaced_pod("llm-serving", label_selector="app.kubernetes.io/name=llm-reasoning-candle")
     assert [p.status.phase for p in pods.items] == ["Running"]
+
+
+def test_verify_proves_the_real_vllm_and_names_what_it_does_not_serve(tier: Tier) -> None:
+    """The example's vLLM pod is served by a real vLLM (tier/realvllm.py): `verify` proves both names by generation,
+    with the plan's fitness trial (a stream to `data: [DONE]`, the context `compare` reads from /v1/models); a plan
+    that asks for a name vLLM does not serve is refused with the name, as vLLM's own /v1/models lacks it."""
+    assert tier.engines.real_generation("llm-reasoning")
+    verify_job(tier, "verify-real-vllm", "vllm")
+    result = tier.finished("verify-real-vllm")
+    assert result.exit_code == 0, result
+    assert result.message.startswith("cutover verify: OK — backend vllm proven"), result.message
+    proven = next(json.loads(line) for line in result.log.splitlines() if '"names.proven"' in line)
+    assert proven["names"] == ["reasoning-long", "reasoning"] and proven["method"] == "generate", proven
+    assert proven["fitness"]["new"]["context"] == realvllm.CONTEXT, proven["fitness"]  # what vLLM itself reports
+    asked = tier.engines.forwarded("llm-reasoning")
+    assert {("GET", "/v1/models"), ("POST", "/v1/chat/completions")} <= set(asked), asked
+
+    plan = tier.core.read_namespaced_config_map("cutover-plan", "cutover").data["plan.yaml"]
+    unserved = plan.replace("servedNames: [reasoning-long, reasoning]", "servedNames: [reasoning-long, reasoning-xl]")
+    assert unserved != plan
+    tier.core.create_namespaced_config_map("cutover", {"metadata": {"name": "cutover-plan-unserved"},
+                                                       "data": {"plan.yaml": unserved}})
+    verify_job(tier, "verify-real-vllm-unserved", "vllm", plan="cutover-plan-unserved")
+    result = tier.finished("verify-real-vllm-unserved")
+    assert result.exit_code == 4, result
+    assert "reasoning-xl" in result.message and "name_not_listed" in result.log, result.message
 
 
 @pytest.mark.parametrize(("backend", "code", "said"), [

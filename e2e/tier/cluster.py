@@ -20,6 +20,7 @@ import trustme
 from tier import controlplane
 from tier.engines import EnginePods
 from tier.githost import REPO_URL, TOKEN, TierGitHost
+from tier.realvllm import RealVllm
 from tier.shim import Shim
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,12 +231,17 @@ class Tier:
 
 
 @contextlib.contextmanager
-def started(bin_dir: Path, run_dir: Path, *, cutover: Path, kind: type[Tier] = Tier) -> Iterator[Tier]:
-    """The control plane with its nodes, the shim, the engine doubles and the Git host; nothing installed."""
+def started(bin_dir: Path, run_dir: Path, *, cutover: Path, kind: type[Tier] = Tier,
+            real: RealVllm | None = None) -> Iterator[Tier]:
+    """The control plane with its nodes, the shim, the engines (the real vLLM's forwarders and the doubles) and the
+    Git host; nothing installed."""
     with controlplane.running(bin_dir, run_dir, Path(__file__).with_name("stages.yaml")) as plane:
         tier = kind(plane, cutover)
         tier.add_nodes()
         tier.shim.start()
+        if real is not None:
+            real.wait()  # started with the session: its minute or two ran beside the control plane's start
+            tier.engines.real = real
         tier.engines.start()
         tier.git.start(tier.engines.loop)
         try:

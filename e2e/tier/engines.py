@@ -1,5 +1,6 @@
-"""Engine doubles at the pod IPs kwok assigns: the engine process of each engine pod, bound once its model has
-loaded (both engines bind only once loaded, as src/cutover/demo/engines.py says), gone with the pod.
+"""The engines at the pod IPs kwok assigns: the engine process of each engine pod, bound once its model has
+loaded (both engines bind only once loaded, as src/cutover/demo/engines.py says), gone with the pod. A vLLM pod
+serving the real vLLM's names is a forwarder to it (tier/realvllm.py); any other is an engine double.
 
 Which engine, port and served names come from the pod's own container: vLLM's `--served-model-name a b`
 (its image or container name says vllm), candle-vllm's `--m id` (in its args or its `sh -c` command).
@@ -16,13 +17,13 @@ from typing import Any
 
 import kubernetes
 
-from cutover.demo.engines import EngineDouble
+from cutover.demo.engines import CANNED, EngineDouble
+from tier.realvllm import Forwarder, RealVllm
 
 
 def engine_of(container: Mapping[str, Any]) -> tuple[str, int, tuple[str, ...]] | None:
     """(engine, port, served names) of a container, or None when it is not an engine's."""
-    words = [*container.get("command", []), *container.get("args", [])]
-    words = [w for text in words for w in (shlex.split(text) if " " in text else [text])]
+    words = _words(container)
     port = next((p["containerPort"] for p in container.get("ports", [])), 8000)
     image = container.get("image", "")
     if "candle" in image or "candle" in container.get("name", ""):
@@ -38,6 +39,20 @@ def engine_of(container: Mapping[str, Any]) -> tuple[str, int, tuple[str, ...]] 
     return None
 
 
+def grace_of(container: Mapping[str, Any]) -> float:
+    """Seconds a vLLM container's requests in flight have after SIGTERM: its `--shutdown-timeout` (vLLM aborts them
+    at once without it since 0.18, vllm-project/vllm#34730); 1 s without it, as the engine doubles give."""
+    words = _words(container)
+    if "--shutdown-timeout" in words[:-1]:
+        return float(words[words.index("--shutdown-timeout") + 1])
+    return 1.0
+
+
+def _words(container: Mapping[str, Any]) -> list[str]:
+    words = [*container.get("command", []), *container.get("args", [])]
+    return [w for text in words for w in (shlex.split(text) if " " in text else [text])]
+
+
 def _until_flag(words: list[str]) -> list[str]:
     out = []
     for w in words:
@@ -48,12 +63,13 @@ def _until_flag(words: list[str]) -> list[str]:
 
 
 class EnginePods:
-    """Keeps one bound double per Ready engine pod, in a loop of its own."""
+    """Keeps one bound engine per running engine pod, in a loop of its own."""
 
-    def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str, real: RealVllm | None = None) -> None:
         self.api, self.core = api, kubernetes.client.CoreV1Api(api)
         self.namespace = namespace
-        self.doubles: dict[str, EngineDouble] = {}  # pod name → its engine
+        self.real = real
+        self.doubles: dict[str, EngineDouble | Forwarder] = {}  # pod name → its engine
         self.loop = asyncio.new_event_loop()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self.loop.run_forever, name="engines", daemon=True),
@@ -92,31 +108,49 @@ class EnginePods:
         wanted = kind != "DELETED" and running is not None and ip and pod.metadata.deletion_timestamp is None
         have = self.doubles.get(name)
         if wanted and have is None:
-            found = engine_of(self.api.sanitize_for_serialization(pod.spec.containers[0]))
+            container = self.api.sanitize_for_serialization(pod.spec.containers[0])
+            found = engine_of(container)
             if found is None:
                 return
             engine, port, names = found
-            double = EngineDouble(engine, ip=ip, port=port, served_names=names)
+            double: EngineDouble | Forwarder = (
+                Forwarder(self.real, ip=ip, port=port, grace=grace_of(container))
+                if self.real and (engine, names) == ("vllm", self.real.names)
+                else EngineDouble(engine, ip=ip, port=port, served_names=names))
             self.doubles[name] = double
             load = float((pod.metadata.annotations or {}).get("e2e.cutover.dev/loads-in", "0"))
             loaded_in = max(0.0, running.started_at.timestamp() + load - time.time())
             self.loop.call_soon_threadsafe(self.loop.call_later, loaded_in, self._bind, double)
         elif not wanted and have is not None:
             del self.doubles[name]
-            asyncio.run_coroutine_threadsafe(have.unbind(), self.loop).result(5)
+            grace = have.grace if isinstance(have, Forwarder) else 0.0
+            asyncio.run_coroutine_threadsafe(have.unbind(), self.loop).result(grace + 5)
 
     def fault(self, deployment: str, fault: str | None) -> None:
         """An engine that misbehaves (the engine doubles' faults: "no-token" answers without generating) on every
         pod of `deployment`; None: behaves again."""
         for double in self._of(deployment):
+            assert isinstance(double, EngineDouble) or fault in (None, *CANNED), \
+                f"the real vLLM behind {deployment} refuses only as {sorted(CANNED)} do, not {fault}"
             double.fault = fault
 
     def pace(self, deployment: str, token_interval: float) -> None:
-        """Every pod of `deployment` streams a chunk each `token_interval` seconds: a long generation in flight."""
+        """Every pod of `deployment` streams a chunk each `token_interval` seconds: a long generation in flight
+        (a real vLLM's is as long as its tokens: `real_generation`)."""
         for double in self._of(deployment):
+            assert isinstance(double, EngineDouble), f"{deployment} is served by the real vLLM: ask a long generation"
             double.token_interval = token_interval
 
-    def _of(self, deployment: str) -> list[EngineDouble]:
+    def forwarded(self, deployment: str) -> list[tuple[str, str]]:
+        """(method, path) of every request the pods of `deployment` running now handed to the real vLLM."""
+        return [request for engine in self._of(deployment) if isinstance(engine, Forwarder)
+                for request in engine.requests]
+
+    def real_generation(self, deployment: str) -> bool:
+        """Whether `deployment`'s pods are served by the real vLLM."""
+        return all(isinstance(engine, Forwarder) for engine in self._of(deployment))
+
+    def _of(self, deployment: str) -> list[EngineDouble | Forwarder]:
         pods = [double for pod, double in self.doubles.items() if pod.startswith(f"{deployment}-") and
                 pod.count("-") == deployment.count("-") + 2]  # <deployment>-<replicaset hash>-<suffix>
         assert pods, f"no engine double of {deployment}"

@@ -4,7 +4,7 @@ weights, and a byte-level BPE tokenizer trained on a few sentences, with a ChatM
 refuses a model without one). What it generates is noise: the contract check compares the shape of the answers.
 
 Run with the vLLM install's Python (numpy, safetensors and tokenizers are vLLM's own dependencies):
-    python e2e/vllm/model.py DIR
+    python e2e/vllm/model.py DIR [POSITIONS]     (the context it takes: 512 unless given; the tier's is 32768)
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def tokenizer() -> Tokenizer:
     return made
 
 
-def write(directory: Path) -> None:
+def write(directory: Path, positions: int = 512) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     made = tokenizer()
     made.save(str(directory / "tokenizer.json"))
@@ -65,16 +65,16 @@ def write(directory: Path) -> None:
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
               "intermediate_size": INTERMEDIATE, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
               "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "vocab_size": VOCAB,
-              "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "max_position_embeddings": positions, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
               "torch_dtype": "float32", "bos_token_id": made.token_to_id("<|endoftext|>"), "eos_token_id": eos,
               "tie_word_embeddings": False, "hidden_act": "silu"}
     (directory / "config.json").write_text(json.dumps(config, indent=1))
     (directory / "generation_config.json").write_text(json.dumps({"eos_token_id": eos}))
     (directory / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": CHATML, "eos_token": "<|im_end|>",
-        "bos_token": None, "pad_token": "<|endoftext|>", "unk_token": None, "model_max_length": 512}, indent=1))
+        "bos_token": None, "pad_token": "<|endoftext|>", "unk_token": None, "model_max_length": positions}, indent=1))
     save_file(weights(), str(directory / "model.safetensors"), metadata={"format": "pt"})
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1]))
+    write(Path(sys.argv[1]), *(int(arg) for arg in sys.argv[2:3]))

@@ -9,12 +9,7 @@ Run by `make vllm-contract` (docs/testing.md), inside the tier's network namespa
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,65 +18,26 @@ import pytest_asyncio
 
 from conftest import MEASURED
 from cutover.demo.engines import EngineDouble
+from tier import realvllm
 
 NAMES = ("reasoning-long", "reasoning")  # the example plan's served names, in --served-model-name order
-ROOT = Path(__file__).resolve().parents[2]
-STARTUP = 900.0  # seconds the real vLLM may take to answer /health (124 s measured under load; torch imports)
 ROWS: list[str] = []
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real vLLM's base URL, once it answers /health."""
-    venv = Path(subprocess.run([str(ROOT / "e2e" / "vllm" / "install.sh")], capture_output=True, text=True,
-                               check=True).stdout.strip())
-    python = str(venv / "bin" / "python")
-    model = tmp_path_factory.mktemp("model")
-    subprocess.run([python, str(ROOT / "e2e" / "vllm" / "model.py"), str(model)], check=True)
-    port = free_port()
-    log = model / "vllm.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-           "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HOME": str(model)}
-    with log.open("wb") as out:
-        process = subprocess.Popen(  # the console script fails: the distribution is named vllm-cpu
-            [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
-             *NAMES, "--dtype", "float32", "--max-model-len", "512", "--enforce-eager", "--host", "127.0.0.1",
-             "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    started = time.monotonic()
-    try:
-        while time.monotonic() - started < STARTUP:
-            if process.poll() is not None:
-                raise AssertionError(f"vLLM exited {process.returncode}: {log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:  # it refuses connections until its engine is ready
-                pass
-            time.sleep(1)
-        else:
-            raise AssertionError(f"vLLM did not answer /health in {STARTUP:.0f} s: {log.read_text()[-3000:]}")
+    with realvllm.running(tmp_path_factory.mktemp("vllm"), NAMES, context=512) as engine:
+        engine.wait()
         MEASURED.append(f"real vLLM (vllm-cpu 0.32.0, CPU, --enforce-eager): /health 200 after "
-                        f"{time.monotonic() - started:.0f} s")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        MEASURED.extend(ROWS)
+                        f"{engine.ready_after:.0f} s")
+        yield engine.url
+    MEASURED.extend(ROWS)
 
 
 @pytest_asyncio.fixture
 async def double() -> AsyncIterator[str]:
-    engine = EngineDouble("vllm", ip="127.0.0.1", port=free_port(), served_names=NAMES)
+    engine = EngineDouble("vllm", ip="127.0.0.1", port=realvllm.free_port(), served_names=NAMES)
     await engine.bind()
     try:
         yield f"http://127.0.0.1:{engine.port}"
