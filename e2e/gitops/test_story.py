@@ -205,7 +205,8 @@ def test_i_plain_git_pushed_by_the_with_git_image(argo: gitops.GitOpsTier) -> No
     workload's hooks to the image's with-git target (`cutover:e2e-git`; with CUTOVER_E2E_IMAGE the shim runs
     `cutover:dev-git`). The PostSync proves the target and pushes the switch with git itself (the token as the
     password of `x-access-token`, the Git host's CA from the Secret) to the smart HTTP server ArgoCD fetches from;
-    ArgoCD syncs it. A second commit puts the plan and the hooks back as the later scenarios expect them."""
+    ArgoCD syncs it. Two more commits put the plan, then the hooks, back as the later scenarios expect them (found in
+    image mode: one commit that leaves both runs the default image's PreSync with the live plain-Git plan)."""
     serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
     target = "vllm" if serving == "candle" else "candle"
     plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
@@ -231,7 +232,11 @@ def test_i_plain_git_pushed_by_the_with_git_image(argo: gitops.GitOpsTier) -> No
     job = argo.batch.read_namespaced_job("cutover-postsync-llm-serving", "cutover")
     assert job.spec.template.spec.containers[0].image == "cutover:e2e-git"
 
-    back = argo.commit({gitops.PLAN: plan, gitops.WORKLOAD: workload}, "The plan and the hooks as they were\n")
+    # back in two commits, the plan first: PreSync runs its commit's image with the live plan (the sync applies the
+    # new plan after it), so one commit leaving both has the default image read Git with git (`git_missing`)
+    back = argo.commit({gitops.PLAN: plan}, "The plan back to the GitHub API\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=back, timeout=180)
+    back = argo.commit({gitops.WORKLOAD: workload}, "The hooks back to the default image\n")
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=back, timeout=180)
     assert argo.service().spec.selector == (VLLM if target == "vllm" else CANDLE)
 

@@ -104,7 +104,9 @@ class GitPush(GitHost):
         if shutil.which("git") is None:
             raise InvalidInput("git.provider git: expected the git program on PATH, found none",
                                cause="git_missing", hint="use the image built with --target with-git, or a hosting "
-                                                         "API provider (github, gitlab, gitea, forgejo)")
+                                                         "API provider (github, gitlab, gitea, forgejo); leaving "
+                                                         "git.provider git, commit the plan first and the image "
+                                                         "after: PreSync runs its commit's image with the live plan")
         if settings.url.startswith(("https://", "http://")):
             return cls(url=settings.url, branch=settings.branch, token=token(settings), ca_file=settings.ca_file)
         key = Path(os.environ.get("CUTOVER_GIT_SSH_KEY_FILE", SSH_KEY_FILE))
