@@ -39,19 +39,21 @@ def test_verify_waits_for_the_startup_timeline_then_proves_the_names(tier: Tier)
 
 
 def test_verify_proves_the_real_vllm_and_names_what_it_does_not_serve(tier: Tier) -> None:
-    """The example's vLLM pod is served by a real vLLM (tier/realvllm.py): `verify` proves both names by generation,
-    with the plan's fitness trial (a stream to `data: [DONE]`, the context `compare` reads from /v1/models); a plan
-    that asks for a name vLLM does not serve is refused with the name, as vLLM's own /v1/models lacks it."""
+    """The example's vLLM pod is served by a real vLLM (tier/realvllm.py): `verify` proves both names by vLLM's own
+    listing (`proof: auto`: vLLM lists every served name), with the plan's fitness trial (completions, one streamed
+    to `data: [DONE]`; the context `compare` reads from /v1/models); a plan that asks for a name vLLM does not serve
+    is refused with the name, as vLLM's own /v1/models lacks it."""
     assert tier.engines.real_generation("llm-reasoning")
     verify_job(tier, "verify-real-vllm", "vllm")
     result = tier.finished("verify-real-vllm")
     assert result.exit_code == 0, result
     assert result.message.startswith("cutover verify: OK — backend vllm proven"), result.message
     proven = next(json.loads(line) for line in result.log.splitlines() if '"names.proven"' in line)
-    assert proven["names"] == ["reasoning-long", "reasoning"] and proven["method"] == "generate", proven
-    assert proven["fitness"]["new"]["context"] == realvllm.CONTEXT, proven["fitness"]  # what vLLM itself reports
+    assert proven["names"] == ["reasoning-long", "reasoning"] and proven["method"] == "listed", proven
+    fitness = proven["fitness"]["new"]
+    assert fitness["context"] == realvllm.CONTEXT and fitness["latencyP50"] > 0, fitness  # what vLLM itself says
     asked = tier.engines.forwarded("llm-reasoning")
-    assert {("GET", "/v1/models"), ("POST", "/v1/chat/completions")} <= set(asked), asked
+    assert {("GET", "/v1/models"), ("POST", "/v1/completions")} <= set(asked), asked
 
     plan = tier.core.read_namespaced_config_map("cutover-plan", "cutover").data["plan.yaml"]
     unserved = plan.replace("servedNames: [reasoning-long, reasoning]", "servedNames: [reasoning-long, reasoning-xl]")

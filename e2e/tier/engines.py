@@ -97,6 +97,7 @@ class EnginePods:
             except Exception as exc:
                 if not self._stop.is_set():
                     self.errors.append(repr(exc))
+                    self._stop.wait(0.5)  # the apiserver restarting (a scenario does): list again, not in a spin
 
     def _sync(self, kind: str, pod: Any) -> None:
         """A double per engine container that runs: bound once its model has loaded (`e2e.cutover.dev/loads-in`
