@@ -393,8 +393,10 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=setup, timeout=180)
     address = f"{argo.service().spec.cluster_ip}:80"
     real = argo.engines.real_generation(DEPLOYMENT[now])
-    if real:  # as many tokens as the real vLLM makes in about 75 s now: a generation really in flight that long
-        tokens = long_generation(address, seconds=75)
+    if real:  # as many tokens as the real vLLM makes in about 45 s now (a loaded tier has taken twice that): begun
+        # as PreSync gates the switch to the coder, which applies seconds later, it is in flight then and its
+        # generation ends well within the drain's two minutes after it
+        tokens = long_generation(address, seconds=45)
     else:
         argo.engines.pace(DEPLOYMENT[now], 30)  # a generation of three chunks: 90 s in flight
         tokens = 3
@@ -404,6 +406,9 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
         argo.commit({gitops.PLAN: bridge_plan(first)}, f"Hand reasoning-long back to {first} through the coder\n")
         argo.wait("cutover's switch to the coder", lambda: any(t.to == "coder" for t in handoff_commits(argo, before)),
                   timeout=240)
+        if real:  # (a switch synced without PreSync is applied at once: the stream then begins too late, and says so)
+            argo.wait("PreSync gating the switch to the coder", lambda: gating(argo, since, "coder")
+                      or serving(argo) == "coder", timeout=240, every=0.2)
         stream = Stream(address, tokens)  # ArgoCD has yet to apply the switch: it goes to the engine serving now
         stream.start()
         switch = argo.wait("cutover's last switch", lambda: next(
@@ -443,6 +448,12 @@ def test_bridge_hands_back_through_the_coder_and_the_bridged_name_never_fails(ar
     assert stream.started < to_coder < stream.ended < hops.last_seen[now]
     by = "metrics" if now == "vllm" else "timeout"  # candle-vllm has no in-flight gauge: drainTimeout is waited
     assert drained and all(event["complete"] and event["by"] == by for event in drained), drained
+
+
+def gating(argo: gitops.GitOpsTier, since: float, backend: str) -> bool:
+    """Whether a PreSync pod started since `since` is gating a switch to `backend`."""
+    return any(event.get("to") == backend for path in argo.shim.dir.glob("cutover_cutover-presync-*.log")
+               if path.stat().st_mtime >= since for event in events(path.read_text(), "presync.gating"))
 
 
 def _postsync_logs(argo: gitops.GitOpsTier) -> str:
