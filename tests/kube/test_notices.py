@@ -3,6 +3,7 @@ characters, the last word written when the run ends, and best effort."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import structlog
@@ -45,3 +46,37 @@ async def test_a_notice_nobody_can_write_changes_nothing() -> None:
     event: dict[str, Any] = {"event": "cutover.started", "cutover": "p"}
     assert board(None, "info", event) is event  # a log processor: the event goes on unchanged
     await board.flush()  # no error: best effort
+
+
+class Apiserver:
+    """A PATCH on the wire lands whatever its client does next; the first one lands a second late."""
+
+    def __init__(self) -> None:
+        self.landed: list[str] = []
+        self.sent = 0
+        self.wire: asyncio.Task[None] | None = None
+
+    async def write_notice(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        late, self.sent = self.sent == 0, self.sent + 1
+
+        async def land() -> None:
+            if late:
+                await asyncio.sleep(1.0)
+            self.landed.append(annotations[notice.CONTENT])
+
+        self.wire = asyncio.get_running_loop().create_task(land())
+        await asyncio.shield(self.wire)  # a client that gives up does not call a PATCH back
+
+
+async def test_the_last_word_lands_after_a_milestone_still_on_the_wire() -> None:
+    """Found on the real tier: the run's outcome written while a milestone's PATCH was in flight, the milestone's
+    landing last left the Application saying "verified" instead of the outcome line."""
+    apiserver = Apiserver()
+    board = notices.Board(apiserver, {"p": ("argocd", "app")})  # type: ignore[arg-type]
+    board.start()
+    board.say("p", notice.ended("p", "postsync", ok=True, said="a milestone, still on the wire"))
+    await asyncio.sleep(0.1)  # the loop has sent it
+    board.say("p", notice.ended("p", "postsync", ok=True, said="verified: the outcome"))
+    await board.flush()
+    await asyncio.sleep(2)  # anything still on the wire has landed
+    assert apiserver.landed[-1].endswith("verified: the outcome"), apiserver.landed

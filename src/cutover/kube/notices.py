@@ -28,6 +28,7 @@ class Board:
         self.written: dict[Where, tuple[str, str]] = {}
         self.changed = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.writing: asyncio.Future[None] | None = None  # the write under way, which a flush lets land first
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         """A structlog processor (logs.Fanout): a milestone of a plan with an Application is a notice to write."""
@@ -47,19 +48,23 @@ class Board:
         self.task = asyncio.get_running_loop().create_task(self._run(), name="cutover-notices")
 
     async def flush(self) -> None:
-        """Stop writing as the run goes, and write the last word (within FLUSH seconds)."""
+        """Stop writing as the run goes, and write the last word (within FLUSH seconds), after the write under way:
+        a PATCH cut on the client's side may still land on the apiserver, after the last word if that went first."""
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(FLUSH):
+                if self.writing is not None:
+                    await asyncio.gather(self.writing, return_exceptions=True)
                 await self._write()
 
     async def _run(self) -> None:
         while True:
             await self.changed.wait()
             self.changed.clear()
-            await self._write()
+            self.writing = asyncio.ensure_future(self._write())
+            await asyncio.shield(self.writing)  # a flush cancels the loop, never a write in flight
             await asyncio.sleep(MIN_GAP)
 
     async def _write(self) -> None:
