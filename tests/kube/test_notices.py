@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import structlog
 
 from cutover import logs
@@ -68,6 +69,7 @@ class Apiserver:
         await asyncio.shield(self.wire)  # a client that gives up does not call a PATCH back
 
 
+@pytest.mark.looptime  # the late PATCH's second and the flush's wait pass on the loop's fake clock
 async def test_the_last_word_lands_after_a_milestone_still_on_the_wire() -> None:
     """Found on the real tier: the run's outcome written while a milestone's PATCH was in flight, the milestone's
     landing last left the Application saying "verified" instead of the outcome line."""
