@@ -7,7 +7,7 @@ applies without kustomize or a Git checkout, and refuses to when the docs point 
 - dist/<version>/image.yaml: manifests/base/image.yaml as it is, beside install.yaml in a kustomization (the pod
   policy's image name comes from it);
 - checked first: every `?ref=v…` in README.md and docs/ is this version's tag, and the hooks' and the CronJobs'
-  kustomizations set the image's tag to this version.
+  kustomizations set the image's tag to this version, under the image's one fully qualified name (IMAGE).
 
 The workload's parts (manifests/workload, hooks/, jobs/) stay kustomize Components: they take a workload's names.
 
@@ -27,6 +27,10 @@ RENDERED = {"install.yaml": "manifests/base", "capacity.yaml": "manifests/capaci
 # copied as they are: image.yaml is local-config, so install.yaml (rendered) holds no trace of it, and a kustomization
 # over install.yaml needs it for the replacement that gives the pod policy the image's name (docs/install.md, step 1)
 COPIED = {"image.yaml": "manifests/base/image.yaml"}
+# The name every manifest gives the image, fully qualified so that it never resolves by accident: a bare `cutover`
+# is Docker Hub's `library/cutover`, someone else's if anyone's; `.invalid` is reserved (RFC 2606), so a rename
+# forgotten is ErrImagePull at once. Users rename it once (docs/install.md, step 1); no release publishes an image.
+IMAGE = "cutover.invalid/cutover"
 
 
 def version() -> str:
@@ -46,8 +50,8 @@ def disagreements(release: str) -> list[str]:
                     found.append(f"{path.relative_to(ROOT)}:{number}: ?ref={ref}, expected v{release}")
     for folder in ("hooks", "jobs"):
         text = (ROOT / folder / "kustomization.yaml").read_text()
-        if f'newTag: "{release}"' not in text:
-            found.append(f"{folder}/kustomization.yaml: the image's newTag is not {release!r}")
+        if f'{{name: {IMAGE}, newTag: "{release}"}}' not in text:
+            found.append(f"{folder}/kustomization.yaml: no `{{name: {IMAGE}, newTag: \"{release}\"}}` in images:")
     return found
 
 

@@ -82,7 +82,7 @@ def shipped_job() -> dict[str, Any]:
     cronjob = YAML(typ="safe").load((ROOT / "jobs" / "cutover-run.yaml").read_text())
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "borrowed", "namespace": "cutover"},
            "spec": copy.deepcopy(cronjob["spec"]["jobTemplate"]["spec"])}
-    job["spec"]["template"]["spec"]["containers"][0]["image"] = "cutover:e2e"
+    job["spec"]["template"]["spec"]["containers"][0]["image"] = "cutover.invalid/cutover:e2e"
     return job
 
 
@@ -110,7 +110,7 @@ def test_every_shipped_job_and_cronjob_passes(tier: Tier, path: str) -> None:
     obj = YAML(typ="safe").load((ROOT / path).read_text())
     pod = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"] if obj["kind"] == "CronJob" else \
         obj["spec"]["template"]["spec"]
-    pod["containers"][0]["image"] = "cutover:e2e"
+    pod["containers"][0]["image"] = "cutover.invalid/cutover:e2e"
     done = create(tier, obj, path.replace("/", "-"))
     assert done.returncode == 0, done.stderr
 
@@ -289,7 +289,7 @@ PORT, PLAIN = "registry.example.com:5000/platform/cutover", "registry.example.co
 RENAMED = [  # the image variable as the replacement writes it (a tag, a registry's port, a digest): its repository,
     # images admitted, images refused
     (f"{PORT}:0.1.0", PORT, [f"{PORT}:0.1.0", f"{PORT}:0.2.0"],
-     ["cutover:e2e", f"{PORT}/evil:1", "registry.example.com:5000/platform/x:1"]),
+     ["cutover.invalid/cutover:e2e", f"{PORT}/evil:1", "registry.example.com:5000/platform/x:1"]),
     (PORT, PORT, [f"{PORT}:0.1.0"], [f"{PORT}-evil:1"]),
     (f"{PLAIN}@sha256:{'a' * 64}", PLAIN, [f"{PLAIN}@sha256:{'a' * 64}", f"{PLAIN}:0.1.0"],
      ["registry.example.com/cutover:0.1.0"]),

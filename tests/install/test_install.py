@@ -262,7 +262,7 @@ def test_renaming_the_image_is_one_change_that_the_pod_policy_follows(tmp_path: 
     image.mkdir()
     (image / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
-        f"images:\n  - {{name: cutover, newName: {renamed}}}\n")
+        f"images:\n  - {{name: cutover.invalid/cutover, newName: {renamed}}}\n")
     overlay = _overlay(tmp_path, {"namespace": "chat", "service": "chat-main", "port": 9000,
                                   "cutoverNamespace": "cutover"}, namespace=None)
     spec = YAML(typ="safe").load((overlay / "kustomization.yaml").read_text())

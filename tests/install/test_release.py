@@ -30,10 +30,12 @@ def test_every_manifest_names_the_image_through_kustomize_images_at_that_version
     files = [*ROOT.glob("hooks/*.yaml"), *ROOT.glob("jobs/*.yaml")]
     images = [line.split("image:", 1)[1].split("#", 1)[0].strip() for path in files
               for line in path.read_text().splitlines() if line.strip().startswith("image:")]
-    assert len(images) == 6 and set(images) == {"cutover"}  # no tag written by hand anywhere
+    image = _release_script().IMAGE
+    assert len(images) == 6 and set(images) == {image}  # no tag written by hand anywhere
+    assert "." in image.split("/")[0]  # a registry's host: never Docker Hub's library by default
     for folder in ("hooks", "jobs"):
         kustomization = YAML(typ="safe").load((ROOT / folder / "kustomization.yaml").read_text())
-        assert kustomization["images"] == [{"name": "cutover", "newTag": cutover.__version__}], folder
+        assert kustomization["images"] == [{"name": image, "newTag": cutover.__version__}], folder
 
 
 def test_the_changelog_tells_this_version_and_the_license_is_pyprojects() -> None:
@@ -63,6 +65,12 @@ def test_make_release_renders_the_install_files_at_the_one_version(tmp_path: Pat
     assert ("Namespace", "cutover") in kinds and ("ServiceAccount", "cutover") in kinds
     assert ("ValidatingAdmissionPolicy", "cutover-pod-pinned") in kinds
     assert not {kind for kind, _ in kinds} & {"CronJob", "Job", "ConfigMap"}  # the workloads' parts stay theirs
+    (policy,) = [doc for doc in install if doc["metadata"]["name"] == "cutover-pod-pinned"
+                 and doc["kind"] == "ValidatingAdmissionPolicy"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["image"] == f"'{release.IMAGE}'"  # unrenamed, it admits the default name the Jobs carry
+    shipped = YAML(typ="safe").load((tmp_path / cutover.__version__ / "image.yaml").read_text())
+    assert shipped["spec"]["containers"][0]["image"] == release.IMAGE
     capacity = list(YAML(typ="safe").load_all((tmp_path / cutover.__version__ / "capacity.yaml").read_text()))
     assert {doc["kind"] for doc in capacity} == {"ClusterRole", "ClusterRoleBinding"}
 
@@ -80,7 +88,7 @@ def test_install_md_step_3_works_from_the_release_files(tmp_path: Path) -> None:
         (overlay / name).write_text((files / name).read_text())
     (overlay / "image" / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
-        "images:\n  - {name: cutover, newName: registry.example.com/platform/cutover}\n")
+        "images:\n  - {name: cutover.invalid/cutover, newName: registry.example.com/platform/cutover}\n")
     example = ROOT / "manifests" / "examples" / "llm-serving" / "cutover"
     (overlay / "workload.yaml").write_text((example / "workload.yaml").read_text())
     spec = YAML(typ="safe").load((example / "kustomization.yaml").read_text())
