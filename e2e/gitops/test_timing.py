@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from pathlib import Path
 
 from conftest import MEASURED
 from tier import githost, gitops
@@ -21,7 +22,7 @@ RUNS = {True: 5, False: 3}  # with the refresh: the goal's p50; with polling, fo
 WEBHOOK_RUNS = 3
 BASELINE_RUNS = 5
 P50: dict[str, float] = {}  # cutover's paths as this run measured them, for the baseline's ratio
-PLAIN = "e2e/timing/plain/service.yaml"  # the baseline's Service, in a path (and an Application) of its own
+PLAIN = "e2e/timing/plain"  # the baseline's workload, in a path (and an Application) of its own
 
 
 def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool, webhook: bool = False) -> float:
@@ -88,23 +89,33 @@ def test_a_webhook_at_cutovers_push_keeps_the_hooks_with_a_fixed_self_heal_delay
     assert hooked == WEBHOOK_RUNS
 
 
-def plain_service(selector: str) -> str:
-    return json.dumps({"apiVersion": "v1", "kind": "Service",  # JSON is YAML: ArgoCD reads it as it is
-                           "metadata": {"name": "timing-plain", "namespace": "llm-serving"},
-                           "spec": {"selector": {"app.kubernetes.io/name": selector},
-                                    "ports": [{"port": 8000, "targetPort": 8000}]}})
+def plain_workload(argo: gitops.GitOpsTier, selector: dict[str, str]) -> dict[str, str]:
+    """The baseline's files: the example's workload as it is at the head without cutover (its engines, its Service
+    with `selector`, its NetworkPolicies; no plan, no hook, no CronJob), in a namespace of its own with no replica, so
+    that its sync applies what llm-serving's applies of the workload, and no engine starts."""
+    files = {f"{PLAIN}/{Path(name).name}": argo.git.repo.read(name)[0]  # type: ignore[index]
+             for name in (gitops.ENGINES, gitops.INGRESS)}
+    files[f"{PLAIN}/service.yaml"] = argo.service_file(selector)
+    files[f"{PLAIN}/kustomization.yaml"] = json.dumps({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": "timing-plain",
+        "resources": ["engines.yaml", "service.yaml", "networkpolicy-ingress.yaml"],
+        "patches": [{"target": {"kind": "Deployment"}, "patch": '[{"op": "replace", "path": "/spec/replicas", '
+                                                                 '"value": 0}]'}]})
+    return files
 
 
 def plain_application() -> str:
-    """An Application of the baseline's Service alone, synced as llm-serving is (automated, selfHeal), in a project
-    that permits that Service and nothing else."""
-    source = {"repoURL": githost.REPO_URL, "targetRevision": "main", "path": PLAIN.rsplit("/", 1)[0]}
-    destination = {"server": "https://kubernetes.default.svc", "namespace": "llm-serving"}
+    """An Application of the baseline's workload, synced as llm-serving is (automated, selfHeal), in a project that
+    permits what it renders there and nothing else. JSON: kubectl applies it as YAML."""
+    source = {"repoURL": githost.REPO_URL, "targetRevision": "main", "path": PLAIN}
+    destination = {"server": "https://kubernetes.default.svc", "namespace": "timing-plain"}
+    kinds = [{"group": "", "kind": "Service"}, {"group": "apps", "kind": "Deployment"},
+             {"group": "networking.k8s.io", "kind": "NetworkPolicy"}]
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
          "metadata": {"name": "timing-plain", "namespace": "argocd"},
          "spec": {"sourceRepos": [githost.REPO_URL], "destinations": [destination],
-                  "namespaceResourceWhitelist": [{"group": "", "kind": "Service"}]}},
+                  "namespaceResourceWhitelist": kinds}},
         {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
          "metadata": {"name": "timing-plain", "namespace": "argocd"},
          "spec": {"project": "timing-plain", "source": source, "destination": destination,
@@ -112,11 +123,13 @@ def plain_application() -> str:
 
 
 def test_a_selector_commit_without_hooks_is_the_baseline_of_the_ratio(argo: gitops.GitOpsTier) -> None:
-    """The same kind of commit (a Service's selector) to an Application with no hook, refreshed as the commit lands
-    (a webhook's or cutover's refresh): commit → live selector. The ratio of cutover's paths to it is reported, not
-    bounded: with the refresh deferred (argo-cd#27875) cutover's switch waits for ArgoCD's next look, which is the
-    correctness the ratio pays for (docs/testing.md, "Timing through the real ArgoCD")."""
-    argo.git.repo.commit({PLAIN: plain_service("a")}, "A Service of its own for the baseline\n")
+    """The same commit (the workload's Service selector) to an Application of the workload without cutover, refreshed
+    as the commit lands (a webhook's or cutover's refresh): commit → live selector. The ratio of cutover's paths to it
+    is reported, not bounded: a hook's own lifecycle in ArgoCD and the kubelet costs seconds whatever the gate does,
+    and the deferred refresh (argo-cd#27875) waits for ArgoCD's next look (docs/testing.md, "Timing through the real
+    ArgoCD")."""
+    argo.kubectl("create", "namespace", "timing-plain")
+    argo.git.repo.commit(plain_workload(argo, CANDLE), "The workload without cutover, for the baseline\n")
     path = argo.dir / "timing-plain.yaml"
     path.write_text(plain_application())
     argo.kubectl("apply", "-f", str(path))
@@ -124,18 +137,17 @@ def test_a_selector_commit_without_hooks_is_the_baseline_of_the_ratio(argo: gito
     seconds = []
     try:
         for run in range(BASELINE_RUNS):
-            selector = "b" if run % 2 == 0 else "a"
-            argo.git.repo.commit({PLAIN: plain_service(selector)}, f"The baseline's selector to {selector}\n")
+            target, wanted = ("vllm", VLLM) if run % 2 == 0 else ("candle", CANDLE)
+            argo.git.repo.commit(plain_workload(argo, wanted), f"The baseline's Service to {target}\n")
             committed = time.monotonic()
             argo.refresh("timing-plain")
-            argo.wait(f"the baseline's Service to select {selector}",
-                      lambda s=selector: argo.core.read_namespaced_service("timing-plain", "llm-serving").spec.selector
-                      == {"app.kubernetes.io/name": s}, timeout=120, every=0.1)
+            argo.wait(f"the baseline's Service to select {target}", lambda w=wanted: argo.core.read_namespaced_service(
+                "reasoning-long-predictor", "timing-plain").spec.selector == w, timeout=120, every=0.1)
             seconds.append(time.monotonic() - committed)
             argo.wait_app("timing-plain", synced=True, healthy=True, timeout=120)
     finally:
         argo.kubectl("delete", "-f", str(path), "--wait=true")
-        argo.kubectl("-n", "llm-serving", "delete", "service", "timing-plain", "--ignore-not-found")
+        argo.kubectl("delete", "namespace", "timing-plain", "--wait=false")
     baseline = statistics.median(seconds)
     ratios = ", ".join(f"{mode} {p50 / baseline:.1f}×" for mode, p50 in P50.items())
     MEASURED.append(f"commit → live selector switched, a hook-less Application refreshed at the commit (the "

@@ -21,6 +21,7 @@ EXAMPLES = cluster.ROOT / "manifests" / "examples"
 EXAMPLE = EXAMPLES / "llm-serving"
 ENGINES = "manifests/examples/llm-serving/workload/engines.yaml"
 SERVICE = "manifests/examples/llm-serving/workload/service.yaml"
+INGRESS = "manifests/examples/llm-serving/workload/networkpolicy-ingress.yaml"
 PLAN = "e2e/fixtures/workload/plan.yaml"
 WORKLOAD = "e2e/fixtures/workload/kustomization.yaml"  # the tier's overlay of the example's workload
 VLLM = {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
