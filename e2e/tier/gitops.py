@@ -222,15 +222,34 @@ class GitOpsTier(cluster.Tier):
         return dict(self.wait(what, ready, timeout, every=0.5))
 
     def wait_operation(self, name: str, revision: str, timeout: float = 180.0) -> dict[str, Any]:
-        """The operation that synced `revision`, once it ended (Succeeded, Failed or Error)."""
-        def ended() -> dict[str, Any] | None:
-            state = self.app(name).get("status", {}).get("operationState", {})
+        """The operation that synced `revision`, once it ended (Succeeded, Failed or Error). Watched, not polled:
+        ArgoCD may start the next operation within the same second (an automated sync of the PostSync's commit right
+        after a failed sync), and a poll every half second missed the one it waited for (CI, test_terminate)."""
+        def ended(app: dict[str, Any]) -> dict[str, Any] | None:
+            state = app.get("status", {}).get("operationState", {})
             if state.get("syncResult", {}).get("revision") != revision and \
                     state.get("operation", {}).get("sync", {}).get("revision") != revision:
                 return None
-            return state if state.get("phase") in ("Succeeded", "Failed", "Error") else None
+            return dict(state) if state.get("phase") in ("Succeeded", "Failed", "Error") else None
 
-        return dict(self.wait(f"Application {name}'s sync of {revision[:7]} to end", ended, timeout, every=0.5))
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            self.plane.check_alive()
+            app = self.app(name)  # listed, then every change after it: none is missed between the two
+            if found := ended(app):
+                return found
+            watch = kubernetes.watch.Watch()
+            for event in watch.stream(self.custom.list_namespaced_custom_object, "argoproj.io", "v1alpha1", "argocd",
+                                      "applications", field_selector=f"metadata.name={name}",
+                                      resource_version=app["metadata"]["resourceVersion"],
+                                      timeout_seconds=max(1, min(30, int(left)))):
+                if event["type"] == "ERROR":  # the version expired: list again
+                    break
+                if found := ended(event["object"]):
+                    watch.stop()
+                    return found
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for Application {name}'s sync of "
+                             f"{revision[:7]} to end (logs: {self.dir})")
 
     def service(self) -> Any:
         return self.core.read_namespaced_service("reasoning-long-predictor", "llm-serving")
