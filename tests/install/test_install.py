@@ -282,6 +282,27 @@ def test_renaming_the_image_is_one_change_that_the_pod_policy_follows(tmp_path: 
     assert images == {f"{renamed}:0.1.0"}  # the release's tag, the one name
 
 
+def test_the_documented_faster_switch_removes_the_gates_job_once_read_and_changes_nothing_else(
+        tmp_path: Path) -> None:
+    """docs/install.md, "A switch sooner": its patch, beside the hooks Component under a workload's nameSuffix,
+    gives the PreSync Job a ttlSecondsAfterFinished of 0 (ArgoCD 3's hook finalizer holds it until read; the real
+    tier measures the switch with it, e2e/gitops/test_timing.py) and leaves every other object as it was."""
+    import re
+
+    text = (ROOT / "docs" / "install.md").read_text()
+    (patch,) = re.findall(r"# workload/hooks/kustomization.yaml, beside components:\n(.*?)```", text, re.S)
+    hooks = os.path.relpath(ROOT / "hooks", tmp_path / "plain")
+    for name, extra in (("plain", ""), ("sooner", patch)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "kustomization.yaml").write_text(f"nameSuffix: -chat\ncomponents: [{hooks}]\n{extra}")
+    plain, sooner = build(tmp_path / "plain"), build(tmp_path / "sooner")
+    changed = [(before["metadata"]["name"], after["spec"]["ttlSecondsAfterFinished"])
+               for before, after in zip(plain, sooner, strict=True) if before != after]
+    assert changed == [("cutover-presync-chat", 0)]
+    (gate,) = [doc for doc in plain if doc["metadata"]["name"] == "cutover-presync-chat"]
+    assert gate["metadata"]["annotations"]["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
+
+
 def test_the_documented_git_secret_lets_the_token_write_the_workload_but_not_cutovers_own_application() -> None:
     """docs/install.md's `cutover-git`: its `paths` take the example workload's files (the Service, the engines)
     and not the path of cutover's own Application, whose project may bind Roles in the workload's namespace."""

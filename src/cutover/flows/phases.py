@@ -431,7 +431,8 @@ async def syncfail(run: Run) -> SyncFailed:
     serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
               tried=decide.backend_of(plan, tried) if tried is not None else wanted,
-              hint="read the hook Jobs' logs (kubectl -n cutover logs job/...) and the Application's message")
+              hint="read the Application's message and notice, and the hook Jobs' logs where they are kept "
+                   "(kubectl -n cutover logs job/...; docs/install.md, \"A switch sooner\")")
     await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
                     warning=True)
     step = decide.syncfail_step(observed, plan, tried=tried)
