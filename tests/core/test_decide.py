@@ -323,6 +323,37 @@ def test_the_audit_waits_while_argocd_has_yet_to_apply_a_handoff_step(applicatio
     assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
 
 
+# A hop pushes its free, then its restore, within a second; ArgoCD may resolve the branch between the two (seen on
+# v3.5.3) and sync the free alone. That sync's PostSync must not wait for pods only the restore's sync starts: it
+# holds the operation whose end lets ArgoCD sync the restore (the wait ran out, and the hop was rolled back).
+HOP_FREE = step("vllm", "free", to="candle")
+HOP_RESTORE = dataclasses.replace(step("candle", "restore", to="candle"), sha="7e57" * 10)  # the same second
+HOPPED = observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=HOP_FREE, candle=HOP_RESTORE))
+
+
+@pytest.mark.parametrize(("application", "options", "expected"), [
+    (synced(started=NOW, phase="Running", compared=HOP_FREE.sha), {}, decide.AwaitApply("candle", HOP_RESTORE.sha)),
+    (synced(started=NOW, phase="Running", compared=HOP_RESTORE.sha), {}, decide.Advance("vllm", "candle")),
+    (synced(started=NOW, phase="Running", compared="ab" * 20), {}, decide.Advance("vllm", "candle")),
+    (synced(started=NOW, compared=HOP_FREE.sha), {}, decide.Advance("vllm", "candle")),
+    (synced(started=NOW, phase="Running", compared=HOP_FREE.sha), {"to": "candle"}, decide.Advance("vllm", "candle")),
+    (None, {}, decide.Advance("vllm", "candle")),
+], ids=["the-free-alone", "the-restores-sync", "a-persons-commit", "no-operation-running", "explicit-run",
+        "no-application"])
+def test_a_postsync_in_the_sync_of_a_hops_free_alone_waits_for_no_pod(application: ApplicationView | None,
+                                                                       options: dict[str, str],
+                                                                       expected: decide.Step) -> None:
+    seen = dataclasses.replace(HOPPED, application=application)
+    assert decide.next_step(seen, RECREATE, **options) == expected
+
+
+def test_a_restore_pushed_before_the_commit_being_synced_is_held_by_that_sync() -> None:
+    older = dataclasses.replace(HOP_RESTORE, date=NOW - timedelta(minutes=5))
+    seen = dataclasses.replace(HOPPED, application=synced(started=NOW, phase="Running", compared=HOP_FREE.sha),
+                               workloads=handed(("vllm",), vllm=HOP_FREE, candle=older))
+    assert decide.next_step(seen, RECREATE) == decide.Advance("vllm", "candle")
+
+
 FREED = step("vllm", "free", to="candle", at=NOW - timedelta(seconds=30))
 OPENED = dataclasses.replace(step("candle", "restore", to="candle", at=NOW - timedelta(seconds=30)), sha="7e57" * 10)
 IN_THE_GAP = observed(VLLM, VLLM, SWITCHED, workloads=handed(("vllm",), vllm=FREED, candle=OPENED))

@@ -204,6 +204,42 @@ async def test_a_freed_target_is_started_in_the_hop_that_frees_the_source(
     assert named(events, milestones.DRAINING) and named(events, milestones.RESTORED)
 
 
+async def test_a_postsync_in_the_sync_of_a_hops_free_alone_waits_for_no_pod(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """The hop pushes its free, then its restore; ArgoCD may resolve the branch between the two and sync the free
+    alone (the real tier, v3.5.3: the restore pushed 2 s before). That sync starts no pod of the target, and its
+    PostSync holds the operation whose end lets ArgoCD sync the restore: it says so and ends at once, committing
+    nothing, instead of waiting out maxWait and rolling the hop back."""
+    sim_argocd.seed_application(world)
+    repo.commit({ENGINES: ENGINES_FILE}, "Add the engines\n")
+    world.add_pod("vllm", ready=True)
+    the_plan = recreate_plan(make_plan)
+    repo.commit({ENGINES: ENGINES_FILE.replace("replicas: 0", "replicas: 0  # freed")},
+                "cutover(reasoning-long-predictor): free candle for vllm\n\nCutover-Id: x\nCutover-From: "
+                "candle\nCutover-To: vllm\nCutover-Plan: reasoning-long\nCutover-Step: free\n"
+                "Cutover-Backend: candle\nCutover-Previous: 2\n")
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # restores candle, frees vLLM
+    restore, free = [entry.sha for entry in repo.log(ENGINES, limit=2)]
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION, {"status": {
+        "operationState": sim_argocd.operation_state(world, "Running", free, finished=False)}})
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    awaiting = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-2")), the_plan)
+    assert loop.time() - began < 5  # no wait for candle's pods
+    assert awaiting.data["restore"] == restore and f"which this sync ({free[:12]}) does not hold" in awaiting.summary
+    (said,) = named(events, "handoff.restore_unsynced")
+    assert (said["backend"], said["syncing"]) == ("candle", free[:12])
+    assert len(cutover_commits(repo, ENGINES)) == 3 and cutover_commits(repo, PATH) == []  # nothing committed
+
+    # ArgoCD's sync of the restore: its PostSync takes the hop (it waits for candle's pods, proves and switches)
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION, {"status": {
+        "operationState": sim_argocd.operation_state(world, "Running", restore, finished=False)}})
+    world.add_pod("candle", ready=True)
+    switched = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
+    assert switched.data["committed"] is True and switched.data["to"] == "candle"
+
+
 async def test_a_target_committed_stopped_is_started_at_min_ready_pods(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
     """The way to start a recreate: the person commits the target's workload stopped (replicas: 0) with the plan's

@@ -133,6 +133,10 @@ def resume_hint(plan: Plan, hold: str) -> str:
 
 
 def _awaiting(awaiting: Awaiting, plan: Plan) -> Report:
+    if awaiting.restore is not None:
+        return Report(f"{awaiting.to} restored in {awaiting.restore[:12]}, which this sync "
+                      f"({(awaiting.syncing or '?')[:12]}) does not hold: the sync of it starts {awaiting.to}'s pods "
+                      f"and its PostSync takes the next step", data={"applied": False, "restore": awaiting.restore})
     return Report(f"Git selects {awaiting.to}; waiting for ArgoCD to apply it", data={"applied": False})
 
 

@@ -83,9 +83,11 @@ class Advance:
 
 @dataclasses.dataclass(frozen=True)
 class AwaitApply:
-    """Git selects `to`; ArgoCD has yet to apply it."""
+    """Git selects `to`; ArgoCD has yet to apply it. With `restore`: Git restored `to`'s workload in that commit of
+    ours, which the sync running now does not hold (`restore_unsynced`); the sync of it starts the pods."""
 
     to: str
+    restore: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,13 +180,19 @@ def next_step(observed: Observed, plan: Plan, *, to: str | None = None, hold: st
         return bridged
     wanted = dict(plan.backends[to].selector)
     if dict(observed.in_git) != wanted or hold is not None:
-        source = backend_of(plan, observed.in_git)
-        # a backend freed in Git runs no pods to wait for: its workload comes back first
-        return Restore(to, to, hold, _swapped(observed, plan, source, to)) if to in observed.workloads.freed else \
-            Advance(source, to, hold)
+        return _toward(observed, plan, to=to, hold=hold, explicit=explicit)
     if dict(observed.live.selector) != wanted:
         return AwaitApply(to)
     return Verify(to)
+
+
+def _toward(observed: Observed, plan: Plan, *, to: str, hold: str | None, explicit: bool) -> Step:
+    """Git not at `to`: the switch, or first the restore of `to`'s workload."""
+    source = backend_of(plan, observed.in_git)
+    if to in observed.workloads.freed:  # a backend freed in Git runs no pods to wait for: its workload comes back first
+        return Restore(to, to, hold, _swapped(observed, plan, source, to))
+    restore = None if explicit else restore_unsynced(observed, to)
+    return Advance(source, to, hold) if restore is None else AwaitApply(to, restore.sha)
 
 
 def _after_failed_verification(observed: Observed, plan: Plan, *, to: str, hold: str | None) -> RollBack | Nothing:
@@ -355,6 +363,29 @@ def synced_without_hooks(observed: Observed) -> Commit | None:
     if synced is None or any(_after(commit, synced) for commit in ours):
         return None  # a person's commit, or an older one of ours (a newer one is still to sync)
     return synced
+
+
+def restore_unsynced(observed: Observed, to: str) -> Commit | None:
+    """Our commit that restored `to`'s workload, when the sync running now is of an older commit of ours: a hop
+    pushes its free and then its restore, and ArgoCD may resolve the branch between the two pushes (seen on
+    v3.5.3: the sync of the free, 2 s after the restore was pushed). That sync's PostSync would wait for pods that no
+    sync has asked for yet, holding the very operation whose end lets ArgoCD sync the restore. None when ArgoCD's
+    operation is not known to run an older commit of ours (a person's commit cannot be ordered: waited for as
+    before)."""
+    app, restored = observed.application, observed.workloads.steps.get(to)
+    if app is None or app.hydrator is not None or app.operation_phase != "Running" or restored is None \
+            or restored.trailers.step != "restore":
+        return None
+    syncing = next((commit for commit in _ours(observed) if commit.sha == app.operation_revision), None)
+    return restored if syncing is not None and _pushed_before(syncing, restored) else None
+
+
+def _pushed_before(commit: Commit, other: Commit) -> bool:
+    """By date; within one second (a date's precision) a hop's free is pushed before its restore."""
+    if commit.date is None or other.date is None or commit.sha == other.sha:
+        return False
+    return commit.date < other.date or (commit.date == other.date and commit.trailers.step == "free"
+                                          and other.trailers.step == "restore")
 
 
 def _after(commit: Commit, other: Commit) -> bool:

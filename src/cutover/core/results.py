@@ -105,9 +105,12 @@ class WouldAdvance:
 
 @dataclasses.dataclass(frozen=True)
 class Awaiting:
-    """Git selects `to`; ArgoCD has yet to apply it (a refresh was asked for)."""
+    """Git selects `to`; ArgoCD has yet to apply it (a refresh was asked for). With `restore`: Git restored `to`'s
+    workload in that commit, which the sync of `syncing` does not hold."""
 
     to: str
+    restore: str | None = None
+    syncing: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

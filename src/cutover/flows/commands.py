@@ -179,6 +179,8 @@ def next_hop(step: decide.Step, plan: Plan) -> str:
             said = f"drain and free {backend} for {to}" + (
                 f", once {plan.handoff.bridge} answers through the Service" if plan.handoff.strategy == "bridge"
                 else "")
+        case decide.AwaitApply(to=to, restore=str() as restore):
+            said = f"ArgoCD syncs {restore[:12]}, which restores {to}"
         case decide.AwaitApply(to=to):
             said = f"ArgoCD applies {to}'s selector"
         case decide.Verify(backend=backend):

@@ -138,6 +138,8 @@ async def _failed_selector(run: Run, app: ApplicationView | None) -> dict[str, s
 async def postsync(run: Run) -> Result:
     run.bind("postsync")
     observed, seen = await observe(run)
+    if observed.workloads.steps:  # a handoff's hops: does the sync running this hook hold them (restore_unsynced)
+        observed = dataclasses.replace(observed, application=await sync.application(run))
     step = decide.next_step(observed, run.plan)
     _in_thread(observed, run.plan, step)
     if isinstance(step, decide.Hold):
@@ -145,6 +147,13 @@ async def postsync(run: Run) -> Result:
         return Held(step.on, step.commit, step.author)
     if isinstance(step, (decide.Restore, decide.Free, decide.Advance)):
         return await _take(run, observed, seen, step)
+    if isinstance(step, decide.AwaitApply) and step.restore is not None:
+        syncing = observed.application.operation_revision if observed.application else None
+        log.info("handoff.restore_unsynced", backend=step.to, restore=step.restore[:12],
+                 syncing=(syncing or "")[:12], hint="ArgoCD syncs the restore when this sync ends, or at its next "
+                                                    "look; that sync's PostSync waits for the pods and switches")
+        await sync.refresh(run)
+        return Awaiting(step.to, restore=step.restore, syncing=syncing)
     if isinstance(step, decide.AwaitApply):
         await sync.refresh(run)
         return Awaiting(step.to)
