@@ -23,10 +23,12 @@ RUNS = {True: 5, False: 3}  # with the refresh: the goal's p50; with polling, fo
 WEBHOOK_RUNS = 3
 BASELINE_RUNS = 5
 P50: dict[str, float] = {}  # cutover's paths as this run measured them, for the baseline's ratio
+PRESYNC = "cutover-presync-llm-serving"
 PLAIN = "e2e/timing/plain"  # the baseline's workload, in a path (and an Application) of its own
 
 
-def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool, webhook: bool = False) -> float:
+def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool, webhook: bool = False,
+                seen: list[bool] | None = None) -> float:
     # compare: false, since vLLM's context is the shorter one: the way back is refused otherwise (context_shorter)
     plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
         "        compare: true\n", "        compare: false\n")
@@ -40,6 +42,8 @@ def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool, webhook:
     committed = time.monotonic()
     if webhook:  # what a repository webhook does at cutover's push: ArgoCD compares while the PostSync's sync runs
         argo.refresh("llm-serving")
+    if seen is not None:  # whether the last sync's PreSync Job is still there for this one's to delete first
+        seen.append(bool(argo.batch.list_namespaced_job("cutover", field_selector=f"metadata.name={PRESYNC}").items))
     wanted = CANDLE if target == "candle" else VLLM
     argo.wait(f"the Service to select {target}", lambda: argo.service().spec.selector == wanted, timeout=120,
               every=0.1)
@@ -87,6 +91,46 @@ def test_a_webhook_at_cutovers_push_keeps_the_hooks_with_a_fixed_self_heal_delay
     MEASURED.append(f"commit → live selector switched, a webhook at cutover's push: p50 "
                     f"{p50:.1f} s over {WEBHOOK_RUNS} runs; {hooked} of {WEBHOOK_RUNS} syncs "
                     f"ran both hooks; ArgoCD deferred a self-heal (the fixed delay) in {deferred} of them")
+    assert hooked == WEBHOOK_RUNS
+
+
+# docs/install.md, "A switch sooner": the gate's Job removed as soon as ArgoCD has read its result (ArgoCD 3.0's
+# hook finalizer holds it until then), in the tier's overlay of the workload
+GATE_REMOVED_ONCE_READ = f"""\
+  - target: {{kind: Job, name: {PRESYNC}}}
+    patch: |-
+      - {{op: replace, path: /spec/ttlSecondsAfterFinished, value: 0}}
+"""
+
+
+def test_a_gate_job_removed_once_read_is_not_deleted_on_the_switchs_path(argo: gitops.GitOpsTier) -> None:
+    """The sync that applies cutover's commit first deletes the PreSync Job the sync before it left
+    (`BeforeHookCreation`) and waits until it is gone. With the gate's Job removed once ArgoCD has read it (the
+    documented patch, ttlSecondsAfterFinished 0) there is none left to delete: the same webhook switch, every sync
+    still running both hooks; how often the old Job was still there at cutover's commit is counted. A change to a
+    hook alone leaves the Application Synced (hooks are no managed resource): the patch rides on the next sync, the
+    first switch's plan commit, and so does taking it out."""
+    overlay = argo.git.repo.read(gitops.WORKLOAD)[0]  # type: ignore[index]
+    assert overlay.endswith("  - path: plan.yaml\n"), overlay
+    seconds: list[float] = []
+    seen: list[bool] = []  # the last sync's PreSync Job still there at each commit
+    hooked = 0
+    try:
+        argo.commit({gitops.WORKLOAD: overlay + GATE_REMOVED_ONCE_READ}, "The gate's Job removed once read\n")
+        for _ in range(WEBHOOK_RUNS):
+            serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
+            seconds.append(switch_once(argo, "vllm" if serving == "candle" else "candle", refresh=True,
+                                       webhook=True, seen=seen))
+            state = argo.wait_operation("llm-serving", argo.git.cutover_commits()[0])
+            hooks = {r.get("hookType") for r in state.get("syncResult", {}).get("resources", [])
+                     if r.get("hookType")}
+            hooked += {"PreSync", "PostSync"} <= hooks and not state["operation"]["sync"].get("resources")
+    finally:
+        argo.commit({gitops.WORKLOAD: overlay}, "The gate's Job kept, as the Component ships it\n")
+    P50["a webhook, the gate's Job removed once read"] = p50 = statistics.median(seconds)
+    MEASURED.append(f"commit → live selector switched, a webhook at cutover's push and the gate's Job removed once "
+                    f"read: p50 {p50:.1f} s over {WEBHOOK_RUNS} runs; {hooked} of {WEBHOOK_RUNS} syncs ran both "
+                    f"hooks; the last sync's PreSync Job was still there at {sum(seen)} of the commits")
     assert hooked == WEBHOOK_RUNS
 
 
