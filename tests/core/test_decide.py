@@ -345,6 +345,9 @@ def test_a_postsync_in_the_sync_of_a_hops_free_alone_waits_for_no_pod(applicatio
                                                                        expected: decide.Step) -> None:
     seen = dataclasses.replace(HOPPED, application=application)
     assert decide.next_step(seen, RECREATE, **options) == expected
+    if isinstance(expected, decide.AwaitApply):  # said in the thread of the cutover whose hop it is
+        hop = decide.Advance("vllm", "candle")
+        assert decide.thread(seen, RECREATE, expected) == decide.thread(seen, RECREATE, hop) is not None
 
 
 def test_a_restore_pushed_before_the_commit_being_synced_is_held_by_that_sync() -> None:

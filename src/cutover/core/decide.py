@@ -596,7 +596,7 @@ def thread(observed: Observed, plan: Plan, step: Step) -> str | None:
     uid = observed.live.uid
     if isinstance(step, Advance):
         return cutover_id(plan, from_backend=step.source, to_backend=step.toward or step.to, service_uid=uid)
-    if isinstance(step, (Restore, Free)):
+    if isinstance(step, (Restore, Free)) or (isinstance(step, AwaitApply) and step.restore is not None):
         return cutover_id(plan, from_backend=path_source(observed, plan), to_backend=step.to, service_uid=uid)
     if isinstance(step, (AwaitApply, Verify)) and observed.last is not None:
         return observed.last.trailers.id or None
