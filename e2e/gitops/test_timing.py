@@ -6,7 +6,8 @@ both take ArgoCD's next look, and every switch is gated and verified by the hook
 engines, both running; p50 of the runs goes under the table (docs/testing.md, "Timing through the real ArgoCD").
 The baselines are the same selector commit to an Application of the workload without cutover, refreshed at once,
 then with a PreSync hook that only starts cutover's image: so that ratios, not the machine's load, say what the
-hooks, the gate and the deferral add."""
+hooks, the gate and the deferral add. The webhook's switch is measured again with the gate's Job removed once ArgoCD
+has read it (docs/install.md, "A switch sooner")."""
 
 from __future__ import annotations
 
