@@ -238,7 +238,7 @@ BAD = [
      "a list of host names"),
     ("duplicate served name", edit("servedNames: [reasoning-long, reasoning]",
                                     "servedNames: [reasoning, reasoning]"), "verify.servedNames", "each name once"),
-    ("refresh not a boolean", edit("refresh: true", "refresh: sometimes"), "argocd.refresh", "true or false"),
+    ("refresh not a boolean", edit("refresh: true", "refresh: sometimes"), "argocd.refresh", "true, false or always"),
     ("unknown git.source", edit("  mode: direct\n", "  mode: direct\n  source: jsonnet\n"), "git.source",
      "one of manifest, kustomize, helm-values"),
     ("render.path absolute", edit("  mode: direct\n", "  mode: direct\n  render: {path: /overlays/prod}\n"),

@@ -391,18 +391,22 @@ async def test_the_stand_in_records_a_sync_as_the_real_argocd_does(
 
 
 @pytest.mark.looptime
+@pytest.mark.parametrize("refresh", ["true", "always"])
 async def test_the_stand_in_runs_the_reference_story_with_hooks_as_the_real_argocd_records_it(
-        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, refresh: str,
         events: list[dict[str, Any]]) -> None:
     """The reference story with the hooks run by the stand-in (PreSync, the Service, PostSync, each sync inside a
     Running operation): a refresh (a person's commit) → the PostSync proves and commits, and asks for no refresh
     while the operation runs (argo-cd#27875) → ArgoCD compares with Git as the operation ends → the sync of
     cutover's commit, gated and verified. What the Application then holds is what the real
     ArgoCD v3.5.3 held after the same story (tests/fixtures/argocd-story.json, checked by e2e/gitops scenario a):
-    the hooks' names and order, the operation's shape and message, one revision everywhere."""
+    the hooks' names and order, the operation's shape and message, one revision everywhere. With `refresh: always`
+    (an ArgoCD with the fixed self-heal delay, docs/install.md) the PostSync asks for the refresh while its
+    operation runs, and the story is the same."""
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
-    the_plan = make_plan()
+    (the_plan,) = plan.parse(world.plan_text().replace(
+        "  application: llm-serving\n", f"  application: llm-serving\n  refresh: {refresh}\n", 1))
     ran: list[str] = []
 
     def hook(kind: str, phase: Any, **options: Any) -> sim_argocd.Hook:
@@ -425,7 +429,11 @@ async def test_the_stand_in_runs_the_reference_story_with_hooks_as_the_real_argo
     (commit,) = [e.sha for e in repo.log(PATH) if e.message.startswith("cutover(")]
     app = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
     assert ran == ["PreSync", "PostSync", "PreSync", "PostSync"]  # two syncs, no SyncFail
-    assert named(events, "argocd.refresh_deferred")[0]["operation"] == "Running"
+    asked, deferred = named(events, "argocd.refresh_requested"), named(events, "argocd.refresh_deferred")
+    if refresh == "always":
+        assert [e["operation"] for e in asked] == ["Running"] and not deferred
+    else:
+        assert [e["operation"] for e in deferred] == ["Running"] and not asked
     assert app["status"]["sync"]["revision"] == commit
     assert argocd_observed.observations(app) == argocd_observed.story()
 

@@ -37,6 +37,15 @@ def test_defaults_fill_what_the_spec_leaves_optional() -> None:
     assert one.argocd is None and one.rollback_auto is True and one.slack is None
 
 
+@pytest.mark.parametrize(("value", "refresh", "always"), [("true", True, False), ("false", False, False),
+                                                          ("always", True, True)])
+def test_the_refresh_is_asked_for_after_a_sync_never_or_always(value: str, refresh: bool, always: bool) -> None:
+    """`always` also asks while ArgoCD's operation runs: for an ArgoCD with the fixed self-heal delay."""
+    (read,) = plan.parse(edit("  refresh: true\n", f"  refresh: {value}\n"))
+    assert read.argocd is not None
+    assert (read.argocd.refresh, read.argocd.refresh_always) == (refresh, always)
+
+
 def test_a_backend_may_name_the_model_its_pods_must_report() -> None:
     (read,) = plan.parse(edit("    engine: candle-vllm\n", "    engine: candle-vllm\n    model: Qwen/Qwen3-8B\n"))
     assert read.backends["candle"].model == "Qwen/Qwen3-8B" and read.backends["vllm"].model is None

@@ -19,6 +19,7 @@ from cutover.core import decide
 from cutover.core.views import ApplicationView
 from cutover.errors import ClusterError, SyncTimeout
 from cutover.flows.context import Run
+from cutover.plan import ArgoCD
 
 SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
 SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
@@ -30,32 +31,35 @@ async def refresh(run: Run) -> None:
     """Ask ArgoCD to compare with Git now, unless one of its operations is running (a hook's commit, mostly): from
     ArgoCD 3.4 a comparison with the new revision during an operation makes the sync that follows a self-heal of the
     changed objects only, without hooks (argo-cd#27875; seen on v3.5.3: no PreSync gate, no PostSync verification).
-    ArgoCD compares with Git itself when its operation ends, and syncs the commit, hooks and all."""
+    ArgoCD compares with Git itself when its operation ends, and syncs the commit, hooks and all. `refresh: always`
+    asks even then: with the fixed self-heal delay (docs/install.md) that comparison is followed by a full sync."""
     plan = run.plan
     if plan.argocd is None or not plan.argocd.refresh or run.dry_run:
         return
     try:
         if run.api is not None:  # no write permission on the Application needed (docs/security.md)
-            if not _deferred(plan.argocd.application, await run.api.operation_phase()):
+            phase = await run.api.operation_phase()
+            if not _deferred(plan.argocd, phase):
                 await run.api.refresh()
-                log.info("argocd.refresh_requested", application=plan.argocd.application, via="api")
+                log.info("argocd.refresh_requested", application=plan.argocd.application, via="api", operation=phase)
             return
         app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
-        if _deferred(plan.argocd.application, app.operation_phase):
+        if _deferred(plan.argocd, app.operation_phase):
             return
         await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application,
                                           hydrate=app.hydrator is not None)
-        log.info("argocd.refresh_requested", application=plan.argocd.application)
+        log.info("argocd.refresh_requested", application=plan.argocd.application, operation=app.operation_phase)
     except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
         log.warning("argocd.refresh_failed", error=exc.message, cause=exc.cause, hint=exc.hint)
 
 
-def _deferred(application: str, phase: str | None) -> bool:
-    if not operation.refresh_waits(phase):
+def _deferred(argocd: ArgoCD, phase: str | None) -> bool:
+    if argocd.refresh_always or not operation.refresh_waits(phase):
         return False
-    log.info("argocd.refresh_deferred", application=application, operation=phase,
+    log.info("argocd.refresh_deferred", application=argocd.application, operation=phase,
              reason="ArgoCD compares with Git when its operation ends; a refresh now would sync the commit without "
-                    "hooks (argo-cd#27875)")
+                    "hooks (argo-cd#27875)", hint="with the fixed self-heal delay, `argocd.refresh: always` asks now "
+                                                  "(docs/install.md)")
     return True
 
 

@@ -15,11 +15,23 @@ def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
     if server.value is not None:  # plain http:// only with git.allowInsecure, as for the Git host
         check_url(server, server.string(), allow_insecure=allow_insecure, ssh_ok=False)
     namespace = node.child("namespace")
+    refresh = _refresh(node.child("refresh"))
     return ArgoCD(
         # both go into API request paths (the Application, or the ArgoCD API's): names, nothing else
         application=object_name(node.child("application")),
         namespace=dns_label(namespace) if namespace.value is not None else "argocd",
-        refresh=node.child("refresh").boolean(default=True),
+        refresh=refresh is not False,
+        refresh_always=refresh == "always",
         server=server.value,
         token_file=secret_file(node.child("tokenFile"), "argocd"),
     )
+
+
+def _refresh(field: Field) -> bool | str:
+    """true (the default), false, or `always`: also while ArgoCD's operation runs, for an ArgoCD whose self-heal
+    runs with the fixed delay (docs/install.md), where such a refresh is followed by a full sync, hooks and all."""
+    if field.value == "always":
+        return "always"
+    if field.value is not None and not isinstance(field.value, bool):
+        raise field.fail("true, false or always")
+    return field.boolean(default=True)

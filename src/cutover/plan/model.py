@@ -131,6 +131,7 @@ class ArgoCD:
     application: str
     namespace: str = "argocd"
     refresh: bool = True
+    refresh_always: bool = False  # also while an operation runs (docs/install.md: the fixed self-heal delay)
     server: str | None = None  # the ArgoCD API, for refreshes and rendered manifests (docs/sources.md)
     token_file: str | None = None
 
