@@ -32,7 +32,7 @@ kustomize:
 
 test: $(STAMP) kustomize
 	$(BIN)/python tests/prerequisites.py
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=10  # the slowest tests in the log: a fast-suite test near its 60 s is a defect under load
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench packaging e2e
