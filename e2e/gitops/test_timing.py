@@ -7,7 +7,7 @@ engines, both running; p50 of the runs goes under the table (docs/testing.md, "T
 The baselines are the same selector commit to an Application of the workload without cutover, refreshed at once,
 then with a PreSync hook that only starts cutover's image: so that ratios, not the machine's load, say what the
 hooks, the gate and the deferral add. The webhook's switch is measured again with the gate's Job removed once ArgoCD
-has read it (docs/install.md, "A switch sooner")."""
+has read it (docs/install.md, "A switch sooner"), and cutover's own refresh at its push (`argocd.refresh: always`)."""
 
 from __future__ import annotations
 
@@ -29,15 +29,16 @@ PRESYNC = "cutover-presync-llm-serving"
 PLAIN = "e2e/timing/plain"  # the baseline's workload, in a path (and an Application) of its own
 
 
-def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool, webhook: bool = False,
+def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool | str, webhook: bool = False,
                 seen: list[bool] | None = None) -> float:
     # compare: false, since vLLM's context is the shorter one: the way back is refused otherwise (context_shorter)
     plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
         "        compare: true\n", "        compare: false\n")
     assert "compare: false" in plan
-    if not refresh:
-        plan = plan.replace("      refresh: true\n", "      refresh: false\n")
-        assert "refresh: false" in plan
+    if refresh is not True:  # false, or "always"
+        value = str(refresh).lower()
+        plan = plan.replace("      refresh: true\n", f"      refresh: {value}\n")
+        assert f"refresh: {value}" in plan
     before = argo.git.cutover_commits()[:1]
     argo.commit({gitops.PLAN: plan}, f"Hand reasoning-long to {target}\n")
     argo.wait("cutover's commit", lambda: argo.git.cutover_commits()[:1] != before, timeout=120, every=0.1)
@@ -103,6 +104,26 @@ def test_a_webhook_at_cutovers_push_keeps_the_hooks_with_a_fixed_self_heal_delay
                     f"{p50:.1f} s over {WEBHOOK_RUNS} runs; {hooked} of {WEBHOOK_RUNS} syncs "
                     f"ran both hooks; ArgoCD deferred a self-heal (the fixed delay) in {deferred} of them")
     assert hooked == WEBHOOK_RUNS
+
+
+def test_cutovers_refresh_during_its_sync_keeps_the_hooks_with_a_fixed_self_heal_delay(
+        argo: gitops.GitOpsTier) -> None:
+    """`argocd.refresh: always`: the PostSync asks for the refresh at its own push, while its sync still runs, as the
+    webhook above does; with the fixed delay the tier runs (docs/install.md) every switch's sync runs both hooks, and
+    the switch goes live at a fraction of the deferred refresh's wait for ArgoCD's next look."""
+    seconds, hooked = [], 0
+    for _ in range(WEBHOOK_RUNS):
+        serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
+        seconds.append(switch_once(argo, "vllm" if serving == "candle" else "candle", refresh="always"))
+        state = argo.wait_operation("llm-serving", argo.git.cutover_commits()[0])
+        hooked += ran_both_hooks(state)
+    P50["cutover's refresh, always"] = p50 = statistics.median(seconds)
+    MEASURED.append(f"commit → live selector switched, `argocd.refresh: always` (asked at cutover's push): p50 "
+                    f"{p50:.1f} s over {WEBHOOK_RUNS} runs; {hooked} of {WEBHOOK_RUNS} syncs ran both hooks")
+    assert hooked == WEBHOOK_RUNS
+    deferred = P50.get("cutover's refresh")
+    # a ratio inside one run: without a refresh during the sync the commit waits for ArgoCD's next look
+    assert deferred is None or p50 < deferred / 2, (seconds, deferred)
 
 
 # docs/install.md, "A switch sooner": the gate's Job removed as soon as ArgoCD has read its result (ArgoCD 3.0's
