@@ -6,8 +6,8 @@ both take ArgoCD's next look, and every switch is gated and verified by the hook
 engines, both running; p50 of the runs goes under the table (docs/testing.md, "Timing through the real ArgoCD").
 The baselines are the same selector commit to an Application of the workload without cutover, refreshed at once,
 then with a PreSync hook that only starts cutover's image: so that ratios, not the machine's load, say what the
-hooks, the gate and the deferral add. The webhook's switch is measured again with the gate's Job removed once ArgoCD
-has read it (docs/install.md, "A switch sooner"), and cutover's own refresh at its push (`argocd.refresh: always`)."""
+hooks, the gate and the deferral add. Then cutover's own refresh at its push (`argocd.refresh: always`), and that
+again with the gate's Job removed once ArgoCD has read it (docs/install.md, "A switch sooner")."""
 
 from __future__ import annotations
 
@@ -138,10 +138,10 @@ GATE_REMOVED_ONCE_READ = f"""\
 def test_a_gate_job_removed_once_read_is_not_deleted_on_the_switchs_path(argo: gitops.GitOpsTier) -> None:
     """The sync that applies cutover's commit first deletes the PreSync Job the sync before it left
     (`BeforeHookCreation`) and waits until it is gone. With the gate's Job removed once ArgoCD has read it (the
-    documented patch, ttlSecondsAfterFinished 0) there is none left to delete: the same webhook switch, every sync
-    still running both hooks; how often the old Job was still there at cutover's commit is counted. A change to a
-    hook alone leaves the Application Synced (hooks are no managed resource): the patch rides on the next sync, the
-    first switch's plan commit, and so does taking it out."""
+    documented patch, ttlSecondsAfterFinished 0) there is none left to delete: the switch with `refresh: always`,
+    every sync still running both hooks; how often the old Job was still there at cutover's commit is counted. A
+    change to a hook alone leaves the Application Synced (hooks are no managed resource): the patch rides on the next
+    sync, the first switch's plan commit, and so does taking it out."""
     overlay = argo.git.repo.read(gitops.WORKLOAD)[0]  # type: ignore[index]
     assert overlay.endswith("  - path: plan.yaml\n"), overlay
     seconds: list[float] = []
@@ -151,14 +151,14 @@ def test_a_gate_job_removed_once_read_is_not_deleted_on_the_switchs_path(argo: g
         argo.commit({gitops.WORKLOAD: overlay + GATE_REMOVED_ONCE_READ}, "The gate's Job removed once read\n")
         for _ in range(WEBHOOK_RUNS):
             serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
-            seconds.append(switch_once(argo, "vllm" if serving == "candle" else "candle", refresh=True,
-                                       webhook=True, seen=seen))
+            seconds.append(switch_once(argo, "vllm" if serving == "candle" else "candle", refresh="always",
+                                       seen=seen))
             state = argo.wait_operation("llm-serving", argo.git.cutover_commits()[0])
             hooked += ran_both_hooks(state)
     finally:
         argo.commit({gitops.WORKLOAD: overlay}, "The gate's Job kept, as the Component ships it\n")
-    P50["a webhook, the gate's Job removed once read"] = p50 = statistics.median(seconds)
-    MEASURED.append(f"commit → live selector switched, a webhook at cutover's push and the gate's Job removed once "
+    P50["refresh always, the gate's Job removed once read"] = p50 = statistics.median(seconds)
+    MEASURED.append(f"commit → live selector switched, `argocd.refresh: always` and the gate's Job removed once "
                     f"read: p50 {p50:.1f} s over {WEBHOOK_RUNS} runs; {hooked} of {WEBHOOK_RUNS} syncs ran both "
                     f"hooks; the last sync's PreSync Job was still there at {sum(seen)} of the commits")
     assert hooked == WEBHOOK_RUNS
