@@ -124,3 +124,4 @@ async def test_an_application_the_api_server_would_refuse_is_refused_by_the_test
 def test_a_refresh_waits_for_a_running_operation(phase: str | None, waits: bool) -> None:
     """argo-cd#27875: a comparison with a new revision during an operation makes the next sync hook-less."""
     assert operation.refresh_waits(phase) is waits
+    assert operation.refresh_waits(phase, always=True) is False  # `argocd.refresh: always`: the fixed self-heal delay

@@ -96,8 +96,9 @@ def applied_revision(app: ApplicationView, commit: str) -> str | None:
     return None
 
 
-def refresh_waits(phase: str | None) -> bool:
+def refresh_waits(phase: str | None, *, always: bool = False) -> bool:
     """Whether a refresh must wait for the Application's operation to end: from ArgoCD 3.4 a comparison with a new
     revision while an operation runs makes the sync that follows a self-heal of the changed objects alone, without
-    hooks (argo-cd#27875, seen on v3.5.3). ArgoCD compares with Git itself as each operation ends."""
-    return phase in ("Running", "Terminating")
+    hooks (argo-cd#27875, seen on v3.5.3). ArgoCD compares with Git itself as each operation ends. `always`
+    (`argocd.refresh: always`): never, for an ArgoCD with the fixed self-heal delay, where it syncs in full."""
+    return not always and phase in ("Running", "Terminating")

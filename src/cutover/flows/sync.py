@@ -54,7 +54,7 @@ async def refresh(run: Run) -> None:
 
 
 def _deferred(argocd: ArgoCD, phase: str | None) -> bool:
-    if argocd.refresh_always or not operation.refresh_waits(phase):
+    if not operation.refresh_waits(phase, always=argocd.refresh_always):
         return False
     log.info("argocd.refresh_deferred", application=argocd.application, operation=phase,
              reason="ArgoCD compares with Git when its operation ends; a refresh now would sync the commit without "
