@@ -4,6 +4,7 @@ that stops proving its names is an alert (exit 6, an Event); otherwise it exits 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +41,25 @@ async def audit(kube: cluster.Cluster, the_plan: plan.Plan, host: GitHub, n: int
     return await phases.audit(Run.create(kube, the_plan, host, identity=f"cutover-audit-{n}"))
 
 
+@pytest.mark.parametrize("always", [False, True], ids=["refresh-true", "refresh-always"])
 async def test_a_switch_applied_without_hooks_is_verified_by_the_next_audit(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
-        events: list[dict[str, Any]]) -> None:
+        events: list[dict[str, Any]], always: bool) -> None:
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
     the_plan = make_plan()
+    assert the_plan.argocd is not None
+    the_plan = dataclasses.replace(the_plan, argocd=dataclasses.replace(the_plan.argocd, refresh_always=always))
     sim_argocd.seed_application(world)
     committed = await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
     assert isinstance(committed, Advanced) and committed.committed
     sim_argocd.apply_git(world, repo, PATH)  # a selective self-heal sync: applied, and no PostSync hook runs
     first = await audit(kube, the_plan, host)
     assert (first.state, first.backend, first.commit) == ("verified", "candle", committed.sha)
-    assert named(events, "audit.unverified") and named(events, "service.verified")
+    (unverified,) = named(events, "audit.unverified")
+    assert named(events, "service.verified")
+    # the hint names what a person can change: with `always`, the fixed self-heal delay ArgoCD may lack
+    assert ("argocd-cmd-params-cm" in unverified["hint"]) is always and "argo-cd#22795" in unverified["hint"]
     assert verified_mark(world) == committed.sha
     again = await audit(kube, the_plan, host, 2)  # five minutes later: verified already, the names still answer
     assert (again.state, again.backend) == ("checked", "candle")

@@ -102,3 +102,14 @@ def refresh_waits(phase: str | None, *, always: bool = False) -> bool:
     hooks (argo-cd#27875, seen on v3.5.3). ArgoCD compares with Git itself as each operation ends. `always`
     (`argocd.refresh: always`): never, for an ArgoCD with the fixed self-heal delay, where it syncs in full."""
     return not always and phase in ("Running", "Terminating")
+
+
+def hookless(*, always: bool) -> str:
+    """Why a sync applied a commit of cutover's without running its hooks, for the audit's hint: a person's selective
+    sync (argo-cd#22795), or a commit compared while its sync ran (argo-cd#27875), which cutover itself causes only
+    with `argocd.refresh: always` on an ArgoCD without the fixed self-heal delay (docs/install.md)."""
+    if always:
+        return ("a selective sync (argo-cd#22795), or `argocd.refresh: always` on an ArgoCD without the fixed "
+                "self-heal delay (argo-cd#27875): set the delay's two argocd-cmd-params-cm keys (docs/install.md) "
+                "or `argocd.refresh: true`")
+    return "a selective sync (argo-cd#22795), or a self-heal of a commit compared while its sync ran (argo-cd#27875)"

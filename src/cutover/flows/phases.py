@@ -400,7 +400,7 @@ async def audit(run: Run) -> Audited:
     if isinstance(step, decide.Verify):
         last = observed.last
         log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
-                    hint="a sync applied the switch without running the PostSync hook (argo-cd#22795): verifying")
+                    hint=f"verifying a switch synced without its hooks: {_hookless(plan)}")
         hold = last.trailers.hold if last else None
         done = await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
         return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None,
@@ -416,14 +416,18 @@ async def _continued(run: Run, observed: decide.Observed, seen: writeback.Seen, 
     handoff waited; docs/capacity.md)."""
     _in_thread(observed, run.plan, found.step)
     log.warning("audit.continuing", commit=found.commit[:12], hop=decide.hop(found.step),
-                hint=f"ArgoCD synced {found.commit[:12]} without running its hooks (a selective self-heal sync of a "
-                     f"commit pushed while its sync ran, argo-cd#27875): the audit takes the next hop")
+                hint=f"taking the next hop, ArgoCD having synced {found.commit[:12]} without its hooks: "
+                     f"{_hookless(run.plan)}")
     done = await _take(run, observed, seen, found.step)
     if isinstance(done, WouldAdvance):
         return Audited("continued", done.to, "would take the next hop (dry run)", found.commit)
     detail = _room_said(done) if isinstance(done, Restored | Freed) else \
         f"{done.source} -> {done.to} in {done.sha[:12]}"
     return Audited("continued", done.to, detail, found.commit)
+
+
+def _hookless(plan: Plan) -> str:
+    return operation.hookless(always=plan.argocd is not None and plan.argocd.refresh_always)
 
 
 # --- syncfail --------------------------------------------------------------------------------------------------
