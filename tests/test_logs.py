@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import structlog
 
 import cutover
 from cutover import logs
+from cutover.cli import main
+from plans import GOOD
 
 SECRET = "s3cr3t-webhook-value-1234"
 
@@ -97,3 +101,39 @@ def test_on_a_terminal_a_failure_is_said_once_and_the_sinks_still_hear_it() -> N
 def test_the_public_surface_is_small_and_pinned() -> None:
     assert cutover.__all__ == ["CutoverError", "ExitCode", "__version__"]
     assert [code.value for code in cutover.ExitCode] == list(range(9))
+
+
+class Writes(io.StringIO):
+    """A stream that keeps its writes apart, as the reader of a pipe may see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return super().write(text)
+
+
+def test_every_line_is_one_write_with_its_newline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A pod's stdout and stderr are two pipes, read apart by the container runtime: a line written in two parts (a
+    log line, then its newline, as print writes them unbuffered) had the outcome line from the other pipe land
+    inside it in a pod's log (the real tier, image mode). Log lines, the `--output json` document and the outcome
+    line are each written whole."""
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(GOOD)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))  # exit 1, cluster_config: logged, then said
+    monkeypatch.setenv("CUTOVER_TERMINATION_LOG", str(tmp_path / "termination-log"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    out, err = Writes(), Writes()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    with pytest.raises(SystemExit) as caught:
+        main.main(["--log-format", "json", "verify", "--backend", "candle", "--plan", str(plan_file),
+                   "--output", "json"])
+    assert caught.value.code == 1
+    assert json.loads(out.getvalue())["cause"] == "cluster_config"  # the document on stdout
+    said = err.getvalue().splitlines()
+    assert json.loads(said[0])["event"] and said[-1].startswith("cutover verify: FAILED")  # logs, then the outcome
+    for stream in (out, err):
+        assert stream.calls and all(call.endswith("\n") for call in stream.calls), stream.calls

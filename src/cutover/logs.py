@@ -127,7 +127,10 @@ def configure(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        # one write per line, its newline included (print writes it apart, and PYTHONUNBUFFERED, the image's, makes
+        # that two writes): a container's stdout and stderr are two pipes, read apart, and the outcome line on
+        # stdout landed inside a log line's on stderr in a pod's log, where a log collector meets it too
+        logger_factory=structlog.WriteLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
     return redactor

@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from cutover import __version__
 
@@ -68,9 +68,9 @@ class _Parser(argparse.ArgumentParser):
         as_json = command not in OFFLINE and ("--output=json" in words or any(  # the demo prints a story, never JSON
             word == "--output" and later == "json" for word, later in itertools.pairwise(words)))
         if as_json:  # `| jq` reads an answer for argument errors too (docs/commands.md)
-            print(json.dumps({"ok": False, "command": command, "exitCode": 2, "cause": "invalid_arguments",
-                              "message": message, "hint": f"cutover {command or ''} --help".replace("  ", " ")},
-                             indent=2, sort_keys=True), flush=True)
+            _say(json.dumps({"ok": False, "command": command, "exitCode": 2, "cause": "invalid_arguments",
+                             "message": message, "hint": f"cutover {command or ''} --help".replace("  ", " ")},
+                            indent=2, sort_keys=True))
         _outcome(f"cutover: invalid arguments: {message} (exit 2, cause invalid_arguments)", json_output=as_json)
         raise SystemExit(2)
 
@@ -559,13 +559,13 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
         # like the failure document: `ok` and `command` first, so `jq .ok` reads every answer alike
         body: Any = [session.redactor.scrub({"ok": not report.blocked, "command": args.command, **report.data})
                      for report in reports]
-        print(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
+        _say(json.dumps(body[0] if len(body) == 1 else body, indent=2, sort_keys=True))
     else:
         for report in reports:
             if report.headline:
-                print(scrub(report.summary))
+                _say(scrub(report.summary))
             for line in report.lines:
-                print(scrub(line))
+                _say(scrub(line))
             if report.raw is not None:  # a patch, byte for byte: CRLF and the no-newline marker survive
                 sys.stdout.write(scrub(report.raw))
     blocked = next((report.blocked for report in reports if report.blocked), None)
@@ -598,7 +598,15 @@ def _failed_json(session: _Session, *, json_output: bool, **fields: Any) -> None
     """With --output json, a failure is one JSON document on stdout too (ok false, the command, exitCode, cause,
     message, hint): `| jq` reads an answer either way."""
     if json_output:
-        print(json.dumps(session.redactor.scrub({"ok": False, **fields}), indent=2, sort_keys=True), flush=True)
+        _say(json.dumps(session.redactor.scrub({"ok": False, **fields}), indent=2, sort_keys=True))
+
+
+def _say(text: str, stream: TextIO | None = None) -> None:
+    """`text` and its newline in one write, flushed (as the logs are written, cutover.logs): a pod's stdout and
+    stderr are two pipes read apart, and a line written in two parts can be split by the other stream's."""
+    stream = stream or sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool = False) -> None:
@@ -609,7 +617,7 @@ def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool =
     line = (redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
     sys.stdout.flush()
     sys.stderr.flush()
-    print(line, flush=True, file=sys.stderr if json_output else sys.stdout)
+    _say(line, sys.stderr if json_output else sys.stdout)
     path = os.environ.get("CUTOVER_TERMINATION_LOG", TERMINATION_LOG)
     if os.path.exists(os.path.dirname(path) or ".") and (os.path.exists(path) or path != TERMINATION_LOG):
         # best effort (docs/guarantees.md #7)
