@@ -164,6 +164,30 @@ def test_a_gate_job_removed_once_read_is_not_deleted_on_the_switchs_path(argo: g
     assert hooked == WEBHOOK_RUNS
 
 
+def test_cutovers_refresh_during_its_sync_without_the_delay_ends_verified_either_way(argo: gitops.GitOpsTier) -> None:
+    """`argocd.refresh: always` where ArgoCD runs its own self-heal backoff (its first attempt at once), as a cluster
+    without docs/install.md's fixed delay has it: the refresh at cutover's push, while its sync runs, may make the
+    sync of the commit a hook-less self-heal (argo-cd#27875: no PreSync gate, no PostSync verification). Either way
+    the switch ends verified: by the PostSync, or by the audit, whose warning then names the delay. Which way ArgoCD
+    went is a race, reported, not forced."""
+    with argo.argocd.default_self_heal():
+        serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
+        target = "vllm" if serving == "candle" else "candle"
+        took = switch_once(argo, target, refresh="always")
+        commit = argo.git.cutover_commits()[0]
+        state = argo.wait_operation("llm-serving", commit)
+    assert state["phase"] == "Succeeded", state.get("message")
+    if ran_both_hooks(state):
+        how = "the sync ran both hooks (the race went the delay's way)"
+    else:
+        assert not hooks_run(state), state  # a self-heal of the changed objects alone
+        logs = argo.audited("cutover-audit-always")
+        assert f"verified the switch to {target} that no hook verified ({commit[:12]})" in logs, logs[-3000:]
+        assert "argocd-cmd-params-cm" in logs, logs[-3000:]  # the warning's hint names the delay
+        how = "synced without hooks (argo-cd#27875); the audit verified it and its warning named the delay"
+    MEASURED.append(f"`argocd.refresh: always` under ArgoCD's default self-heal backoff: live in {took:.1f} s, {how}")
+
+
 # A PreSync hook that does nothing but start cutover's image (`cutover --version`): the floor any gate run as a hook
 # pays (ArgoCD's hook lifecycle, the kubelet, the container's start), against which cutover's own gate is measured
 NOOP_HOOK = {

@@ -124,17 +124,16 @@ class ArgoCD:
                                     "--metrics-port", "8083"])
         self._wait_port(*SERVER)
 
-    def _start_controller(self, sync_timeout: int = 0) -> controlplane.Component:
+    def _start_controller(self, sync_timeout: int = 0, *, fixed_delay: bool = True) -> controlplane.Component:
+        # A fixed self-heal delay instead of the exponential backoff (whose first attempt is immediate): a hop
+        # committed while its sync runs and compared by ArgoCD before that sync ended is then synced by the
+        # comparison with Git the delay asks for, hooks and all, instead of by an immediate hook-less self-heal
+        # (argo-cd#27875; read in controller/appcontroller.go, docs/install.md). Not proven always: the audit
+        # takes any hop synced without hooks. Without it (`default_self_heal`), ArgoCD's own defaults.
+        delay = ["--self-heal-timeout-seconds", "2", "--self-heal-backoff-timeout-seconds", "0"] if fixed_delay else []
         return self._run("argocd-application-controller", [
             *COMMON, "--repo-server", f"127.0.0.1:{REPO_SERVER}", "--metrics-port", "8082",
-            "--commit-server", f"127.0.0.1:{COMMIT_SERVER}",
-            # A fixed self-heal delay instead of the exponential backoff (whose first attempt is immediate): a hop
-            # committed while its sync runs and compared by ArgoCD before that sync ended is then synced by the
-            # comparison with Git the delay asks for, hooks and all, instead of by an immediate hook-less self-heal
-            # (argo-cd#27875; read in controller/appcontroller.go, docs/install.md). Not proven always: the audit
-            # takes any hop synced without hooks.
-            "--self-heal-timeout-seconds", "2", "--self-heal-backoff-timeout-seconds", "0",
-            "--sync-timeout", str(sync_timeout)])
+            "--commit-server", f"127.0.0.1:{COMMIT_SERVER}", *delay, "--sync-timeout", str(sync_timeout)])
 
     @contextlib.contextmanager
     def sync_timeout(self, seconds: int) -> Iterator[None]:
@@ -146,11 +145,21 @@ class ArgoCD:
         finally:
             self._restart_controller(0)
 
-    def _restart_controller(self, sync_timeout: int) -> None:
+    @contextlib.contextmanager
+    def default_self_heal(self) -> Iterator[None]:
+        """The application-controller restarted with ArgoCD's own self-heal backoff (its first attempt at once), as
+        a cluster runs it without docs/install.md's two argocd-cmd-params-cm keys, and back to the delay after."""
+        self._restart_controller(0, fixed_delay=False)
+        try:
+            yield
+        finally:
+            self._restart_controller(0)
+
+    def _restart_controller(self, sync_timeout: int, *, fixed_delay: bool = True) -> None:
         running = next(c for c in self.plane.components if c.name == "argocd-application-controller")
         running.stop()
         self.plane.components.remove(running)
-        self._start_controller(sync_timeout)
+        self._start_controller(sync_timeout, fixed_delay=fixed_delay)
 
     def _run(self, name: str, args: list[str], binary: str | None = "argocd") -> controlplane.Component:
         # The repo-server clones into os.TempDir()/_argocd-repo and, on start, adopts the clones it finds there by

@@ -185,6 +185,17 @@ class GitOpsTier(cluster.Tier):
         self.custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd", "applications", app,
                                                    operation)
 
+    def audited(self, job: str) -> str:
+        """`cutover audit` run now, as a person runs it (a Job from the workload's CronJob): its log once it
+        succeeded, with those of the CronJob's own Jobs (every 5 minutes: one may have come first and done the work,
+        and the other found it done)."""
+        self.kubectl("-n", "cutover", "create", "job", "--from=cronjob/cutover-audit-llm-serving", job)
+        audit = self.finished(job, timeout=180)
+        assert audit.succeeded, audit.log[-3000:]
+        scheduled = [j.metadata.name for j in self.batch.list_namespaced_job("cutover").items
+                     if any(owner.name == "cutover-audit-llm-serving" for owner in j.metadata.owner_references or [])]
+        return audit.log + "".join(self.job_log(name) for name in scheduled)
+
     def sync_only(self, app: str, revision: str, *, kind: str, name: str, namespace: str) -> None:
         """A selective sync, as `argocd app sync --resource :<kind>:<name>` asks for it: the operation names
         the resources, and ArgoCD runs no hook."""
