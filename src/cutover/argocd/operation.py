@@ -108,8 +108,7 @@ def hookless(*, always: bool) -> str:
     """Why a sync applied a commit of cutover's without running its hooks, for the audit's hint: a person's selective
     sync (argo-cd#22795), or a commit compared while its sync ran (argo-cd#27875), which cutover itself causes only
     with `argocd.refresh: always` on an ArgoCD without the fixed self-heal delay (docs/install.md)."""
-    if always:
-        return ("a selective sync (argo-cd#22795), or `argocd.refresh: always` on an ArgoCD without the fixed "
-                "self-heal delay (argo-cd#27875): set the delay's two argocd-cmd-params-cm keys (docs/install.md) "
-                "or `argocd.refresh: true`")
-    return "a selective sync (argo-cd#22795), or a self-heal of a commit compared while its sync ran (argo-cd#27875)"
+    compared = ("`argocd.refresh: always` on an ArgoCD without the fixed self-heal delay (argo-cd#27875): set the "
+                "delay's two argocd-cmd-params-cm keys (docs/install.md) or `argocd.refresh: true`" if always else
+                "a self-heal of a commit compared while its sync ran (argo-cd#27875)")
+    return f"a selective sync (argo-cd#22795), or {compared}"
