@@ -15,7 +15,7 @@ from cutover.core.results import Advanced, Audited
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, World
-from cutover.errors import VerificationFailed
+from cutover.errors import SyncTimeout, VerificationFailed
 from cutover.flows import phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -119,6 +119,38 @@ async def test_nothing_to_audit_while_argocd_has_yet_to_apply_git(
     found = await audit(kube, the_plan, host)
     assert (found.state, found.detail) == ("skipped", "ArgoCD has yet to apply candle (the Service selects vllm)")
     assert len(cutover_commits(repo)) == 1
+
+
+async def test_a_cutover_commit_whose_sync_failed_is_an_alert_until_a_sync_applies_it(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    """ArgoCD's automated sync does not try a revision it failed again: the tier saw a sync of cutover's commit end
+    Error (a health check's Lua timed out under load) and the handoff wait, the audit saying "yet to apply" every 5
+    minutes. Now it is an alert (exit 7, an Event) naming ArgoCD's message, each run until a sync applies it."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    sim_argocd.seed_application(world)
+    committed = await phases.postsync(Run.create(kube, the_plan, host, identity="cutover-postsync-1"))
+    assert isinstance(committed, Advanced) and committed.committed
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {"operationState": sim_argocd.operation_state(
+        world, "Running", committed.sha, finished=False)}})
+    assert (await audit(kube, the_plan, host)).state == "skipped"  # while it syncs, ArgoCD's to finish
+    message = "ComparisonError: error setting app health: failed to get resource health for \"CronJob\""
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {"operationState": sim_argocd.operation_state(
+        world, "Error", committed.sha, message=message)}})
+    for n in (2, 3):  # each run says it again: nothing else would
+        with pytest.raises(SyncTimeout) as caught:
+            await audit(kube, the_plan, host, n)
+        assert (caught.value.cause, caught.value.exit_code) == ("argocd_sync_failed", 7)
+        assert caught.value.message == f"ArgoCD's sync of {committed.sha[:12]} ended Error: {message}; ArgoCD does " \
+                                       f"not sync a revision it failed again by itself"
+        assert f"sync llm-serving again: the cutover goes on from {committed.sha[:12]}" in caught.value.hint
+        assert "to stay on vllm, set the plan's target to vllm" in caught.value.hint
+    alerts = [e for e in world.kube.objects("/v1/events", NAMESPACE) if e["reason"] == "CutoverSyncFailed"]
+    assert alerts and all(e["type"] == "Warning" for e in alerts)
+    assert len(cutover_commits(repo)) == 1  # an alert only
+    sim_argocd.apply_git(world, repo, PATH)  # a person's sync applies it: the audit verifies as ever
+    assert (await audit(kube, the_plan, host, 4)).state == "verified"
 
 
 async def test_the_audit_command_line_exits_0_then_6_and_the_cronjobs_0(world: World, repo: BareRepo,

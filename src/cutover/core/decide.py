@@ -141,6 +141,16 @@ class Check:
 
 
 @dataclasses.dataclass(frozen=True)
+class Stalled:
+    """`cutover audit`: ArgoCD's sync of cutover's newest commit ended Failed or Error and nothing applied it since.
+    ArgoCD's automated sync does not try a revision it failed again (retry.limit counts within one operation), so
+    without a person the Service keeps the old selector while Git holds the new one."""
+
+    reason: str
+    commit: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Continue:
     """`cutover audit`: ArgoCD synced cutover's hop `commit` without running its hooks, so no PostSync took the next
     hop of the handoff (`synced_without_hooks`): the audit takes `step`, as that PostSync would have."""
@@ -274,19 +284,19 @@ def _hold(observed: Observed, plan: Plan) -> Hold | None:
 
 
 def audit_step(observed: Observed, plan: Plan, *, verified: str | None,
-               now: datetime) -> Verify | Check | Continue | Nothing:
+               now: datetime) -> Verify | Check | Continue | Stalled | Nothing:
     """`cutover audit` (docs/sources.md), for syncs that ran no hook (argo-cd#22795, #25475, #27875): a hop of a
     handoff that ArgoCD synced without its hooks is followed by the next hop (`Continue`); a switch ArgoCD applied
     that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
     backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish, and so is a cutover commit
-    ArgoCD has yet to apply (`argocd_behind`: a free or a restore leaves the selector as it is); a selector of no
-    backend of the plan is not ours. A person's commit synced without hooks starts nothing here: the audit finishes
-    what cutover began."""
+    ArgoCD has yet to apply (`argocd_behind`: a free or a restore leaves the selector as it is), unless ArgoCD's
+    sync of that commit failed (`Stalled`: nothing would apply it); a selector of no backend of the plan is not
+    ours. A person's commit synced without hooks starts nothing here: the audit finishes what cutover began."""
     live, git = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
     if live is None or git is None:
         return Nothing("the Service or Git selects no backend of the plan: not ours to audit")
     if live != git:
-        return Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
+        return argocd_gave_up(observed) or Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
     behind = argocd_behind(observed, now=now)
     if behind is not None:
         return Nothing(behind)
@@ -345,6 +355,20 @@ def newest_commit(observed: Observed) -> Commit | None:
     """The newest cutover commit of this plan: a switch, a free or a restore (by its date in Git)."""
     dated = [commit for commit in _ours(observed) if commit.date is not None]
     return max(dated, key=lambda commit: commit.date or datetime.min) if dated else None
+
+
+def argocd_gave_up(observed: Observed) -> Stalled | None:
+    """The newest cutover commit, when the Application's last operation was its sync and ended Failed or Error (with
+    the Source Hydrator: the sync of the hydrated commit of it)."""
+    app, newest = observed.application, newest_commit(observed)
+    if app is None or newest is None or app.operation_phase not in ("Failed", "Error"):
+        return None
+    ours = {newest.sha}
+    if app.hydrator is not None and app.hydrator.dry_sha == newest.sha and app.hydrator.hydrated_sha:
+        ours.add(app.hydrator.hydrated_sha)
+    if not ours & {app.operation_revision, *app.operation_revisions}:
+        return None
+    return Stalled(f"{app.failure()}; ArgoCD does not sync a revision it failed again by itself", newest.sha)
 
 
 def synced_without_hooks(observed: Observed) -> Commit | None:

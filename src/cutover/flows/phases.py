@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+from typing import NoReturn
 
 import structlog
 
@@ -35,7 +36,7 @@ from cutover.core.results import (
 )
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView
-from cutover.errors import CutoverError, VerificationFailed
+from cutover.errors import CutoverError, SyncTimeout, VerificationFailed
 from cutover.flows import advance, drain, handoff, sync, verification, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
@@ -397,6 +398,8 @@ async def audit(run: Run) -> Audited:
         return Audited("skipped", None, step.reason)
     if isinstance(step, decide.Continue):
         return await _continued(run, observed, seen, step)
+    if isinstance(step, decide.Stalled):
+        await _stalled(run, observed, step)
     if isinstance(step, decide.Verify):
         last = observed.last
         log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
@@ -409,6 +412,17 @@ async def audit(run: Run) -> Audited:
     await verification.still_serving(run, observed.live, step.backend, gap=gap)
     retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
     return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
+
+
+async def _stalled(run: Run, observed: decide.Observed, found: decide.Stalled) -> NoReturn:
+    """A cutover commit whose sync failed: an alert (Event, Slack, exit 7), every run until a sync applies it; the
+    audit syncs nothing itself (its ServiceAccount may not start an operation)."""
+    app = run.plan.argocd.application if run.plan.argocd else "the Application"
+    live = decide.backend_of(run.plan, observed.live.selector)
+    hint = f"read why in ArgoCD (argocd app get {app}), mend it and sync {app} again: the cutover goes on from " \
+           f"{found.commit[:12]}; or, to stay on {live}, set the plan's target to {live}"
+    await run.event(observed.live, "CutoverSyncFailed", found.reason, warning=True)
+    raise SyncTimeout(found.reason, cause="argocd_sync_failed", hint=hint)
 
 
 async def _continued(run: Run, observed: decide.Observed, seen: writeback.Seen, found: decide.Continue) -> Audited:
