@@ -1,6 +1,7 @@
 """`cutover audit`, for syncs that run no hook (argo-cd#22795, #25475; docs/sources.md): a switch ArgoCD applied that no
 PostSync verified is verified by the next audit (and rolled back when it does not check out); a live backend
-that stops proving its names is an alert (exit 6, an Event); otherwise it exits 0 and commits nothing."""
+that stops proving its names is an alert (exit 6, an Event), and so is a cutover commit whose sync failed (exit 7);
+otherwise it exits 0 and commits nothing."""
 
 from __future__ import annotations
 
