@@ -359,14 +359,15 @@ def newest_commit(observed: Observed) -> Commit | None:
 
 def argocd_gave_up(observed: Observed) -> Stalled | None:
     """The newest cutover commit, when the Application's last operation was its sync and ended Failed or Error (with
-    the Source Hydrator: the sync of the hydrated commit of it)."""
+    the Source Hydrator: the sync of what it hydrated of it). The view's operation revision is the plan's source's
+    already (`ApplicationView.for_source`)."""
     app, newest = observed.application, newest_commit(observed)
     if app is None or newest is None or app.operation_phase not in ("Failed", "Error"):
         return None
-    ours = {newest.sha}
-    if app.hydrator is not None and app.hydrator.dry_sha == newest.sha and app.hydrator.hydrated_sha:
-        ours.add(app.hydrator.hydrated_sha)
-    if not ours & {app.operation_revision, *app.operation_revisions}:
+    hydrator = app.hydrator
+    synced = newest.sha if hydrator is None else \
+        hydrator.hydrated_sha if hydrator.dry_sha == newest.sha and hydrator.phase == "Hydrated" else None
+    if synced is None or app.operation_revision != synced:
         return None
     return Stalled(f"{app.failure()}; ArgoCD does not sync a revision it failed again by itself", newest.sha)
 
