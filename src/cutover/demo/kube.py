@@ -90,14 +90,19 @@ class KubeEmulator(kmock.KubernetesScaffold):
         """Wall time that advances with the loop's clock. A loop whose clock turns fake mid-way (looptime
         enables it for the test body, not the fixtures) restarts from where wall time had got to."""
         loop_time = asyncio.get_running_loop().time()
-        if self.loop0 is None:  # agree with cutover's clocks when they run ahead of wall time (a later act's world)
-            self.epoch = Clock.anchored() or self.epoch
         if self.loop0 is None or loop_time < self.last_loop_time:
-            self.epoch = self.epoch if self.loop0 is None else self.epoch + timedelta(
+            self.epoch = datetime.now(UTC) if self.loop0 is None else self.epoch + timedelta(
                 seconds=self.last_loop_time - self.loop0)
             self.loop0 = loop_time
         self.last_loop_time = loop_time
-        return self.epoch + timedelta(seconds=loop_time - self.loop0)
+        ours = self.epoch + timedelta(seconds=loop_time - self.loop0)
+        clocks = Clock.anchored()
+        if clocks is not None and clocks > ours:
+            # Never behind cutover's clocks: in fake time each clock's wall time is where the real clock was when it
+            # started, and a Clock made after this one (a later act's world, a loaded machine's slow first steps)
+            # would date a commit after the sync this clock stamps for it.
+            self.epoch, self.loop0, ours = clocks, loop_time, clocks
+        return ours
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         # kmock 0.8 matches each request against each reaction by walking its whole request log, which grows
