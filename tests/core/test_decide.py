@@ -13,7 +13,7 @@ from cutover import plan
 from cutover.core import decide, gate
 from cutover.core.proofs import PodProof, Problem
 from cutover.core.trailers import Trailers
-from cutover.core.views import ApplicationView, Commit, LeaseView, PodView, ServiceView
+from cutover.core.views import ApplicationView, Commit, HydratorView, LeaseView, PodView, ServiceView, SourceView
 from cutover.demo.world import World
 from cutover.errors import InvalidInput
 from cutover.kube import cluster, lease_rules
@@ -232,6 +232,47 @@ def test_the_guarantees(rule: str, holds: Any) -> None:
 ], ids=["unverified", "verified", "no-cutover", "not-applied", "not-ours", "rollback-unverified"])
 def test_audit_step(seen: decide.Observed, verified: str | None, expected: decide.Step) -> None:
     assert decide.audit_step(seen, PLAN, verified=verified, now=NOW) == expected
+
+
+SWITCH = cutover("vllm", "candle")
+HYDRATED_SHA = "4d" * 20
+
+
+def failed_sync(revision: str, *, ended: str = "Error", **hydration: Any) -> ApplicationView:
+    """The Application after ArgoCD's automated sync of `revision` ended so; with `hydration` (drySHA,
+    hydratedSHA, phase of the Source Hydrator's current operation) through the hydrator."""
+    hydrator = HydratorView(SourceView("https://github.com/acme/gitops.git", "main", "k8s/apps/llm-serving"),
+                            "environments/prod", "llm-serving", **hydration) if hydration else None
+    return ApplicationView("argocd", "llm-serving", "OutOfSync", revision, "Healthy", ended, revision,
+                           NOW - timedelta(minutes=1), NOW - timedelta(seconds=50), False, hydrator=hydrator,
+                           operation_message="ComparisonError: context deadline exceeded")
+
+
+STALLED = decide.Stalled(f"ArgoCD's sync of {SWITCH.sha[:12]} ended Error: ComparisonError: context deadline "
+                         f"exceeded; ArgoCD does not sync a revision it failed again by itself", SWITCH.sha)
+WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")
+
+
+@pytest.mark.parametrize(("application", "expected"), [
+    (failed_sync(SWITCH.sha), STALLED),
+    (failed_sync(SWITCH.sha, ended="Failed"), dataclasses.replace(STALLED, reason=STALLED.reason.replace(
+        "ended Error", "ended Failed"))),
+    (failed_sync(SWITCH.sha, ended="Running"), WAITING),  # ArgoCD's to finish
+    (failed_sync("ab" * 20), WAITING),  # a person's revision failed: cutover's commit is still to sync
+    (failed_sync(HYDRATED_SHA, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrated"),
+     dataclasses.replace(STALLED, reason=STALLED.reason.replace(SWITCH.sha[:12], HYDRATED_SHA[:12]))),
+    # a hydratedSHA left from the hydration before: the sync that failed was of the previous dry commit's
+    (failed_sync(HYDRATED_SHA, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrating"), WAITING),
+    (failed_sync(HYDRATED_SHA, dry_sha="ab" * 20, hydrated_sha=HYDRATED_SHA, phase="Hydrated"), WAITING),
+    # the dry commit is not what ArgoCD syncs: its hydrated one is
+    (failed_sync(SWITCH.sha, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrated"), WAITING),
+], ids=["error", "failed", "running", "a-persons", "hydrated", "hydrating", "hydrated-other", "dry-revision"])
+def test_a_cutover_commit_whose_sync_failed_is_stalled_not_waited_for(application: ApplicationView,
+                                                                       expected: decide.Step) -> None:
+    """ArgoCD's automated sync does not try a revision it failed again: the audit says so (`Stalled`) rather than
+    wait for it; through the Source Hydrator, only once the hydrator says the failed revision is our commit's."""
+    seen = observed(VLLM, CANDLE, SWITCH, application=application)
+    assert decide.audit_step(seen, PLAN, verified=None, now=NOW) == expected
 
 
 # --- the handoff (docs/capacity.md) ---------------------------------------------------------------------------
