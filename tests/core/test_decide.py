@@ -259,6 +259,8 @@ WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vl
         "ended Error", "ended Failed"))),
     (failed_sync(SWITCH.sha, ended="Running"), WAITING),  # ArgoCD's to finish
     (failed_sync("ab" * 20), WAITING),  # a person's revision failed: cutover's commit is still to sync
+    # ArgoCD compared a newer revision since (a person's commit, cutover's next step): it syncs that by itself
+    (dataclasses.replace(failed_sync(SWITCH.sha), sync_revision="ab" * 20), WAITING),
     (failed_sync(HYDRATED_SHA, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrated"),
      dataclasses.replace(STALLED, reason=STALLED.reason.replace(SWITCH.sha[:12], HYDRATED_SHA[:12]))),
     # a hydratedSHA left from the hydration before: the sync that failed was of the previous dry commit's
@@ -266,7 +268,8 @@ WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vl
     (failed_sync(HYDRATED_SHA, dry_sha="ab" * 20, hydrated_sha=HYDRATED_SHA, phase="Hydrated"), WAITING),
     # the dry commit is not what ArgoCD syncs: its hydrated one is
     (failed_sync(SWITCH.sha, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrated"), WAITING),
-], ids=["error", "failed", "running", "a-persons", "hydrated", "hydrating", "hydrated-other", "dry-revision"])
+], ids=["error", "failed", "running", "a-persons", "compared-since", "hydrated", "hydrating", "hydrated-other",
+        "dry-revision"])
 def test_a_cutover_commit_whose_sync_failed_is_stalled_not_waited_for(application: ApplicationView,
                                                                        expected: decide.Step) -> None:
     """ArgoCD's automated sync does not try a revision it failed again: the audit says so (`Stalled`) rather than
@@ -412,7 +415,10 @@ def hookless(revision: str, *, phase: str = "Succeeded", selective: bool = True)
     # the recreate's free synced without hooks (argo-cd#27875): no PostSync waits for the target; the audit does
     (hookless(OPENED.sha), decide.Continue(decide.Advance("vllm", "candle"), OPENED.sha)),
     (hookless(OPENED.sha, selective=False), decide.Check("vllm")),  # a full sync: its PostSync took the hop
-    (hookless(OPENED.sha, phase="Failed", selective=False), decide.Check("vllm")),  # a Terminate: a person's call
+    # a Terminate: no hop here, a person's call; the live backend's check (the gap's alert) comes first, then this
+    (hookless(OPENED.sha, phase="Failed", selective=False), decide.Check("vllm", decide.Stalled(
+        f"ArgoCD's sync of {OPENED.sha[:12]} ended Failed: no message; ArgoCD does not sync a revision it failed "
+        f"again by itself", OPENED.sha, "restore candle"))),
     (hookless("ab" * 20), decide.Check("vllm")),  # a person's commit synced so: the audit starts no cutover
     (hookless(FREED.sha), decide.Check("vllm")),  # an older commit of ours: the newer one is ArgoCD's next
 ], ids=["selective", "full-sync", "terminated", "not-ours", "older"])
@@ -536,6 +542,13 @@ def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged
                                         verified=None, now=NOW), decide.Nothing)
     # no gap under bridge: the bridge serves while the source is freed
     free = step("vllm", "free", to="candle")
+    # ... and a free whose sync failed is no hop under way: the bridge is checked, then the stall said
+    hop, freed = (dataclasses.replace(commit, date=NOW - timedelta(minutes=n))
+                  for commit, n in ((bridged("vllm", toward="candle"), 9), (free, 2)))
+    stuck = observed(CODER, CODER, hop, workloads=handed(("vllm",), vllm=freed), application=failed_sync(free.sha))
+    assert decide.audit_step(stuck, BRIDGE, verified=hop.sha, now=NOW) == decide.Check("coder", decide.Stalled(
+        f"ArgoCD's sync of {free.sha[:12]} ended Error: ComparisonError: context deadline exceeded; ArgoCD does not "
+        f"sync a revision it failed again by itself", free.sha, "free vllm"))
     assert decide.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,
                              source="vllm", to="candle") is None
 

@@ -20,7 +20,7 @@ from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, SimPod, World
-from cutover.errors import CutoverError, GapExceeded, VerificationFailed
+from cutover.errors import CutoverError, GapExceeded, SyncTimeout, VerificationFailed
 from cutover.flows import commands, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -176,6 +176,35 @@ async def test_a_gap_nobody_is_finishing_is_what_the_audit_alerts_on(
     assert caught.value.cause == "live_backend_unproven"
     assert f"vllm was freed by {free[:12]} for candle" in caught.value.hint
     assert "cutover-run-llm-serving" in caught.value.hint
+
+
+async def test_a_free_whose_sync_failed_is_an_alert_while_the_source_still_serves(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:
+    """ArgoCD's sync of the hop's free ends Error before it freed anything (a health check timing out under load,
+    as the tier saw for a switch): the source still serves, Git says it is freed, and ArgoCD does not sync a
+    revision it failed again. The audit checks the source, then says the handoff waits on that sync (exit 7, an
+    Event), at each run, rather than "OK"; while a person's sync runs it is ArgoCD's again."""
+    the_plan = recreate_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    free = repo.head("main") or ""
+    message = "ComparisonError: error setting app health: context deadline exceeded"
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION, {"status": {
+        "operationState": sim_argocd.operation_state(world, "Error", free, message=message)}})
+    for n in (1, 2):
+        with pytest.raises(SyncTimeout) as caught:
+            await phases.audit(Run.create(kube, the_plan, host, identity=f"audit-{n}"))
+        assert (caught.value.cause, caught.value.exit_code) == ("argocd_sync_failed", 7)
+        assert caught.value.message.startswith(f"ArgoCD's sync of {free[:12]} ended Error: {message}")
+        assert f"sync llm-serving again: the cutover goes on from {free[:12]} (free vllm); vllm serves the Service " \
+               f"meanwhile" in caught.value.hint
+    assert [e["backend"] for e in named(events, milestones.PROVEN)][-2:] == ["vllm", "vllm"]  # checked first
+    alerts = [e for e in world.kube.objects("/v1/events", "llm-serving") if e["reason"] == "CutoverSyncFailed"]
+    assert len(alerts) >= 1 and all(e["type"] == "Warning" for e in alerts)
+    world.kube.merge(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION, {"status": {
+        "operationState": sim_argocd.operation_state(world, "Running", free, finished=False)}})
+    waited = told(await phases.audit(Run.create(kube, the_plan, host, identity="audit-3")), the_plan)
+    assert waited.data["audit"] == "skipped" and f"ArgoCD is syncing {free[:12]}" in waited.data["detail"]
 
 
 async def test_a_freed_target_is_started_in_the_hop_that_frees_the_source(

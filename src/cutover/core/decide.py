@@ -135,19 +135,23 @@ class Nothing:
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """`cutover audit`: the switch is verified already; does the live backend still prove its names?"""
+    """`cutover audit`: the switch is verified already; does the live backend still prove its names? `stalled`: and
+    then, with the live backend serving, a handoff step ArgoCD failed to apply, which the audit reports."""
 
     backend: str
+    stalled: Stalled | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Stalled:
     """`cutover audit`: ArgoCD's sync of cutover's newest commit ended Failed or Error and nothing applied it since.
     ArgoCD's automated sync does not try a revision it failed again (retry.limit counts within one operation), so
-    without a person the Service keeps the old selector while Git holds the new one."""
+    without a person the Service keeps the old selector while Git holds the new one, or (`step`: "free vllm",
+    "restore candle") the handoff waits for a workload Git changed and the cluster did not."""
 
     reason: str
     commit: str
+    step: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,23 +294,29 @@ def audit_step(observed: Observed, plan: Plan, *, verified: str | None,
     that no PostSync verified (`verified`: the cutover commit last verified) is verified now; otherwise the live
     backend's names are checked. Git and the Service not agreeing is ArgoCD's to finish, and so is a cutover commit
     ArgoCD has yet to apply (`argocd_behind`: a free or a restore leaves the selector as it is), unless ArgoCD's
-    sync of that commit failed (`Stalled`: nothing would apply it); a selector of no backend of the plan is not
-    ours. A person's commit synced without hooks starts nothing here: the audit finishes what cutover began."""
+    sync of that commit failed (`Stalled`: nothing would apply it; a free's or a restore's is said after the live
+    backend's check, `Check.stalled`); a selector of no backend of the plan is not ours. A person's commit synced
+    without hooks starts nothing here: the audit finishes what cutover began."""
     live, git = backend_of(plan, observed.live.selector), backend_of(plan, observed.in_git)
     if live is None or git is None:
         return Nothing("the Service or Git selects no backend of the plan: not ours to audit")
+    stalled = argocd_gave_up(observed)
     if live != git:
-        return argocd_gave_up(observed) or Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
+        return stalled or Nothing(f"ArgoCD has yet to apply {git} (the Service selects {live})")
     behind = argocd_behind(observed, now=now)
     if behind is not None:
         return Nothing(behind)
     left = _hop_left(observed, plan)
+    if left is not None:
+        return left
+    # A free or a restore whose sync failed leaves the selector as Git has it: the live backend is checked first (a
+    # gap a Terminate left open is its alert, with its hint), then the step ArgoCD will not apply again by itself.
+    stalled = stalled if stalled is not None and stalled.step is not None else None
     last = observed.last
-    if left is not None or (git == plan.handoff.bridge and bridge_hop(last, plan) is not None):
-        return left or Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
-    if last is not None and last.trailers.to == git and last.sha != verified:
-        return Verify(git)
-    return Check(live)
+    if stalled is None and git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
+        return Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
+    unverified = last is not None and last.trailers.to == git and last.sha != verified
+    return Verify(git) if unverified else Check(live, stalled)
 
 
 # How long after a cutover commit an Application with no operation since may still be about to sync it: ArgoCD
@@ -359,17 +369,25 @@ def newest_commit(observed: Observed) -> Commit | None:
 
 def argocd_gave_up(observed: Observed) -> Stalled | None:
     """The newest cutover commit, when the Application's last operation was its sync and ended Failed or Error (with
-    the Source Hydrator: the sync of what it hydrated of it). The view's operation revision is the plan's source's
-    already (`ApplicationView.for_source`)."""
-    app, newest = observed.application, newest_commit(observed)
-    if app is None or newest is None or app.operation_phase not in ("Failed", "Error"):
+    the Source Hydrator: the sync of what it hydrated of it) and ArgoCD has compared nothing newer since (a
+    revision it compared after, cutover's next step's or a person's, it syncs by itself; and a free and its
+    restore may be dated the same second). The view's revisions are the plan's source's already
+    (`ApplicationView.for_source`)."""
+    app = observed.application
+    if app is None or app.operation_phase not in ("Failed", "Error") or app.operation_revision is None:
+        return None
+    if app.sync_revision is not None and app.sync_revision != app.operation_revision:
         return None
     hydrator = app.hydrator
-    synced = newest.sha if hydrator is None else \
-        hydrator.hydrated_sha if hydrator.dry_sha == newest.sha and hydrator.phase == "Hydrated" else None
-    if synced is None or app.operation_revision != synced:
+    applied = app.operation_revision if hydrator is None else \
+        hydrator.dry_sha if hydrator.hydrated_sha == app.operation_revision and hydrator.phase == "Hydrated" else None
+    ours = _ours(observed)
+    failed = next((commit for commit in ours if commit.sha == applied), None)
+    if failed is None or any(_after(commit, failed) for commit in ours):
         return None
-    return Stalled(f"{app.failure()}; ArgoCD does not sync a revision it failed again by itself", newest.sha)
+    trailers = failed.trailers
+    step = f"{trailers.step} {trailers.backend}" if trailers.step in ("free", "restore") else None
+    return Stalled(f"{app.failure()}; ArgoCD does not sync a revision it failed again by itself", failed.sha, step)
 
 
 def synced_without_hooks(observed: Observed) -> Commit | None:

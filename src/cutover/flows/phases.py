@@ -410,6 +410,8 @@ async def audit(run: Run) -> Audited:
                        retired=done.retired)
     gap = decide.gap_opened(observed, plan, source=step.backend, to=plan.target)
     await verification.still_serving(run, observed.live, step.backend, gap=gap)
+    if step.stalled is not None:
+        await _stalled(run, observed, step.stalled)
     retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
     return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
 
@@ -420,7 +422,11 @@ async def _stalled(run: Run, observed: decide.Observed, found: decide.Stalled) -
     app = run.plan.argocd.application if run.plan.argocd else "the Application"
     live = decide.backend_of(run.plan, observed.live.selector)
     hint = f"read why in ArgoCD (argocd app get {app}), mend it and sync {app} again: the cutover goes on from " \
-           f"{found.commit[:12]}; or, to stay on {live}, set the plan's target to {live}"
+           f"{found.commit[:12]}"
+    if found.step is not None:  # the live backend serves (checked): the handoff waits for this step
+        hint += f" ({found.step}); {live} serves the Service meanwhile"
+    else:
+        hint += f"; or, to stay on {live}, set the plan's target to {live}"
     await run.event(observed.live, "CutoverSyncFailed", found.reason, warning=True)
     raise SyncTimeout(found.reason, cause="argocd_sync_failed", hint=hint)
 
