@@ -319,9 +319,31 @@ def handoff_commits(argo: gitops.GitOpsTier, since: set[str]) -> list[Trailers]:
             if entry.sha not in since and entry.message.startswith("cutover(")]
 
 
+# The engine serving as the scenarios begin, whatever ran before (each scenario starts where the last one left it,
+# so without this the number of switches an earlier module made chose every direction: one added to test_timing.py
+# flipped them all). From vLLM, the recreate drains the real vLLM with no stream in flight and the bridge drains
+# candle's double with its long stream; the other way round the real vLLM's long stream ran while ArgoCD synced
+# the bridge's hop, whose sync then ended Error on a health check timing out (why that stream slows ArgoCD and the
+# apiserver is not found yet).
+FIRST = "vllm"
+
+
+def serving_first(argo: gitops.GitOpsTier) -> None:
+    """A plain switch to FIRST, both engines up, when the module begins on the other one."""
+    if serving(argo) == FIRST:
+        return
+    plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), FIRST).replace(
+        "        compare: true\n", "        compare: false\n")  # vLLM's shorter context is not the point here
+    argo.commit({gitops.ENGINES: engines_with(argo, {"vllm": 1, "candle": 1}), gitops.PLAN: plan},
+                f"Back to {FIRST} before the handoff scenarios\n")
+    argo.wait(f"the Service to select {FIRST}", lambda: serving(argo) == FIRST, timeout=300)
+    argo.wait_app("llm-serving", synced=True, healthy=True, timeout=180)
+
+
 @pytest.fixture(scope="module")
 def one_card(argo: gitops.GitOpsTier) -> Iterator[tuple[str, str]]:
-    """The source serving alone, its target scaled to 0, then another team's pod on the node's other card."""
+    """The source (FIRST) serving alone, its target scaled to 0, then another team's pod on the node's other card."""
+    serving_first(argo)
     source = serving(argo)
     target = "vllm" if source == "candle" else "candle"
     setup = argo.commit({gitops.ENGINES: engines_with(argo, {source: 1, target: 0}),
