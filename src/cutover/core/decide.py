@@ -368,11 +368,11 @@ def newest_commit(observed: Observed) -> Commit | None:
 
 
 def argocd_gave_up(observed: Observed) -> Stalled | None:
-    """The newest cutover commit, when the Application's last operation was its sync and ended Failed or Error (with
-    the Source Hydrator: the sync of what it hydrated of it) and ArgoCD has compared nothing newer since (a
-    revision it compared after, cutover's next step's or a person's, it syncs by itself; and a free and its
-    restore may be dated the same second). The view's revisions are the plan's source's already
-    (`ApplicationView.for_source`)."""
+    """Cutover's commit whose sync was the Application's last operation, when that ended Failed or Error (with the
+    Source Hydrator: the sync of what it hydrated of it), no commit of ours is newer, and ArgoCD has compared
+    nothing newer since (a revision it compared after, cutover's next step or a person's commit, it syncs by
+    itself; and a free and its restore may be dated the same second). The view's revisions are the plan's
+    source's already (`ApplicationView.for_source`)."""
     app = observed.application
     if app is None or app.operation_phase not in ("Failed", "Error") or app.operation_revision is None:
         return None
