@@ -259,8 +259,9 @@ WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vl
         "ended Error", "ended Failed"))),
     (failed_sync(SWITCH.sha, ended="Running"), WAITING),  # ArgoCD's to finish
     (failed_sync("ab" * 20), WAITING),  # a person's revision failed: cutover's commit is still to sync
-    # ArgoCD compared a newer revision since (a person's commit, cutover's next step): it syncs that by itself
-    (dataclasses.replace(failed_sync(SWITCH.sha), sync_revision="ab" * 20), WAITING),
+    # ArgoCD compared a newer revision and started no sync: one with no change in the Application's
+    # manifest-generate-paths, which ArgoCD skips as attempted already (a revision with changes it syncs at once)
+    (dataclasses.replace(failed_sync(SWITCH.sha), sync_revision="ab" * 20), STALLED),
     (failed_sync(HYDRATED_SHA, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrated"),
      dataclasses.replace(STALLED, reason=STALLED.reason.replace(SWITCH.sha[:12], HYDRATED_SHA[:12]))),
     # a hydratedSHA left from the hydration before: the sync that failed was of the previous dry commit's

@@ -369,14 +369,13 @@ def newest_commit(observed: Observed) -> Commit | None:
 
 def argocd_gave_up(observed: Observed) -> Stalled | None:
     """Cutover's commit whose sync was the Application's last operation, when that ended Failed or Error (with the
-    Source Hydrator: the sync of what it hydrated of it), no commit of ours is newer, and ArgoCD has compared
-    nothing newer since (a revision it compared after, cutover's next step or a person's commit, it syncs by
-    itself; and a free and its restore may be dated the same second). The view's revisions are the plan's
-    source's already (`ApplicationView.for_source`)."""
+    Source Hydrator: the sync of what it hydrated of it) and no commit of ours is newer. A newer revision ArgoCD
+    compared since does not matter: one that changes what the Application renders it syncs at once (an operation
+    then runs), and one it finds no change in (the manifest-generate-paths annotation) it skips like the failed
+    one (controller/appcontroller.go, `alreadyAttemptedSync`). The view's revisions are the plan's source's
+    already (`ApplicationView.for_source`)."""
     app = observed.application
     if app is None or app.operation_phase not in ("Failed", "Error") or app.operation_revision is None:
-        return None
-    if app.sync_revision is not None and app.sync_revision != app.operation_revision:
         return None
     hydrator = app.hydrator
     applied = app.operation_revision if hydrator is None else \
