@@ -4,7 +4,8 @@ and free the source, start a target committed stopped; or free a source a Pendin
 and switch within maxGap; then verify and say the gap); a hop killed anywhere and run again never commits twice; a
 target not proven within maxGap, or failing, or a sync failing while the gap is open, gives the card back (the target
 freed, the source restored exactly, a hold; exit 6 gap_exceeded); `cutover run` and `cutover rollback` take every hop
-in one run, both directions on one GPU; `cutover plan` says where the handoff stands."""
+in one run, both directions on one GPU; `cutover plan` says where the handoff stands; the audit alerts on a free whose
+sync failed while the source still serves, and on a gap a Terminate left open."""
 
 from __future__ import annotations
 
