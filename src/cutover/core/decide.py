@@ -311,12 +311,12 @@ def audit_step(observed: Observed, plan: Plan, *, verified: str | None,
         return left
     # A free or a restore whose sync failed leaves the selector as Git has it: the live backend is checked first (a
     # gap a Terminate left open is its alert, with its hint), then the step ArgoCD will not apply again by itself.
-    stalled = stalled if stalled is not None and stalled.step is not None else None
+    step_stalled = stalled if stalled is not None and stalled.step is not None else None
     last = observed.last
-    if stalled is None and git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
+    if step_stalled is None and git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
         return Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
     unverified = last is not None and last.trailers.to == git and last.sha != verified
-    return Verify(git) if unverified else Check(live, stalled)
+    return Verify(git) if unverified else Check(live, step_stalled)
 
 
 # How long after a cutover commit an Application with no operation since may still be about to sync it: ArgoCD
@@ -377,9 +377,7 @@ def argocd_gave_up(observed: Observed) -> Stalled | None:
     app = observed.application
     if app is None or app.operation_phase not in ("Failed", "Error") or app.operation_revision is None:
         return None
-    hydrator = app.hydrator
-    applied = app.operation_revision if hydrator is None else \
-        hydrator.dry_sha if hydrator.hydrated_sha == app.operation_revision and hydrator.phase == "Hydrated" else None
+    applied = app.operation_revision if app.hydrator is None else app.hydrator.dry_of(app.operation_revision)
     ours = _ours(observed)
     failed = next((commit for commit in ours if commit.sha == applied), None)
     if failed is None or any(_after(commit, failed) for commit in ours):
