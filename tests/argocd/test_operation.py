@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,13 @@ COMMITTED = T0 + timedelta(seconds=20)
     (app(health="Progressing"), SyncState.WAITING),
     (app(operation_phase="Running"), SyncState.WAITING),
     (app(operation_phase="Failed"), SyncState.FAILED),
+    # failed, and running on: a resource refused, no hook left, ArgoCD waiting for the rest's health
+    (app(operation_phase="Running", operation_finished=None, operation_failures=("Deployment/x: denied",)),
+     SyncState.FAILED),
+    (app(operation_phase="Running", operation_finished=None, operation_failures=("Deployment/x: denied",),
+         operation_hooks_running=True), SyncState.WAITING),  # SyncFail at work: ArgoCD's to finish
+    (app(operation_phase="Running", operation_failures=("Deployment/x: denied",)),
+     SyncState.WAITING),  # `finishedAt` on a Running operation: ArgoCD's retry is pending
     (app(sync_revision=OTHER, operation_revision=OTHER, sync_status="OutOfSync"),
      SyncState.REFRESH_AGAIN),  # argo-cd#21902: began before our commit, ended without it
     (app(sync_revision=OTHER, operation_revision=OTHER, sync_status="OutOfSync", refresh_requested=True),
@@ -59,6 +67,26 @@ def test_judging_whether_our_commit_is_applied(application: ApplicationView, sta
 
 
 APPS = "argoproj.io/v1alpha1/applications"
+
+
+# What the real ArgoCD (v3.5.3, the tier's application-controller log) holds once a policy refused a Deployment's
+# apply beside another that waits for a GPU, after its SyncFail hook ended: Running, no finishedAt, for good.
+def runs_on(syncfail: str) -> dict[str, Any]:
+    return {"phase": "Running", "message": "waiting for healthy state of apps/Deployment/llm-reasoning-candle",
+            "startedAt": "2026-12-05T03:06:23Z", "operation": {"sync": {"revision": SHA}},
+            "syncResult": {"revision": SHA, "resources": sim_argocd.refused_beside_a_wait(
+                "llm-reasoning", "llm-reasoning-candle", syncfail=syncfail)}}
+
+
+@pytest.mark.parametrize(("syncfail", "waits"), [("Succeeded", True), ("Running", False)])
+async def test_a_failed_operation_that_runs_on_is_read_as_such(world: World, kube: cluster.Cluster, syncfail: str,
+                                                                waits: bool) -> None:
+    seeded = sim_argocd.application(revision=SHA)
+    seeded["status"]["operationState"] = runs_on(syncfail)
+    world.kube.apply(APPS, seeded)
+    view = await kube.application("argocd", "llm-serving")
+    assert (view.failed_waiting, view.operation_hooks_running) == (waits, not waits)
+    assert view.failure().startswith(f"ArgoCD's sync of {SHA[:12]} failed: Deployment/llm-reasoning: error when ")
 
 
 async def test_application_refresh_and_events_over_the_api(world: World, kube: cluster.Cluster) -> None:

@@ -251,6 +251,25 @@ def failed_sync(revision: str, *, ended: str = "Error", **hydration: Any) -> App
 STALLED = decide.Stalled(f"ArgoCD's sync of {SWITCH.sha[:12]} ended Error: ComparisonError: context deadline "
                          f"exceeded; ArgoCD does not sync a revision it failed again by itself", SWITCH.sha)
 WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")
+# What the real ArgoCD (v3.5, the tier) holds once an apply was refused beside a Deployment that cannot become
+# healthy, and its SyncFail hook has ended: Running, no retry pending (`finishedAt` unset), word for word.
+DENIED = ("Deployment/llm-reasoning: error when patching \"/dev/shm/1508291392\": deployments.apps \"llm-reasoning\" "
+          "is forbidden: ValidatingAdmissionPolicy 'keep-one-replica' with binding 'keep-one-replica' denied request: "
+          "llm-reasoning keeps one replica (the platform's keep-one-replica policy)")
+HEALTH = "waiting for healthy state of apps/Deployment/llm-reasoning-candle"
+
+
+def runs_on(revision: str, **more: Any) -> ApplicationView:
+    """A failed operation on `revision` that runs on, waiting for a Deployment's health."""
+    fields: dict[str, Any] = {"operation_finished": None, "operation_failures": (DENIED,),
+                              "operation_message": HEALTH, **more}
+    return dataclasses.replace(failed_sync(revision, ended="Running"), **fields)
+
+
+def ran_on(commit: Commit, revision: str | None = None, step: str | None = None) -> decide.Stalled:
+    return decide.Stalled(f"ArgoCD's sync of {(revision or commit.sha)[:12]} failed: {DENIED}; the operation can only "
+                          f"end Failed, still waits on {HEALTH}, and ArgoCD starts no other sync while it runs",
+                          commit.sha, step, HEALTH)
 
 
 @pytest.mark.parametrize(("application", "expected"), [
@@ -269,8 +288,15 @@ WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vl
     (failed_sync(HYDRATED_SHA, dry_sha="ab" * 20, hydrated_sha=HYDRATED_SHA, phase="Hydrated"), WAITING),
     # the dry commit is not what ArgoCD syncs: its hydrated one is
     (failed_sync(SWITCH.sha, dry_sha=SWITCH.sha, hydrated_sha=HYDRATED_SHA, phase="Hydrated"), WAITING),
+    # failed, and runs on: nothing left but a wait for health that may never end, and no other sync starts
+    (runs_on(SWITCH.sha), ran_on(SWITCH)),
+    (runs_on(SWITCH.sha, operation_hooks_running=True), WAITING),  # its SyncFail hook still at work
+    (runs_on(SWITCH.sha, operation_finished=NOW), WAITING),  # ArgoCD's own retry pending (syncPolicy.retry)
+    (runs_on("ab" * 20, operation_started=NOW - timedelta(minutes=1)), ran_on(SWITCH, "ab" * 20)),  # began before
+    (runs_on("ab" * 20, operation_started=NOW + timedelta(seconds=1)), WAITING),  # a person's, after all of ours
 ], ids=["error", "failed", "running", "a-persons", "compared-since", "hydrated", "hydrating", "hydrated-other",
-        "dry-revision"])
+        "dry-revision", "runs-on", "runs-on-syncfail-running", "runs-on-retry-pending", "runs-on-blocking-ours",
+        "runs-on-a-persons"])
 def test_a_cutover_commit_whose_sync_failed_is_stalled_not_waited_for(application: ApplicationView,
                                                                        expected: decide.Step) -> None:
     """ArgoCD's automated sync does not try a revision it failed again: the audit says so (`Stalled`) rather than
@@ -440,6 +466,19 @@ def test_a_commit_no_operation_followed_for_long_is_not_waited_for() -> None:
         decide.Check("vllm")
 
 
+def test_a_failed_operation_that_runs_on_holds_back_the_way_back_and_is_said_after_the_check() -> None:
+    """A recreate whose restore a policy refused beside a target that cannot become healthy: SyncFail gave the card
+    back (a commit) while the failed operation runs on, so the way back cannot sync either. The live backend is
+    checked, then the stall is said for the way back; never "ArgoCD has yet to apply" (it will not until a person
+    ends that operation), and never for a person's failed revision once ours are applied."""
+    began = NOW - timedelta(minutes=1)
+    seen = dataclasses.replace(GIVEN_BACK, application=runs_on(OPENED.sha, operation_started=began))
+    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == \
+        decide.Check("vllm", ran_on(RESTORED, OPENED.sha, "restore vllm"))
+    after = dataclasses.replace(GIVEN_BACK, application=runs_on(OPENED.sha, operation_started=NOW))
+    assert decide.audit_step(after, RECREATE, verified=SWITCHED.sha, now=NOW) == decide.Check("vllm")
+
+
 def test_under_parallel_a_freed_target_is_restored_alone() -> None:
     assert decide.next_step(observed(VLLM, VLLM, workloads=handed(("candle",))), PLAN) == \
         decide.Restore("candle", "candle")
@@ -547,9 +586,16 @@ def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged
     hop, freed = (dataclasses.replace(commit, date=NOW - timedelta(minutes=n))
                   for commit, n in ((bridged("vllm", toward="candle"), 9), (free, 2)))
     stuck = observed(CODER, CODER, hop, workloads=handed(("vllm",), vllm=freed), application=failed_sync(free.sha))
-    assert decide.audit_step(stuck, BRIDGE, verified=hop.sha, now=NOW) == decide.Check("coder", decide.Stalled(
-        f"ArgoCD's sync of {free.sha[:12]} ended Error: ComparisonError: context deadline exceeded; ArgoCD does not "
-        f"sync a revision it failed again by itself", free.sha, "free vllm"))
+    # (the Lease holds no bridge hop as verified: its PostSync checked it on the bridged names, which the audit's
+    # verification on every served name would fail, rolling back a bridge that carries what it should)
+    for verified in (hop.sha, None):
+        assert decide.audit_step(stuck, BRIDGE, verified=verified, now=NOW) == decide.Check("coder", decide.Stalled(
+            f"ArgoCD's sync of {free.sha[:12]} ended Error: ComparisonError: context deadline exceeded; ArgoCD does "
+            f"not sync a revision it failed again by itself", free.sha, "free vllm"))
+    # ... and one whose operation runs on (the tier's: a policy refused the free, the target waits for the card)
+    running = dataclasses.replace(stuck, application=runs_on(free.sha))
+    assert decide.audit_step(running, BRIDGE, verified=None, now=NOW) == \
+        decide.Check("coder", ran_on(freed, step="free vllm"))
     assert decide.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,
                              source="vllm", to="candle") is None
 

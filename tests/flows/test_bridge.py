@@ -22,7 +22,7 @@ from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BRIDGE_NAMES, Script, World
-from cutover.errors import CutoverError, VerificationFailed
+from cutover.errors import CutoverError, SyncTimeout, VerificationFailed
 from cutover.flows import commands, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -148,6 +148,39 @@ async def test_hops_argocd_synced_without_hooks_are_taken_by_the_audit(
         assert (await audit(5)).data["audit"] == "checked"
     assert failures == []
     assert len({to_coder.id, last.id}) == 1  # one cutover, one Slack thread, whoever took its hops
+
+
+@pytest.mark.parametrize("ended", ["Running", "Failed"])
+async def test_a_step_argocd_failed_is_an_alert_once_the_bridge_proves_the_bridged_names(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]], ended: str) -> None:
+    """Found on the real tier: a policy refused the hop's free of vLLM, and candle, started in the same sync, waits
+    for the card: the operation runs on after SyncFail (or, terminated, ended Failed). The audit verified the bridge
+    on every served name then, failed on the name it does not carry and rolled the handoff back; it checks the
+    bridge on the bridged names, then alerts on the step ArgoCD will not apply, and commits nothing."""
+    the_plan = bridge_plan(make_plan)
+    async with probing(world) as failures:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # the switch to the coder
+        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+            "operationState": sim_argocd.operation_state(world, "Running", repo.head() or "", finished=False)}})
+        sim_argocd.apply_git(world, repo, PATH)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))  # vLLM freed, candle restored
+        head, history = repo.head() or "", len(repo.log())
+        state = sim_argocd.operation_state(world, ended, head, finished=ended == "Failed",
+                                           message="waiting for healthy state of apps/Deployment/candle-reasoning",
+                                           resources=sim_argocd.refused_beside_a_wait("llm-reasoning",
+                                                                                      "candle-reasoning"))
+        stored = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")
+        assert stored is not None
+        world.kube.apply(sim_argocd.APPS, {**stored, "status": {**stored["status"], "operationState": state}})
+        with pytest.raises(SyncTimeout) as caught:
+            await phases.audit(Run.create(kube, the_plan, host, identity="cutover-audit-1"))
+    assert (caught.value.cause, caught.value.exit_code) == ("argocd_sync_failed", 7)
+    assert f"goes on from {head[:12]} (restore candle); coder serves the Service meanwhile" in caught.value.hint
+    assert ("argocd app terminate-op" in caught.value.hint) is (ended == "Running")
+    assert len(repo.log()) == history  # no rollback: the bridge carries what it should
+    assert named(events, milestones.PROVEN)[-1]["backend"] == "coder"
+    assert failures == []
 
 
 async def test_run_takes_every_hop_and_rollback_takes_them_back_through_the_bridge(

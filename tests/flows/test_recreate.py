@@ -208,6 +208,47 @@ async def test_a_free_whose_sync_failed_is_an_alert_while_the_source_still_serve
     assert waited.data["audit"] == "skipped" and f"ArgoCD is syncing {free[:12]}" in waited.data["detail"]
 
 
+async def test_a_failed_sync_that_runs_on_holds_back_the_way_back_and_the_audit_says_to_end_it(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:
+    """Found on the real tier: a cluster policy refused the free of vLLM while candle's Deployment, scaled up in the
+    same sync, waits for the card vLLM still holds. ArgoCD runs SyncFail, which gives the card back by a commit,
+    and then the operation runs on, waiting for candle's health, which never comes: no other sync starts, so the
+    way back never syncs. The audit said "ArgoCD is syncing" at every run; it checks vLLM, then says the operation
+    must be ended (exit 7, an Event)."""
+    the_plan = recreate_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))  # vLLM freed, candle restored
+    hop = repo.head("main") or ""
+    started = world.kube.stamp()  # one operation throughout: SyncFail's commit comes after it began
+
+    def running(message: str, syncfail: str) -> None:
+        refused = sim_argocd.refused_beside_a_wait("llm-reasoning", "candle-reasoning", syncfail=syncfail)
+        state = sim_argocd.operation_state(world, "Running", hop, message=message, finished=False, resources=refused)
+        stored = world.kube.stored(sim_argocd.APPS, sim_argocd.ARGOCD_NAMESPACE, sim_argocd.APPLICATION)
+        assert stored is not None
+        world.kube.apply(sim_argocd.APPS, {**stored, "status": {**stored["status"], "operationState": {
+            **state, "startedAt": started}}})  # replaced whole: a Running operation has no finishedAt
+
+    await asyncio.sleep(3)  # the PreSync hook, the apply refused, SyncFail's Job started
+    running("waiting for completion of hook batch/Job/cutover-syncfail-llm-serving", "Running")
+    given = told(await phases.syncfail(Run.create(kube, the_plan, host, identity="job-syncfail")), the_plan)
+    assert given.data["rolledBack"] is True
+    back = repo.head("main") or ""
+    waiting = "waiting for healthy state of apps/Deployment/candle-reasoning"
+    running(waiting, "Succeeded")
+    for n in (1, 2):
+        with pytest.raises(SyncTimeout) as caught:
+            await phases.audit(Run.create(kube, the_plan, host, identity=f"audit-{n}"))
+        assert (caught.value.cause, caught.value.exit_code) == ("argocd_sync_failed", 7)
+        assert caught.value.message.startswith(f"ArgoCD's sync of {hop[:12]} failed: Deployment/llm-reasoning: ")
+        assert f"still waits on {waiting}, and ArgoCD starts no other sync while it runs" in caught.value.message
+        assert "end the operation that runs on (argocd app terminate-op llm-serving)" in caught.value.hint
+        assert f"the cutover goes on from {back[:12]} (restore vllm); vllm serves the Service meanwhile" in \
+            caught.value.hint
+    assert [e["backend"] for e in named(events, milestones.PROVEN)][-2:] == ["vllm", "vllm"]  # checked first
+    assert [e for e in world.kube.objects("/v1/events", "llm-serving") if e["reason"] == "CutoverSyncFailed"]
+
+
 async def test_a_freed_target_is_started_in_the_hop_that_frees_the_source(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:

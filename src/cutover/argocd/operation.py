@@ -72,7 +72,7 @@ class SyncState(enum.Enum):
 
 def judge_sync(app: ApplicationView, *, revision: str, committed_at: datetime) -> SyncState:
     on_ours = app.operation_revision == revision
-    if on_ours and app.operation_phase in ("Failed", "Error"):
+    if on_ours and (app.operation_phase in ("Failed", "Error") or app.failed_waiting):
         return SyncState.FAILED
     if app.sync_revision == revision and app.sync_status == "Synced" and app.health == "Healthy" and \
             (app.operation_phase in (None, "Succeeded")) and (on_ours or app.operation_revision is None):

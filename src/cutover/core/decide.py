@@ -147,11 +147,14 @@ class Stalled:
     """`cutover audit`: ArgoCD's sync of cutover's newest commit ended Failed or Error and nothing applied it since.
     ArgoCD's automated sync does not try a revision it failed again (retry.limit counts within one operation), so
     without a person the Service keeps the old selector while Git holds the new one, or (`step`: "free vllm",
-    "restore candle") the handoff waits for a workload Git changed and the cluster did not."""
+    "restore candle") the handoff waits for a workload Git changed and the cluster did not. `waiting`: the
+    operation that failed still runs, on a wait that may never end (`ApplicationView.failed_waiting`): what ArgoCD
+    says it waits for."""
 
     reason: str
     commit: str
     step: str | None = None
+    waiting: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,12 +312,16 @@ def audit_step(observed: Observed, plan: Plan, *, verified: str | None,
     left = _hop_left(observed, plan)
     if left is not None:
         return left
-    # A free or a restore whose sync failed leaves the selector as Git has it: the live backend is checked first (a
-    # gap a Terminate left open is its alert, with its hint), then the step ArgoCD will not apply again by itself.
-    step_stalled = stalled if stalled is not None and stalled.step is not None else None
+    # A free or a restore whose sync failed leaves the selector as Git has it (as does any commit whose failed
+    # operation runs on): the live backend is checked first (a gap a Terminate left open is its alert, with its
+    # hint), then the step ArgoCD will not apply again by itself.
+    step_stalled = stalled if stalled is not None and (stalled.step or stalled.waiting) else None
     last = observed.last
-    if step_stalled is None and git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
-        return Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
+    if git == plan.handoff.bridge and bridge_hop(last, plan) is not None:
+        # its hops verify it on handoff.bridgeNames, never the audit on every served name (the bridge serves only
+        # those): a stalled step is said once the bridge is checked on them
+        return Check(live, step_stalled) if step_stalled is not None else \
+            Nothing(f"a handoff through the bridge {git} is under way: its hops verify it")
     unverified = last is not None and last.trailers.to == git and last.sha != verified
     return Verify(git) if unverified else Check(live, step_stalled)
 
@@ -335,7 +342,7 @@ def argocd_behind(observed: Observed, *, now: datetime) -> str | None:
     nothing: many Applications stay OutOfSync for a field someone else's controller sets, and the audit would
     never run."""
     app = observed.application
-    if app is None:
+    if app is None or app.failed_waiting:  # it applies nothing more until a person ends it: the stall says so
         return None
     if app.operation_phase in ("Running", "Terminating"):
         return f"ArgoCD is syncing {(app.operation_revision or '?')[:12]}"
@@ -362,29 +369,57 @@ def _ours(observed: Observed) -> list[Commit]:
 
 
 def newest_commit(observed: Observed) -> Commit | None:
-    """The newest cutover commit of this plan: a switch, a free or a restore (by its date in Git)."""
+    """The newest cutover commit of this plan: a switch, a free or a restore (by its date in Git; within one second,
+    a step's restore, which is pushed after its free)."""
     dated = [commit for commit in _ours(observed) if commit.date is not None]
-    return max(dated, key=lambda commit: commit.date or datetime.min) if dated else None
+    return max(dated, key=lambda commit: (commit.date or datetime.min, commit.trailers.step == "restore")) \
+        if dated else None
 
 
 def argocd_gave_up(observed: Observed) -> Stalled | None:
-    """Cutover's commit whose sync was the Application's last operation, when that ended Failed or Error (with the
-    Source Hydrator: the sync of what it hydrated of it) and no commit of ours is newer. A newer revision ArgoCD
+    """Cutover's commit whose sync was the Application's last operation (with the Source Hydrator: the sync of what
+    it hydrated of it), when that ended Failed or Error and no commit of ours is newer. A newer revision ArgoCD
     compared since does not matter: one that changes what the Application renders it syncs at once (an operation
     then runs), and one it finds no change in (the manifest-generate-paths annotation) it skips like the failed
-    one (controller/appcontroller.go, `alreadyAttemptedSync`). The view's revisions are the plan's source's
-    already (`ApplicationView.for_source`)."""
+    one (controller/appcontroller.go, `alreadyAttemptedSync`). Or an operation that failed and runs on
+    (`_runs_on`). The view's revisions are the plan's source's already (`ApplicationView.for_source`)."""
     app = observed.application
-    if app is None or app.operation_phase not in ("Failed", "Error") or app.operation_revision is None:
+    if app is None or app.operation_revision is None:
+        return None
+    if app.failed_waiting:
+        return _runs_on(observed, app, app.operation_revision)
+    if app.operation_phase not in ("Failed", "Error"):
         return None
     applied = app.operation_revision if app.hydrator is None else app.hydrator.dry_of(app.operation_revision)
     ours = _ours(observed)
     failed = next((commit for commit in ours if commit.sha == applied), None)
     if failed is None or any(_after(commit, failed) for commit in ours):
         return None
-    trailers = failed.trailers
-    step = f"{trailers.step} {trailers.backend}" if trailers.step in ("free", "restore") else None
-    return Stalled(f"{app.failure()}; ArgoCD does not sync a revision it failed again by itself", failed.sha, step)
+    return Stalled(f"{app.failure()}; ArgoCD does not sync a revision it failed again by itself", failed.sha,
+                   _step_label(failed))
+
+
+def _runs_on(observed: Observed, app: ApplicationView, revision: str) -> Stalled | None:
+    """An operation that can only end Failed and runs on (`ApplicationView.failed_waiting`: a resource refused,
+    ArgoCD waiting for the rest's health, which may never come) holds back every commit of ours: no sync starts
+    while it runs. Said for our newest commit when the operation synced one of ours or began before it (SyncFail's
+    way back, committed while it runs); a person's failed revision with all of ours applied is not ours to say."""
+    applied = revision if app.hydrator is None else app.hydrator.dry_of(revision)
+    newest = newest_commit(observed)
+    if newest is None or newest.date is None:
+        return None
+    synced_ours = any(commit.sha == applied for commit in _ours(observed))
+    if not synced_ours and (app.operation_started is None or app.operation_started >= newest.date):
+        return None
+    waiting = app.operation_message or "the rest of the sync"
+    return Stalled(f"{app.failure()}; the operation can only end Failed, still waits on {waiting}, and ArgoCD starts "
+                   f"no other sync while it runs", newest.sha, _step_label(newest), waiting)
+
+
+def _step_label(commit: Commit) -> str | None:
+    """"free vllm", "restore candle": a handoff's step; None for a switch."""
+    trailers = commit.trailers
+    return f"{trailers.step} {trailers.backend}" if trailers.step in ("free", "restore") else None
 
 
 def synced_without_hooks(observed: Observed) -> Commit | None:

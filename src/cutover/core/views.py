@@ -231,6 +231,18 @@ class ApplicationView:
     # status.operationState.operation.sync.resources named any: a selective sync, which runs no hook (ArgoCD's
     # controller/sync.go skips hooks then), as a self-heal sync is
     operation_selective: bool = False
+    # a hook of the operation that has not ended (its hookPhase neither Succeeded, Failed nor Error)
+    operation_hooks_running: bool = False
+
+    @property
+    def failed_waiting(self) -> bool:
+        """A Running operation that can only end Failed and has nothing left but a wait: a resource failed to apply,
+        every hook has ended (SyncFail's too), no retry is pending, and ArgoCD waits for the rest to be healthy
+        (gitops-engine's sync_context.go keeps the operation Running while any task runs), which may never be: a
+        target Pending for the card that a refused free was to give back. ArgoCD's own retry sets `finishedAt` on a
+        Running operation until it tries again (controller/appcontroller.go)."""
+        return self.operation_phase == "Running" and self.operation_finished is None and \
+            bool(self.operation_failures) and not self.operation_hooks_running
 
     def failure(self) -> str:
         """What the operation says went wrong: while the SyncFail hooks run it is still Running (the real

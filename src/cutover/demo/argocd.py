@@ -147,6 +147,22 @@ def service_result() -> dict[str, Any]:
             "hookPhase": "Succeeded"}
 
 
+def refused_beside_a_wait(refused: str, waiting: str, *, syncfail: str = "Succeeded") -> list[dict[str, Any]]:
+    """A sync's result once the apply of Deployment `refused` was denied (an admission policy) while Deployment
+    `waiting`, applied in the same sync, waits for its health, and the SyncFail hook's Job is in phase `syncfail`:
+    the real tier's, a free refused while the target waits for the card (e2e/gitops/test_whole_handoff.py)."""
+    def deployment(name: str, **line: str) -> dict[str, Any]:
+        return {"group": "apps", "version": "v1", "kind": "Deployment", "namespace": NAMESPACE, "name": name,
+                "syncPhase": "Sync", **line}
+
+    denied = f"error when patching \"/dev/shm/1508291392\": deployments.apps \"{refused}\" is forbidden: " \
+             f"ValidatingAdmissionPolicy 'keep-one-replica' with binding 'keep-one-replica' denied request: " \
+             f"{refused} keeps one replica"
+    return [deployment(refused, status="SyncFailed", hookPhase="Failed", message=denied),
+            deployment(waiting, status="Synced", hookPhase="Running", message=f"deployment.apps/{waiting} configured"),
+            {**hook_result("SyncFail", 0), "hookPhase": syncfail}]
+
+
 Hook = Callable[[], Awaitable[int]]  # a hook Job's container: its exit code
 FAILED = "one or more synchronization tasks completed unsuccessfully"  # the real ArgoCD's, for a failed hook
 HOOK_DONE = "Reached expected number of succeeded pods"  # a finished Job's condition message (Kubernetes 1.31+)

@@ -409,7 +409,9 @@ async def audit(run: Run) -> Audited:
         return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None,
                        retired=done.retired)
     gap = decide.gap_opened(observed, plan, source=step.backend, to=plan.target)
-    await verification.still_serving(run, observed.live, step.backend, gap=gap)
+    bridging = step.backend == plan.handoff.bridge and decide.bridge_hop(observed.last, plan) is not None
+    held_to = plan.for_bridge() if bridging else plan  # a bridge carrying a handoff: on its names
+    await verification.still_serving(dataclasses.replace(run, plan=held_to), observed.live, step.backend, gap=gap)
     if step.stalled is not None:
         await _stalled(run, observed, step.stalled)
     retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
@@ -421,8 +423,10 @@ async def _stalled(run: Run, observed: decide.Observed, found: decide.Stalled) -
     audit syncs nothing itself (its ServiceAccount may not start an operation)."""
     app = run.plan.argocd.application if run.plan.argocd else "the Application"
     live = decide.backend_of(run.plan, observed.live.selector)
-    hint = f"read why in ArgoCD (argocd app get {app}), mend it and sync {app} again: the cutover goes on from " \
-           f"{found.commit[:12]}"
+    # an operation that runs on is ended first: ArgoCD starts no other sync while one runs
+    ended = f", end the operation that runs on (argocd app terminate-op {app})" if found.waiting else ""
+    hint = f"read why in ArgoCD (argocd app get {app}){ended}, mend it and sync {app} again: the cutover goes on " \
+           f"from {found.commit[:12]}"
     if found.step is not None:  # the live backend serves (checked): the handoff waits for this step
         hint += f" ({found.step}); {live} serves the Service meanwhile"
     else:

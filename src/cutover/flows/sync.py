@@ -111,8 +111,10 @@ async def _judged(run: Run, app: ApplicationView, *, commit: str, committed_at: 
         return
     state = operation.judge_sync(app, revision=revision, committed_at=committed_at)
     if state is operation.SyncState.FAILED:
-        raise SyncTimeout(f"ArgoCD's sync of {commit[:12]} failed", cause="argocd_sync_failed",
-                          hint=f"read the operation's message: argocd app get {app.name}")
+        waits = f"; the operation runs on ({app.operation_message}) and no other sync starts until it ends: " \
+                f"argocd app terminate-op {app.name}" if app.failed_waiting else ""
+        raise SyncTimeout(app.failure(), cause="argocd_sync_failed",
+                          hint=f"read the operation's message: argocd app get {app.name}{waits}")
     if state is operation.SyncState.REFRESH_AGAIN:
         log.info("argocd.refresh_again", commit=commit[:12], hint="an older operation ended without it")
         await refresh(run)

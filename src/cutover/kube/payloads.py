@@ -217,10 +217,18 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
         operation_message=operation.get("message"), operation_failures=_failures(result),
         operation_selective=bool(state_op.get("resources")),
+        operation_hooks_running=_hooks_running(result),
     )
 
 
 FAILED_HOOK = ("Failed", "Error")
+ENDED_HOOK = ("Succeeded", *FAILED_HOOK)
+
+
+def _hooks_running(result: Mapping[str, Any]) -> bool:
+    """Whether a hook of the sync result has not ended (a Job ArgoCD created and still waits for)."""
+    return any(isinstance(r, Mapping) and r.get("hookType") and r.get("hookPhase") not in ENDED_HOOK
+               for r in result.get("resources") or ())
 
 
 def _failures(result: Mapping[str, Any]) -> tuple[str, ...]:
