@@ -86,6 +86,7 @@ async def test_a_failed_operation_that_runs_on_is_read_as_such(world: World, kub
     world.kube.apply(APPS, seeded)
     view = await kube.application("argocd", "llm-serving")
     assert (view.failed_waiting, view.operation_hooks_running) == (waits, not waits)
+    assert view.operation_waiting == ("Deployment/llm-reasoning-candle",)  # the refused one is not waited for
     assert view.failure().startswith(f"ArgoCD's sync of {SHA[:12]} failed: Deployment/llm-reasoning: error when ")
 
 

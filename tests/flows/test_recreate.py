@@ -232,7 +232,12 @@ async def test_a_failed_sync_that_runs_on_holds_back_the_way_back_and_the_audit_
     await asyncio.sleep(3)  # the PreSync hook, the apply refused, SyncFail's Job started
     running("waiting for completion of hook batch/Job/cutover-syncfail-llm-serving", "Running")
     given = told(await phases.syncfail(Run.create(kube, the_plan, host, identity="job-syncfail")), the_plan)
-    assert given.data["rolledBack"] is True
+    assert (given.data["rolledBack"], given.data["waiting"]) == (True, ["Deployment/candle-reasoning"])
+    assert given.summary.endswith("; the operation runs on until Deployment/candle-reasoning is healthy, and no other "
+                                  "sync starts meanwhile")
+    (failed,) = named(events, milestones.FAILED)
+    assert failed["hint"].endswith("if it cannot be, end it (argocd app terminate-op llm-serving), mend the cause and "
+                                   "sync llm-serving again")
     back = repo.head("main") or ""
     waiting = "waiting for healthy state of apps/Deployment/candle-reasoning"
     running(waiting, "Succeeded")

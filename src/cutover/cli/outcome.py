@@ -168,11 +168,14 @@ def _retired_data(retired: Freed | None) -> dict[str, Any]:
 
 
 def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
+    waits = f"; the operation runs on until {', '.join(failed.waiting)} is healthy, and no other sync starts " \
+            f"meanwhile" if failed.waiting else ""
+    waiting = {"waiting": list(failed.waiting)} if failed.waiting else {}
     if failed.rollback_commit is None:
-        return Report(f"{failed.message}; the Service still selects {failed.serving}; nothing changed",
-                      data={"rolledBack": False})
-    return Report(f"{failed.message}; Git goes back to {failed.serving} (held) in {failed.rollback_commit[:12]}",
-                  data={"rolledBack": True, "commit": failed.rollback_commit})
+        return Report(f"{failed.message}; the Service still selects {failed.serving}; nothing changed{waits}",
+                      data={"rolledBack": False, **waiting})
+    return Report(f"{failed.message}; Git goes back to {failed.serving} (held) in {failed.rollback_commit[:12]}"
+                  f"{waits}", data={"rolledBack": True, "commit": failed.rollback_commit, **waiting})
 
 
 def _audited(audited: Audited, plan: Plan) -> Report:

@@ -135,6 +135,8 @@ class SyncFailed:
     message: str
     serving: str | None
     rollback_commit: str | None = None  # Git went back to what the Service still selects
+    # what the failed operation still waits for to be healthy: it runs on until then, and no other sync starts
+    waiting: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

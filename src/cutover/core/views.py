@@ -233,6 +233,8 @@ class ApplicationView:
     operation_selective: bool = False
     # a hook of the operation that has not ended (its hookPhase neither Succeeded, Failed nor Error)
     operation_hooks_running: bool = False
+    # "<Kind>/<name>" of each resource the operation applied and still waits for to be healthy (its task Running)
+    operation_waiting: tuple[str, ...] = ()
 
     @property
     def failed_waiting(self) -> bool:

@@ -466,20 +466,32 @@ async def syncfail(run: Run) -> SyncFailed:
     observed, seen = await observe(run)
     tried = await _failed_selector(run, app)
     serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
+    waiting = app.operation_waiting if app is not None and app.operation_failures else ()
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
               tried=decide.backend_of(plan, tried) if tried is not None else wanted,
               hint="read the Application's message and notice, and the hook Jobs' logs where they are kept "
-                   "(kubectl -n cutover logs job/...; docs/install.md, \"A switch sooner\")")
+                   "(kubectl -n cutover logs job/...; docs/install.md, \"A switch sooner\")" + _runs_on(plan, waiting))
     await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
                     warning=True)
     step = decide.syncfail_step(observed, plan, tried=tried)
     if isinstance(step, decide.Nothing) or run.dry_run:
-        return SyncFailed(message, serving)
+        return SyncFailed(message, serving, waiting=waiting)
     if isinstance(step, decide.GiveBack):
         async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                               me=run.identity, now=run.clock.now) as held:
             given = await handoff.give_back(run, observed, source=step.source, to=step.to,
                                             before_write=functools.partial(lease.confirm, run.cluster, held))
-        return SyncFailed(message, serving, given.sha)
+        return SyncFailed(message, serving, given.sha, waiting)
     back = await advance.advance(run, observed, seen, decide.Advance(wanted, step.to, hold=step.to))
-    return SyncFailed(message, serving, back.sha)
+    return SyncFailed(message, serving, back.sha, waiting)
+
+
+def _runs_on(plan: Plan, waiting: tuple[str, ...]) -> str:
+    """A failed operation that still waits for a resource's health runs on, and ArgoCD starts no other sync (a
+    commit going back included) until it ends: a target waiting for the card a refused free was to give it never
+    ends it."""
+    if not waiting:
+        return ""
+    app = plan.argocd.application if plan.argocd else "the Application"
+    return f"; the operation runs on until {', '.join(waiting)} is healthy, and no other sync starts meanwhile: " \
+           f"if it cannot be, end it (argocd app terminate-op {app}), mend the cause and sync {app} again"

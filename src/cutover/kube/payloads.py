@@ -217,7 +217,7 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         operation_revisions=tuple(revisions), sync_revisions=tuple((status.get("sync") or {}).get("revisions") or ()),
         operation_message=operation.get("message"), operation_failures=_failures(result),
         operation_selective=bool(state_op.get("resources")),
-        operation_hooks_running=_hooks_running(result),
+        operation_hooks_running=_hooks_running(result), operation_waiting=_waiting(result),
     )
 
 
@@ -229,6 +229,12 @@ def _hooks_running(result: Mapping[str, Any]) -> bool:
     """Whether a hook of the sync result has not ended (a Job ArgoCD created and still waits for)."""
     return any(isinstance(r, Mapping) and r.get("hookType") and r.get("hookPhase") not in ENDED_HOOK
                for r in result.get("resources") or ())
+
+
+def _waiting(result: Mapping[str, Any]) -> tuple[str, ...]:
+    """The resources (no hook) the sync applied whose health ArgoCD still waits for: their task is Running."""
+    return tuple(f"{r.get('kind', '?')}/{r.get('name', '?')}" for r in result.get("resources") or ()
+                 if isinstance(r, Mapping) and not r.get("hookType") and r.get("hookPhase") == "Running")
 
 
 def _failures(result: Mapping[str, Any]) -> tuple[str, ...]:
