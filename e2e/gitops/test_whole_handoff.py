@@ -8,12 +8,13 @@ kube-proxy (docs/capacity.md): the GPU node has room for one engine (another tea
   sending `reasoning` through the Service's ClusterIP all along sees no failed request;
 - a Terminate in a recreate's gap (its second hop's PostSync deleted while it waits): the gap stays open, the audit
   alerts on it, and a person's next sync switches once;
+- then a bridge whose free a cluster policy refuses: ArgoCD's sync of it fails and runs on, SyncFail says why, the
+  audit alerts on the stalled step while the coder serves, and a person's sync after the mend goes on (before the
+  two scenarios that end on a hold, which would hold this handoff back);
 - then the way back with a maxGap nobody could keep: the source is restored first, the target freed, and when the
   gap runs out the target is given up (freed) and the source restored, with a hold;
 - then room for both: a parallel switch retires the engine it left after `retire.after`, once, and a rollback after
-  that restores it and waits for it;
-- then one card again, and a bridge whose free a cluster policy refuses: ArgoCD's sync of it fails, SyncFail says
-  why, the audit alerts on the stalled step while the coder serves, and a person's sync after the mend goes on.
+  that restores it and waits for it.
 In the recreate and the bridge every PostSync is SIGKILLed once it holds the Lease: one commit per hop still; in the
 bridge a stream in flight on the engine the switch leaves ends whole before that engine is freed."""
 
@@ -579,6 +580,79 @@ def _synced_with_hooks(argo: gitops.GitOpsTier, revision: str) -> None:
         MEASURED.append(f"{revision[:7]} was synced without hooks (argo-cd#27875): a person's sync ran them")
 
 
+def test_a_free_a_policy_refuses_is_an_alert_until_a_sync_after_the_mend_goes_on(
+        argo: gitops.GitOpsTier, one_card: tuple[str, str]) -> None:
+    """A bridge on one card again, while a cluster policy (another team's ValidatingAdmissionPolicy) refuses to
+    scale the engine serving now to 0: the switch to the coder applies, the hop's free does not (ArgoCD's apply is
+    denied; SyncFail says why and changes nothing: the coder serves). The target, scaled up in the same sync, waits
+    for the card the refused free was to give it, so ArgoCD's operation runs on, waiting for its health, and starts
+    no other sync (SyncFail says that too, and how to end it). The audit checks the coder, then alerts on it (exit
+    7, as the CronJob's --exit-zero reports it) with the step and a hint to end the operation, mend the cause and
+    sync again; the person does just that, and the handoff goes on from that commit to the target. The client
+    sending the bridged name sees no failed request."""
+    now = serving(argo)  # where the Terminate's scenario left it (the next two end on a hold)
+    other = "vllm" if now == "candle" else "candle"
+    text = engines_with(argo, {now: 1, other: 0})
+    stopped = argo.commit({gitops.ENGINES: text if "name: coder" in text else text + CODER,
+                           gitops.PLAN: bridge_plan(now)}, f"reasoning-long stays on {now}; {other} stopped\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=stopped, timeout=180)
+    argo.wait(f"{other}'s pods gone", lambda: not pods(argo, other), timeout=60)
+    argo.kubectl("apply", "-f", str(argo.dir / "coder.yaml"))  # the other card taken again
+    argo.wait("the coder bound to the GPU node", lambda: argo.core.read_namespaced_pod(
+        "coder", "default").spec.node_name == "kwok-gpu-0", timeout=60)
+    policy = argo.dir / "keep-one-replica.yaml"
+    policy.write_text(KEEP_ONE.replace("{deployment}", DEPLOYMENT[now]))
+    argo.kubectl("apply", "-f", str(policy))
+    try:
+        argo.wait("the policy in force", lambda: argo.kubectl(  # the apiserver loads a policy a moment after
+            "-n", "llm-serving", "patch", "deployment", DEPLOYMENT[now], "--type", "merge", "--dry-run=server",
+            "-p", '{"spec": {"replicas": 0}}', check=False).returncode != 0, timeout=60)
+        before = {entry.sha for entry in argo.git.repo.log(limit=30)}
+        since = time.time()
+        with Client(f"{argo.service().spec.cluster_ip}:80") as client, Auditing(argo):
+            argo.commit({gitops.PLAN: bridge_plan(other, "10s")},
+                        f"Hand reasoning-long to {other} through the coder\n")
+            restore = argo.wait("the hop's free and restore", lambda: next(
+                (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+                 and Trailers.parse(entry.message).step == "restore"), None), timeout=300)
+            hop = {entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
+                   and Trailers.parse(entry.message).step in ("free", "restore")}  # ArgoCD syncs either
+            # refused, SyncFail run and ended, and the operation runs on: the target waits for the card
+            state = argo.wait("the refused sync, running on", lambda: runs_on(argo, hop), timeout=240)
+            reports = argo.hook_logs(since, "cutover-syncfail-llm-serving")
+            assert any("keep-one-replica" in log for log in reports.values()), reports  # the denial, word for word
+            waits = f"the operation runs on until Deployment/{DEPLOYMENT[other]} is healthy"  # and how to end it
+            assert any(waits in log and "argocd app terminate-op llm-serving" in log for log in reports.values())
+            assert serving(argo) == "coder" and pods(argo, now)  # the bridge serves; the engine it left still runs
+
+            argo.job_from_cronjob("cutover-audit-llm-serving", "cutover-audit-stalled", kept=True)
+            audit = argo.finished("cutover-audit-stalled", timeout=180)
+            (alert,) = [event for event in events(audit.log, "cutover.failed")
+                        if event.get("cause") == "argocd_sync_failed"]
+            assert audit.succeeded and events(audit.log, "audit.exit_zero"), audit.log[-3000:]  # exit 7, reported
+            assert "keep-one-replica" in str(alert["message"]) and state["message"] in str(alert["message"]), alert
+            assert "end the operation that runs on (argocd app terminate-op llm-serving)" in str(alert["hint"])
+            assert f"the cutover goes on from {restore[:12]} (restore {other}); coder serves the Service " \
+                   f"meanwhile" in str(alert["hint"]), alert
+
+            argo.kubectl("delete", "-f", str(policy))  # what the hint says: end it, mend the cause, sync again
+            mended = time.monotonic()
+            assert argo.argocd.terminate("llm-serving")
+            assert argo.wait_operation("llm-serving", state["syncResult"]["revision"])["phase"] in ("Failed", "Error")
+            argo.sync("llm-serving", restore)
+            switched_and_verified(argo, before, since, other, timeout=300)
+        went_on = time.monotonic() - mended
+    finally:
+        argo.kubectl("delete", "-f", str(policy), "--ignore-not-found")
+    assert client.failed == [], client.failed
+    assert [(t.step, t.backend) if t.step else t.to for t in handoff_commits(argo, before)] == [
+        other, ("restore", other), ("free", now), "coder"]  # once each: SyncFail and the audit committed nothing
+    assert serving(argo) == other and not pods(argo, now)
+    MEASURED.append(f"a policy refusing the free of {now} under a bridge: SyncFail reported it, the audit alerted "
+                    f"({alert['message'][:120]}…); after the mend a person's sync went on to {other} in "
+                    f"{went_on:.1f} s; the client: {client.answered} answered, {len(client.failed)} failed")
+
+
 def test_a_gap_nobody_can_keep_gives_the_card_back_and_holds(argo: gitops.GitOpsTier,
                                                              one_card: tuple[str, str]) -> None:
     """Back to the other engine with maxGap 1s: the engine serving now is drained and freed and the other one
@@ -670,9 +744,6 @@ def _epoch(date: str) -> float:
     return datetime.fromisoformat(date).timestamp()
 
 
-
-
-
 KEEP_ONE = """apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
@@ -712,74 +783,3 @@ def runs_on(argo: gitops.GitOpsTier, revisions: set[str]) -> dict[str, Any] | No
     refused = any(r.get("status") == "SyncFailed" for r in resources)
     syncfail = [r for r in resources if r.get("hookType") == "SyncFail"]
     return state if refused and syncfail and all(r.get("hookPhase") == "Succeeded" for r in syncfail) else None
-
-
-def test_a_free_a_policy_refuses_is_an_alert_until_a_sync_after_the_mend_goes_on(
-        argo: gitops.GitOpsTier, one_card: tuple[str, str]) -> None:
-    """A bridge on one card again, while a cluster policy (another team's ValidatingAdmissionPolicy) refuses to
-    scale the engine serving now to 0: the switch to the coder applies, the hop's free does not (ArgoCD's apply is
-    denied; SyncFail says why and changes nothing: the coder serves). The target, scaled up in the same sync,
-    waits for the card the refused free was to give it, so ArgoCD's operation runs on, waiting for its health, and
-    starts no other sync. The audit checks the coder, then alerts on it (exit 7, as the CronJob's --exit-zero
-    reports it) with the step and a hint to end the operation, mend the cause and sync again; the person does just
-    that, and the handoff goes on from that commit to the target. The client sending the bridged name sees no
-    failed request."""
-    now = serving(argo)  # where the rollback left it
-    other = "vllm" if now == "candle" else "candle"
-    text = engines_with(argo, {now: 1, other: 0})
-    stopped = argo.commit({gitops.ENGINES: text if "name: coder" in text else text + CODER,
-                           gitops.PLAN: bridge_plan(now)}, f"reasoning-long stays on {now}; {other} stopped\n")
-    argo.wait_app("llm-serving", synced=True, healthy=True, revision=stopped, timeout=180)
-    argo.wait(f"{other}'s pods gone", lambda: not pods(argo, other), timeout=60)
-    argo.kubectl("apply", "-f", str(argo.dir / "coder.yaml"))  # the other card taken again
-    argo.wait("the coder bound to the GPU node", lambda: argo.core.read_namespaced_pod(
-        "coder", "default").spec.node_name == "kwok-gpu-0", timeout=60)
-    policy = argo.dir / "keep-one-replica.yaml"
-    policy.write_text(KEEP_ONE.replace("{deployment}", DEPLOYMENT[now]))
-    argo.kubectl("apply", "-f", str(policy))
-    try:
-        argo.wait("the policy in force", lambda: argo.kubectl(  # the apiserver loads a policy a moment after
-            "-n", "llm-serving", "patch", "deployment", DEPLOYMENT[now], "--type", "merge", "--dry-run=server",
-            "-p", '{"spec": {"replicas": 0}}', check=False).returncode != 0, timeout=60)
-        before = {entry.sha for entry in argo.git.repo.log(limit=30)}
-        since = time.time()
-        with Client(f"{argo.service().spec.cluster_ip}:80") as client, Auditing(argo):
-            argo.commit({gitops.PLAN: bridge_plan(other, "10s")},
-                        f"Hand reasoning-long to {other} through the coder\n")
-            restore = argo.wait("the hop's free and restore", lambda: next(
-                (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
-                 and Trailers.parse(entry.message).step == "restore"), None), timeout=300)
-            hop = {entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
-                   and Trailers.parse(entry.message).step in ("free", "restore")}  # ArgoCD syncs either
-            # refused, SyncFail run and ended, and the operation runs on: the target waits for the card
-            state = argo.wait("the refused sync, running on", lambda: runs_on(argo, hop), timeout=240)
-            reports = argo.hook_logs(since, "cutover-syncfail-llm-serving")
-            assert any("keep-one-replica" in log for log in reports.values()), reports  # the denial, word for word
-            assert serving(argo) == "coder" and pods(argo, now)  # the bridge serves; the engine it left still runs
-
-            argo.job_from_cronjob("cutover-audit-llm-serving", "cutover-audit-stalled", kept=True)
-            audit = argo.finished("cutover-audit-stalled", timeout=180)
-            (alert,) = [event for event in events(audit.log, "cutover.failed")
-                        if event.get("cause") == "argocd_sync_failed"]
-            assert audit.succeeded and events(audit.log, "audit.exit_zero"), audit.log[-3000:]  # exit 7, reported
-            assert "keep-one-replica" in str(alert["message"]) and state["message"] in str(alert["message"]), alert
-            assert "end the operation that runs on (argocd app terminate-op llm-serving)" in str(alert["hint"])
-            assert f"the cutover goes on from {restore[:12]} (restore {other}); coder serves the Service " \
-                   f"meanwhile" in str(alert["hint"]), alert
-
-            argo.kubectl("delete", "-f", str(policy))  # what the hint says: end it, mend the cause, sync again
-            mended = time.monotonic()
-            assert argo.argocd.terminate("llm-serving")
-            assert argo.wait_operation("llm-serving", state["syncResult"]["revision"])["phase"] in ("Failed", "Error")
-            argo.sync("llm-serving", restore)
-            switched_and_verified(argo, before, since, other, timeout=300)
-        went_on = time.monotonic() - mended
-    finally:
-        argo.kubectl("delete", "-f", str(policy), "--ignore-not-found")
-    assert client.failed == [], client.failed
-    assert [(t.step, t.backend) if t.step else t.to for t in handoff_commits(argo, before)] == [
-        other, ("restore", other), ("free", now), "coder"]  # once each: SyncFail and the audit committed nothing
-    assert serving(argo) == other and not pods(argo, now)
-    MEASURED.append(f"a policy refusing the free of {now} under a bridge: SyncFail reported it, the audit alerted "
-                    f"({alert['message'][:120]}…); after the mend a person's sync went on to {other} in "
-                    f"{went_on:.1f} s; the client: {client.answered} answered, {len(client.failed)} failed")
