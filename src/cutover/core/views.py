@@ -239,10 +239,10 @@ class ApplicationView:
     @property
     def failed_waiting(self) -> bool:
         """A Running operation that can only end Failed and has nothing left but a wait: a resource failed to apply,
-        every hook has ended (SyncFail's too), no retry is pending, and ArgoCD waits for the rest to be healthy
-        (gitops-engine's sync_context.go keeps the operation Running while any task runs), which may never be: a
-        target Pending for the card that a refused free was to give back. ArgoCD's own retry sets `finishedAt` on a
-        Running operation until it tries again (controller/appcontroller.go)."""
+        every hook it started has ended (SyncFail's, when ArgoCD ran it before waiting), no retry is pending, and ArgoCD
+        waits for the rest to be healthy (gitops-engine's sync_context.go keeps the operation Running while any task
+        runs), which may never be: a target Pending for the card that a refused free was to give back. ArgoCD's own
+        retry sets `finishedAt` on a Running operation until it tries again (controller/appcontroller.go)."""
         return self.operation_phase == "Running" and self.operation_finished is None and \
             bool(self.operation_failures) and not self.operation_hooks_running
 
