@@ -25,6 +25,7 @@ from cutover.core.results import (
     SyncFailed,
     Verified,
     WouldAdvance,
+    runs_on,
 )
 from cutover.plan import Plan
 
@@ -168,8 +169,7 @@ def _retired_data(retired: Freed | None) -> dict[str, Any]:
 
 
 def _sync_failed(failed: SyncFailed, plan: Plan) -> Report:
-    waits = f"; the operation runs on until {', '.join(failed.waiting)} is healthy, and no other sync starts " \
-            f"meanwhile" if failed.waiting else ""
+    waits = f"; {runs_on(failed.waiting)}" if failed.waiting else ""
     waiting = {"waiting": list(failed.waiting)} if failed.waiting else {}
     if failed.rollback_commit is None:
         return Report(f"{failed.message}; the Service still selects {failed.serving}; nothing changed{waits}",

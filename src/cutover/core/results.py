@@ -130,6 +130,11 @@ class Completed:
     to: str
 
 
+def runs_on(waiting: tuple[str, ...]) -> str:
+    """What a failed operation that still waits for a health means: SyncFail's line and its hint say it alike."""
+    return f"the operation runs on until {', '.join(waiting)} is healthy, and no other sync starts meanwhile"
+
+
 @dataclasses.dataclass(frozen=True)
 class SyncFailed:
     message: str

@@ -246,6 +246,11 @@ class ApplicationView:
         return self.operation_phase == "Running" and self.operation_finished is None and \
             bool(self.operation_failures) and not self.operation_hooks_running
 
+    @property
+    def failed_waits_on(self) -> tuple[str, ...]:
+        """What an operation with a failed resource still waits for to be healthy: it runs on until then."""
+        return self.operation_waiting if self.operation_failures else ()
+
     def failure(self) -> str:
         """What the operation says went wrong: while the SyncFail hooks run it is still Running (the real
         ArgoCD's order: they are its last step), so the failed resources say it, not the phase."""

@@ -33,6 +33,7 @@ from cutover.core.results import (
     SyncFailed,
     Verified,
     WouldAdvance,
+    runs_on,
 )
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView
@@ -466,7 +467,7 @@ async def syncfail(run: Run) -> SyncFailed:
     observed, seen = await observe(run)
     tried = await _failed_selector(run, app)
     serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
-    waiting = app.operation_waiting if app is not None and app.operation_failures else ()
+    waiting = app.failed_waits_on if app is not None else ()
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
               tried=decide.backend_of(plan, tried) if tried is not None else wanted,
               hint="read the Application's message and notice, and the hook Jobs' logs where they are kept "
@@ -493,5 +494,5 @@ def _runs_on(plan: Plan, waiting: tuple[str, ...]) -> str:
     if not waiting:
         return ""
     app = plan.argocd.application if plan.argocd else "the Application"
-    return f"; the operation runs on until {', '.join(waiting)} is healthy, and no other sync starts meanwhile: " \
-           f"if it cannot be, end it (argocd app terminate-op {app}), mend the cause and sync {app} again"
+    return f"; {runs_on(waiting)}: if it cannot be, end it (argocd app terminate-op {app}), mend the cause and " \
+           f"sync {app} again"
