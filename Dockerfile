@@ -25,9 +25,11 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
 COPY packaging ./packaging
-# the runtime dependencies exactly as locked, each checked against its hash; then cutover alone
-RUN pip install --no-cache-dir --prefix=/install --require-hashes -r packaging/requirements.lock \
- && pip install --no-cache-dir --prefix=/install --no-deps . \
+# the runtime dependencies exactly as locked, each checked against its hash; then cutover alone, built with the
+# locked build backend (no build isolation, which would fetch the newest setuptools on the day of the build)
+RUN pip install --no-cache-dir --require-hashes -r packaging/build.lock \
+ && pip install --no-cache-dir --prefix=/install --require-hashes -r packaging/requirements.lock \
+ && pip install --no-cache-dir --prefix=/install --no-deps --no-build-isolation . \
  && python packaging/prune.py /install/lib/python3.11/site-packages \
  && find /install -name '__pycache__' -prune -exec rm -rf {} + \
  && python -m compileall -q /install

