@@ -51,8 +51,8 @@ step() {
 
 # Stops with the module's name when the proxy does not serve it at that version.
 served() {
-  go list -m -json "$1@$2" >/dev/null 2>"$work/served.err" ||
-    die "the Go module proxy does not serve $1@$2: $(tail -1 "$work/served.err")"
+  go list -m -json "$1@$2" >/dev/null 2>"$work/served.$$.err" ||
+    die "the Go module proxy does not serve $1@$2: $(tail -1 "$work/served.$$.err")"
 }
 
 # A wrapper module of our own for a module whose go.mod replaces its siblings with relative paths (which
@@ -66,12 +66,13 @@ wrapper() {
 
 build_kustomize() {
   served sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION"
-  GOBIN="$out" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+  GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
 }
 
 build_kwok() {
   served sigs.k8s.io/kwok "$KWOK_VERSION"
-  GOBIN="$out" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  # the tier runs kwok alone (no kwokctl); every build here links without symbols or DWARF, which no test reads
+  GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   # kwok's own node Stages (a node that initializes at once and keeps its Lease), taken from the module as
   # released: a --config that brings pod Stages of its own brings none for nodes
   local dir
@@ -89,7 +90,7 @@ build_etcd() {
       go mod edit -replace "go.etcd.io/etcd/$m=go.etcd.io/etcd/$m@$0"
     done
     go get "go.etcd.io/etcd/server/v3@$0"
-    go build -o "$1/etcd" go.etcd.io/etcd/server/v3' "$ETCD_VERSION" "$out"
+    go build -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3' "$ETCD_VERSION" "$out"
 }
 
 # kubernetes' go.mod points every staging module (k8s.io/api, k8s.io/apiserver, …) at ./staging: each becomes its
@@ -129,7 +130,7 @@ build_kubernetes() {
 
 build_helm() {  # for ArgoCD's repo-server, which renders charts with the helm on its PATH
   served helm.sh/helm/v3 "$HELM_VERSION"
-  GOBIN="$out" go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+  GOBIN="$out" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
@@ -174,7 +175,7 @@ for r in json.load(sys.stdin).get(\"Replace\") or []:
 
 declare -A products=(
   [kustomize]="kustomize"
-  [kwok]="kwok kwokctl kwok-node-stages.yaml"
+  [kwok]="kwok kwok-node-stages.yaml"
   [etcd]="etcd"
   [kubernetes]="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl"
   [argocd]="argocd"

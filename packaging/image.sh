@@ -78,7 +78,9 @@ if [ "$(podman image inspect --format '{{index .Labels "cutover.stand-in"}}' "$p
 fi
 
 if ! podman image exists "$kustomize_base"; then
-  kustomize="$(e2e/build.sh kustomize 2>/dev/null)/kustomize"
+  # the one built already (.ci/run builds it first) without relinking it under a suite running it meanwhile
+  kustomize="$(e2e/build.sh --bin-dir)/kustomize"
+  [ -x "$kustomize" ] || kustomize="$(e2e/build.sh kustomize 2>/dev/null)/kustomize"
   [ -x "$kustomize" ] || die "no kustomize from e2e/build.sh"
   rm -rf "$cache/kustomize-root" && mkdir -p "$cache/kustomize-root/app"
   cp "$(readlink -f "$kustomize")" "$cache/kustomize-root/app/kustomize"
