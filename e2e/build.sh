@@ -46,7 +46,9 @@ step() {
     for f in "${outputs[@]}"; do [ -e "$out/$f" ] || die "$name: $f was not built"; done
     say "$name $version: done in $((SECONDS - start)) s"
   fi
-  for f in "${outputs[@]}"; do ln -sfn "$out/$f" "$bin/$f"; done
+  # relinked only when it points elsewhere: ln -sfn removes the link before making it anew, and another run of the
+  # tier (or the fast suite's kustomize) may be starting that binary meanwhile
+  for f in "${outputs[@]}"; do [ "$(readlink "$bin/$f")" = "$out/$f" ] || ln -sfn "$out/$f" "$bin/$f"; done
 }
 
 # Stops with the module's name when the proxy does not serve it at that version.

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from conftest import MEASURED
 from cutover import plan
 from cutover.core import deadline
@@ -47,6 +49,18 @@ metadata:
 data:
   last run: never
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def both_engines(argo: gitops.GitOpsTier) -> None:
+    """Both engines deployed, as the story leaves them: when the module runs without the story (CI runs it in a shard
+    of its own), the engines the story's first commit adds are committed first, the target unchanged."""
+    found = argo.git.repo.read(gitops.ENGINES)
+    if found is not None and "name: llm-reasoning-candle" in found[0]:
+        return
+    files = argo.story_files(serving(argo))
+    added = argo.commit(files, "Add candle-vllm beside vLLM, reasoning-long unchanged\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=added, timeout=300)
 
 
 def serving(argo: gitops.GitOpsTier) -> str:
