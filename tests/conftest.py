@@ -96,7 +96,8 @@ def events() -> Iterator[list[dict[str, Any]]]:
     structlog.reset_defaults()
 
 
-NEAR_BOUND: list[tuple[str, float, float]] = []  # (test, seconds, its pytest-timeout bound)
+NEAR_BOUND: list[tuple[str, float, float]] = []  # (test, seconds of setup and call, its pytest-timeout bound)
+SETUP = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -104,11 +105,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Note a test that took more than half its time bound: under CI's load (the tier's builds beside the suite) a
     bound that only an idle machine meets is a defect, and this shows it before it fails."""
     report = yield
-    if report.when == "call":
+    if report.when == "setup":
+        item.stash[SETUP] = report.duration  # pytest-timeout bounds the fixtures' setup with the test
+    elif report.when == "call":
         marker = item.get_closest_marker("timeout")
         bound = float(marker.args[0]) if marker is not None and marker.args else float(item.config.getini("timeout"))
-        if bound and report.duration > bound / 2:
-            NEAR_BOUND.append((item.nodeid, report.duration, bound))
+        took = item.stash.get(SETUP, 0.0) + report.duration
+        if bound and took > bound / 2:
+            NEAR_BOUND.append((item.nodeid, took, bound))
     return report
 
 
