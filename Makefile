@@ -76,8 +76,8 @@ release: $(STAMP) kustomize
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist
 
-# The three hashed locks (runtime, demo, test tools), regenerated from pyproject.toml; ARGS='--upgrade-package X'
-# upgrades one package (docs/testing.md, "Dependencies").
+# The hashed locks (runtime, demo, build backend, test tools), regenerated from pyproject.toml;
+# ARGS='--upgrade-package X' upgrades one package (docs/testing.md, "Dependencies").
 lock:
 	ARGS="$(ARGS)" packaging/lock.sh
 
