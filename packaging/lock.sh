@@ -21,6 +21,8 @@ python3 -m venv "$env"
 
 # The project itself is never pinned (the test extra names its own demo extra): listed as "unsafe", it is left out
 # of the file, and setuptools (unsafe by default) is pinned like any other package.
+# where pip-compile lists the packages it left out, at the end of its output
+LEFT_OUT='^# WARNING: The following packages were not pinned\|^# The following packages are considered'
 compile() {  # compile OUTPUT HEADER [pip-compile options...]
   local out=$1 header=$2
   shift 2
@@ -28,15 +30,14 @@ compile() {  # compile OUTPUT HEADER [pip-compile options...]
     --no-emit-find-links --no-emit-index-url "$@" ${ARGS:-} -o "$out.new" pyproject.toml
   # pip-compile ends with the packages it left out (the project alone, else stop): the lock ends before that
   local left
-  left=$(sed -n '/^# WARNING: The following packages were not pinned\|^# The following packages are considered/,$p' \
-    "$out.new" | grep -v '^#' || true)
+  left=$(sed -n "/$LEFT_OUT/,\$p" "$out.new" | grep -v '^#' || true)
   left=$(grep -v "^llm-cutover\b" <<<"$left" || true)
   if [ -n "$left" ]; then
     echo "packaging/lock.sh: $out: left unpinned: $left" >&2
     exit 1
   fi
   { printf '%s\n' "$header" ''
-    sed '/^# WARNING: The following packages were not pinned\|^# The following packages are considered/,$d' "$out.new"
+    sed "/$LEFT_OUT/,\$d" "$out.new"
   } | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' > "$out"  # no blank line at the end
   rm -f "$out.new"
 }

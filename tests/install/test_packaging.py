@@ -103,6 +103,17 @@ def test_the_git_image_can_speak_ssh_and_the_job_may_reach_port_22() -> None:
     assert {("TCP", 22), ("TCP", 443)} <= ports
 
 
+def locked(path: str) -> dict[str, str]:
+    """A lock's pins by canonical name; each entry must carry its hashes, and nothing of the machine it was made on."""
+    from packaging.utils import canonicalize_name
+
+    text = (ROOT / path).read_text()
+    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", text)[1:]
+    assert entries and all("--hash=sha256:" in entry for entry in entries), path
+    assert "file://" not in text and "/opt/" not in text and "/work" not in text and "find-links" not in text, path
+    return {canonicalize_name(n): v for n, v in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==([^\s\\]+)", text)}
+
+
 def test_the_image_installs_its_runtime_dependencies_from_the_hashed_lock() -> None:
     """What goes into the image does not depend on the build day (kubernetes 37 once brought pydantic in unasked):
     every runtime dependency of pyproject.toml is pinned exactly in packaging/requirements.lock, within its range,
@@ -112,11 +123,7 @@ def test_the_image_installs_its_runtime_dependencies_from_the_hashed_lock() -> N
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    lock = (ROOT / "packaging" / "requirements.lock").read_text()
-    pins = dict(re.findall(r"(?m)^([A-Za-z0-9_.-]+)==([^\s\\]+)", lock))
-    pinned = {canonicalize_name(name): version for name, version in pins.items()}
-    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", lock)[1:]
-    assert entries and all("--hash=sha256:" in entry for entry in entries)  # every pin hashed
+    pinned = locked("packaging/requirements.lock")  # every pin hashed
     for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
         wanted = Requirement(line)
         version = pinned.get(canonicalize_name(wanted.name))
@@ -125,18 +132,6 @@ def test_the_image_installs_its_runtime_dependencies_from_the_hashed_lock() -> N
     assert "--require-hashes -r packaging/requirements.lock" in dockerfile
     assert "--require-hashes -r packaging/build.lock" in dockerfile  # the backend that builds cutover, too
     assert re.search(r"pip install [^\n]*--no-deps --no-build-isolation \.", dockerfile)
-    assert "/opt/" not in lock and "find-links" not in lock  # nothing of the machine it was made on
-
-
-def locked(name: str) -> dict[str, str]:
-    """A lock's pins by canonical name; each entry must carry its hashes."""
-    from packaging.utils import canonicalize_name
-
-    text = (ROOT / "packaging" / name).read_text()
-    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", text)[1:]
-    assert entries and all("--hash=sha256:" in entry for entry in entries), name
-    assert "file://" not in text and "/work" not in text and "find-links" not in text, name
-    return {canonicalize_name(n): v for n, v in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==([^\s\\]+)", text)}
 
 
 def test_what_make_demo_and_make_test_install_is_hashed_whole_and_agrees_with_the_image() -> None:
@@ -149,9 +144,9 @@ def test_what_make_demo_and_make_test_install_is_hashed_whole_and_agrees_with_th
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    runtime, demo, test = locked("requirements.lock"), locked("demo.lock"), locked("test.lock")
+    runtime, demo, test = (locked(f"packaging/{name}.lock") for name in ("requirements", "demo", "test"))
     assert runtime.items() <= demo.items() and demo.items() <= test.items()
-    assert locked("build.lock").items() <= demo.items()
+    assert locked("packaging/build.lock").items() <= demo.items()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     wanted = {"demo.lock": (demo, project["project"]["optional-dependencies"]["demo"]),
               "test.lock": (test, project["project"]["optional-dependencies"]["test"])}
@@ -176,10 +171,7 @@ def test_the_real_vllm_installs_whole_from_its_hashed_lock() -> None:
     and the wheel itself, hashed, with --require-hashes --no-deps (only PyTorch's index serves the wheel's torch)."""
     from packaging.utils import canonicalize_name
 
-    lock = (ROOT / "e2e" / "vllm" / "requirements.lock").read_text()
-    entries = re.split(r"(?m)^(?=[A-Za-z0-9_.-]+==)", lock)[1:]
-    assert entries and all("--hash=sha256:" in entry for entry in entries)
-    pinned = {canonicalize_name(n): v for n, v in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==(\S+)", lock)}
+    pinned = locked("e2e/vllm/requirements.lock")
     for source in ("constraints.txt", "requirements.txt"):
         for name, version in re.findall(r"(?m)^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "e2e" / "vllm" / source).read_text()):
             assert pinned.get(canonicalize_name(name)) == version, (source, name, version)
