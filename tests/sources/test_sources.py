@@ -212,6 +212,40 @@ async def test_a_free_is_render_checked_like_the_switch(world: World, kube: Any,
     assert "the rendered Deployment llm-reasoning holds spec.replicas = 1, not '0'" in caught.value.message
 
 
+def in_wave(engines: str, name: str, wave: int) -> str:
+    """The demo's engines with Deployment `name` at sync wave `wave`."""
+    meta = f"metadata: {{name: {name}, namespace: llm-serving}}"
+    assert meta in engines
+    return engines.replace(meta, meta[:-1] + f", annotations: {{argocd.argoproj.io/sync-wave: \"{wave}\"}}}}")
+
+
+async def test_cutover_plan_refuses_a_recreate_whose_engines_sit_in_two_waves(world: World, tmp_path: Path) -> None:
+    """docs/install.md, "Sync waves and deadlines": a recreate's swap between engines in two waves deadlocks, so
+    the pre-flight says so from the render, exit 2, before anything is committed."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    files = {**WITH_ENGINES, f"{APP}/base/engines.yaml": in_wave(story.ENGINES, "llm-reasoning-candle", 1)}
+    workloads = {backend: f"{{kind: Deployment, name: {name}, path: {APP}/overlays/prod/kustomization.yaml}}"
+                 for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
+    options: dict[str, Any] = {"workloads": workloads, "handoff": "{strategy: recreate, maxGap: 30m, drainTimeout: 1m}"}
+    async with layout(world, tmp_path, files, edits=f"{APP}/base/service.yaml", **options) as the:
+        head = the.repo.head()
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(world.plan_text(git_api_url=the.fake.url, git_path=the.path, git_more="source: kustomize",
+                                             **options))
+        environ = {"CUTOVER_PLAN": str(plan_file), "CUTOVER_GIT_TOKEN": GIT_TOKEN,
+                   "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig"))}
+        with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()) as out:
+            code = await main.arun(["--log-level", "error", "plan"])
+        assert the.repo.head() == head
+    said = out.getvalue()
+    assert code == 2 and "NOT READY (exit 2, cause engines_in_two_waves)" in said, said
+    assert "candle's Deployment/llm-reasoning-candle at 1, vllm's Deployment/llm-reasoning at 0" in said
+    assert "hint: give the engines one argocd.argoproj.io/sync-wave" in said
+    assert live_selector(world) == VLLM
+
+
 async def test_the_presync_gate_judges_the_rendered_revision(world: World, kube: Any, tmp_path: Path) -> None:
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
@@ -221,6 +255,30 @@ async def test_the_presync_gate_judges_the_rendered_revision(world: World, kube:
         sha = the.repo.commit({the.path: switched}, "switch\n")
         gated = await phases.presync(Run.create(kube, the.plan, the.host), job_name=f"x-{sha[:7]}-presync-1764457200")
     assert gated.backend == "candle" and gated.changed  # rendered: with the overlay's component: predictor
+
+
+async def test_the_presync_gate_says_what_in_the_render_would_break_a_hop(world: World, kube: Any, tmp_path: Path,
+                                                                          events: list[dict[str, Any]]) -> None:
+    """A user's PreSync hook at the gate's wave runs beside it: the gate says so as it gates the switch."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    migrate = ("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n"
+               "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/sync-wave: \"-1000\"\n"
+               "spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: []\n")
+    gate = ("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: cutover-presync\n  annotations:\n"
+            "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/sync-wave: \"-1000\"\n"
+            "spec:\n  template:\n    metadata:\n      labels: {app.kubernetes.io/name: cutover, "
+            "app.kubernetes.io/component: presync}\n    spec:\n      restartPolicy: Never\n      containers: []\n")
+    files = {**ADDS_A_LABEL, f"{APP}/base/kustomization.yaml": kustomization("service.yaml", "hooks.yaml"),
+             f"{APP}/base/hooks.yaml": f"{gate}---\n{migrate}"}
+    async with layout(world, tmp_path, files, edits=f"{APP}/base/service.yaml") as the:
+        sha = the.repo.commit({the.path: service({"app.kubernetes.io/name": "llm-reasoning-candle"})}, "switch\n")
+        gated = await phases.presync(Run.create(kube, the.plan, the.host), job_name=f"x-{sha[:7]}-presync-1764457200")
+    assert gated.backend == "candle"
+    (said,) = named(events, "presync.sync_order")
+    assert said["cause"] == "hook_before_gate" and said["level"] == "warning"
+    assert "PreSync Job/migrate (wave -1000) runs beside cutover's gate Job/cutover-presync" in said["message"]
 
 
 async def test_kustomize_missing_is_a_clear_error_at_start(world: World, tmp_path: Path) -> None:

@@ -174,8 +174,9 @@ async def arun(argv: Sequence[str], *, observers: Sequence[Any] = ()) -> int:
             _print(args, session, [_diff(args, session)])
             return 0
         first = _first_sync(args)
-        _print(args, session, [first] if first else await _execute(args, session, _plans(args, session)))
-        return 0
+        reports = [first] if first else await _execute(args, session, _plans(args, session))
+        _print(args, session, reports)
+        return _blocked_exit(reports)
     except BaseException as exc:
         return _exit_zero(args, _ending(args, session, exc))
 
@@ -262,6 +263,11 @@ def _dispatch(args: argparse.Namespace, session: _Session) -> int:
     first = _first_sync(args)
     reports = [first] if first else asyncio.run(_execute(args, session, _plans(args, session)))
     _print(args, session, reports)
+    return _blocked_exit(reports)
+
+
+def _blocked_exit(reports: Sequence[Report]) -> int:
+    """`cutover plan` as a pre-flight gate: the exit code of why it cannot go ahead now; 0 when it can."""
     blocked = next((report.blocked for report in reports if report.blocked), None)
     return int(blocked["exitCode"]) if blocked else 0
 

@@ -228,6 +228,9 @@ def _shown(shown: Shown, plan: Plan) -> Report:
     report.data["drainSafety"] = list(shown.drain)
     report.lines += [f"  jobs: {line}" for line in shown.jobs]
     report.data["jobs"] = {"notes": list(shown.jobs), "syncTimeoutAtLeast": shown.sync_timeout}
+    report.lines += [f"  sync order: {found['message']} [{found['cause']}] — hint: {found['hint']}"
+                     for found in shown.sync_order]
+    report.data["syncOrder"] = list(shown.sync_order)
     return report
 
 

@@ -175,11 +175,16 @@ class Shown:
     drain: tuple[str, ...] = ()  # drain-safety warnings for the backend the switch leaves (docs/capacity.md)
     jobs: tuple[str, ...] = ()  # the hook Jobs' deadline and ArgoCD's sync timeout against the plan's path
     sync_timeout: float = 0.0  # seconds: the least ArgoCD sync timeout (other than none) this plan's syncs need
+    sync_order: tuple[dict[str, Any], ...] = ()  # cause, message, hint, refuse: what in the render delays a hop
 
     @property
     def blocked(self) -> dict[str, Any] | None:
-        """Why the plan cannot go ahead now (`cutover plan` is a pre-flight gate): a switch is pending, the Service
-        not on the target, and the target is not provable now; None when it can, or when nothing is pending."""
+        """Why the plan cannot go ahead now (`cutover plan` is a pre-flight gate): the render holds what no hop
+        of it survives (exit 2), or a switch is pending, the Service not on the target, and the target is not
+        provable now; None when it can, or when nothing is pending."""
+        refused = next((found for found in self.sync_order if found["refuse"]), None)
+        if refused is not None:
+            return {"error": refused["message"], "cause": refused["cause"], "hint": refused["hint"], "exitCode": 2}
         pending = self.status.state.get("liveBackend") != self.status.state.get("target")
         return self.unprovable if pending and self.proven is None else None
 

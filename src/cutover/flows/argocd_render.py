@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import structlog
 
@@ -65,6 +66,9 @@ class ApiChecked:
                        written=edit.new, where=f"ArgoCD's render of {where}")
         log.info("render.checked", via="argocd-api", candidate=candidate[:12], selector=render_check.shown(selector))
         return edit
+
+    async def render(self, version: FileVersion, *, ref: str | None) -> list[dict[str, Any]] | None:
+        return await self.api.manifests(ref or self.plan.git.branch, position=await self._position())
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
         return self.inner.rewrite(content, written, where=where)

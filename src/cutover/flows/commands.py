@@ -5,6 +5,7 @@ for the CLI to render; none writes anything anywhere. The phases that write live
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,7 +26,8 @@ from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import lease, lease_rules, readiness
 from cutover.kube.cluster import Cluster
 from cutover.plan import Backend, GitDocument, Plan, label_problem
-from cutover.sources import yaml_edit
+from cutover.sources import sync_order, yaml_edit
+from cutover.sources.base import Source
 from cutover.sources.checkout import LocalCheckout
 from cutover.sources.manifest import ManifestSource
 
@@ -102,9 +104,31 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     except CutoverError as exc:
         unprovable = {"error": exc.message, "cause": exc.cause, "hint": exc.hint, "exitCode": int(exc.exit_code)}
     short = deadline.warning(plan, deadline.SHIPPED, whose="the shipped hook Jobs'")
-    return Shown(state, proven, unprovable, await _planned_diff(plan, host), plan.git.path,
+    read: FileVersion | CutoverError | None = None
+    if host is not None:
+        try:
+            read = await host.read(plan.git.path)
+        except CutoverError as exc:
+            read = exc
+    source = sources.for_plan(plan, host=host) if host is not None else None
+    return Shown(state, proven, unprovable, await _planned_diff(plan, source, read), plan.git.path,
                  await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
-                 (*([short] if short else []), deadline.sync_timeout_note(plan)), deadline.sync_timeout(plan))
+                 (*([short] if short else []), deadline.sync_timeout_note(plan)), deadline.sync_timeout(plan),
+                 await _sync_order(plan, source, read))
+
+
+async def _sync_order(plan: Plan, source: Source | None,
+                      read: FileVersion | CutoverError | None) -> tuple[dict[str, Any], ...]:
+    """docs/install.md, "Sync waves and deadlines": what the Application's render at the branch head holds that
+    would delay or break a hop (`sync_order.findings`); nothing when no Git host or the source cannot render."""
+    if source is None or not isinstance(read, FileVersion):
+        return ()
+    try:
+        docs = await source.render(read, ref=None)
+    except CutoverError as exc:
+        log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
+        return ()
+    return tuple(dataclasses.asdict(found) for found in sync_order.findings(docs or (), plan))
 
 
 async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: ServiceView) -> dict[str, Any] | None:
@@ -192,13 +216,14 @@ def next_hop(step: decide.Step, plan: Plan) -> str:
     return said
 
 
-async def _planned_diff(plan: Plan, host: GitHost | None) -> dict[str, Any] | None:
-    if host is None:
+async def _planned_diff(plan: Plan, source: Source | None,
+                        current: FileVersion | CutoverError | None) -> dict[str, Any] | None:
+    if source is None or current is None:
         return None
     try:
-        current = await host.read(plan.git.path)
-        edit = await sources.for_plan(plan, host=host).edit(current, plan.backend(plan.target).selector,
-                                                            where=plan.git.path)
+        if isinstance(current, CutoverError):
+            raise current
+        edit = await source.edit(current, plan.backend(plan.target).selector, where=plan.git.path)
     except CutoverError as exc:
         return {"error": exc.message, "cause": exc.cause, "hint": exc.hint}
     return {"changed": edit.changed, "patch": edit.diff(plan.git.path), "version": current.version}

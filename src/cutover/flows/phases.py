@@ -76,6 +76,9 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)
+    hydrated = app is not None and app.hydrator is not None  # the plan's source renders the dry side only
+    if not hydrated and (isinstance(step, decide.Gate) or plan.handoff.strategy != "parallel"):
+        await sync.say_order(run, ref=ref)  # a switch, or a handoff whose every hop is a sync
     if isinstance(step, decide.Nothing):
         if step.reason == "no_change":
             log.info("presync.no_change", revision=shown)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cutover.core.repository import FileVersion
 from cutover.plan import GitSettings, Plan, ServiceRef
@@ -48,6 +48,11 @@ class Source(Protocol):
 
     async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
         """The file with what makes ArgoCD apply `selector`, guarded (and render-checked where it can be)."""
+        ...
+
+    async def render(self, version: FileVersion, *, ref: str | None) -> list[dict[str, Any]] | None:
+        """What ArgoCD applies at `ref` (default: the branch) with this version of the file, as far as this source
+        sees it (`sync_order.findings` reads it); None when it cannot render."""
         ...
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import structlog
 
@@ -56,6 +56,9 @@ class HelmValuesSource:
         log.warning("render.unchecked", path=where, selector=render_check.shown(selector),
                     hint="not render-checked: set argocd.server so that the ArgoCD API renders the chart")
         return edit
+
+    async def render(self, version: FileVersion, *, ref: str | None) -> list[dict[str, Any]] | None:
+        return None  # a chart renders in ArgoCD (argocd.server: `ApiChecked.render`)
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
         value = yaml_edit.read_value(content, value_path=self.value_path, source=where)

@@ -45,6 +45,7 @@ class KustomizeSource:
     _trees: dict[tuple[str, str], Path] = dataclasses.field(default_factory=dict)
     _scratch: Path = dataclasses.field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cutover-render-")))
     _directory: str | None = None
+    _built: dict[tuple[str, str, str, str], list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:  # the trees go with the source (a pod's /tmp is an emptyDir anyway)
         weakref.finalize(self, shutil.rmtree, self._scratch, True)
@@ -76,6 +77,9 @@ class KustomizeSource:
         log.info("render.checked", path=await self._render_path(), selector=render_check.shown(selector),
                  written=render_check.shown(written))
         return edit
+
+    async def render(self, version: FileVersion, *, ref: str | None) -> list[dict[str, Any]] | None:
+        return await self._render(version, version.content, ref=ref, where=f"{self.git.path}@{ref or 'head'}")
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
         return yaml_edit.edit_selector(content, document=self.git.document, selector_path=self.git.selector_path,
@@ -115,7 +119,15 @@ class KustomizeSource:
     async def _render(self, version: FileVersion, content: str, *, ref: str | None,
                       where: str, path: str | None = None) -> list[dict[str, Any]]:
         """kustomize build of the render path, in a copy of the tree whose file (`path`, default git.path) holds
-        `content`."""
+        `content`; built once per tree and content (the gate reads the selector and the sync order of one
+        render)."""
+        key = (ref or self.git.branch, version.version, path or self.git.path, content)
+        if key not in self._built:
+            self._built[key] = await self._build(version, content, ref=ref, path=path)
+        return self._built[key]
+
+    async def _build(self, version: FileVersion, content: str, *, ref: str | None,
+                     path: str | None) -> list[dict[str, Any]]:
         pristine = await self._tree(version, ref)
         work = Path(tempfile.mkdtemp(dir=self._scratch, prefix="build-"))
         try:

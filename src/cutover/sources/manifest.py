@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from cutover.core.repository import FileVersion
 from cutover.plan import GitDocument, GitSettings
@@ -35,6 +35,9 @@ class ManifestSource:
 
     async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
         return self.rewrite(version.content, selector, where=where)
+
+    async def render(self, version: FileVersion, *, ref: str | None) -> list[dict[str, Any]] | None:
+        return yaml_edit.documents(version.content, source="git.path")  # the file alone: what cutover reads
 
     def read_selector(self, content: str, *, where: str) -> dict[str, str]:
         return yaml_edit.read_selector(content, document=self.document, selector_path=self.selector_path,

@@ -199,6 +199,16 @@ def holds_values(text: str, *, source: str = "file") -> bool:
     return len(docs) == 1 and isinstance(docs[0], Mapping) and "kind" not in docs[0]
 
 
+def documents(text: str, *, source: str = "file") -> list[dict[str, Any]]:
+    """The objects a file holds, documents and List items: what ArgoCD applies from a plain manifest."""
+    found = []
+    for doc in _load_all(text, source=source, typ="safe"):
+        nodes = doc["items"] if isinstance(doc, Mapping) and doc.get("kind") == "List" and \
+            isinstance(doc.get("items"), list) else [doc]
+        found += [dict(node) for node in nodes if isinstance(node, Mapping)]
+    return found
+
+
 def services(text: str, *, source: str = "file") -> list[str]:
     """The names of the Services a file holds (documents and List items): how `cutover diff` without a plan finds
     the file's only Service."""
