@@ -11,6 +11,7 @@ protocol; the inner source still reads and edits the file.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ from cutover.sources.base import SelectorEdit, Source
 
 log = structlog.get_logger("cutover")
 
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit id (SHA-1 or SHA-256): what it renders never changes
 Position = Callable[[], Awaitable[int | None]]  # the plan's source among a multi-source Application's
 
 
@@ -37,6 +39,7 @@ class ApiChecked:
     note: str | None = ("Render-checked through the ArgoCD API: the candidate on a scratch branch and the branch "
                         "head; one Service with the target's selector, nothing else changed.")
     kind: str = dataclasses.field(init=False)
+    _rendered: dict[tuple[str, int | None], list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.kind = self.inner.kind
@@ -44,7 +47,7 @@ class ApiChecked:
     async def selector(self, version: FileVersion, *, ref: str | None, where: str) -> dict[str, str]:
         if ref is None:  # the branch head, as the file says (the plan's gitValues map a scalar)
             return await self.inner.selector(version, ref=ref, where=where)
-        docs = await self.api.manifests(ref, position=await self._position())  # the gate: as ArgoCD renders it
+        docs = await self._manifests(ref)  # the gate: as ArgoCD renders it
         service = self.plan.service
         return render_check.selector_of(render_check.service(docs, namespace=service.namespace, name=service.name,
                                                      where=f"ArgoCD's render of {ref[:12]}"))
@@ -68,7 +71,17 @@ class ApiChecked:
         return edit
 
     async def render(self, version: FileVersion, *, ref: str | None) -> list[dict[str, Any]] | None:
-        return await self.api.manifests(ref or self.plan.git.branch, position=await self._position())
+        return await self._manifests(ref or self.plan.git.branch)
+
+    async def _manifests(self, revision: str) -> list[dict[str, Any]]:
+        """ArgoCD's render of `revision`; of a commit id once per source (the gate reads its selector and its sync
+        order), of a branch each time (it moves)."""
+        position = await self._position()
+        if not _COMMIT.fullmatch(revision):
+            return await self.api.manifests(revision, position=position)
+        if (revision, position) not in self._rendered:
+            self._rendered[revision, position] = await self.api.manifests(revision, position=position)
+        return self._rendered[revision, position]
 
     def rewrite(self, content: str, written: Mapping[str, str], *, where: str) -> SelectorEdit:
         return self.inner.rewrite(content, written, where=where)
