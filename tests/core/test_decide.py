@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cutover import plan
-from cutover.core import decide, gate
+from cutover.core import audit_rules, commits, decide, gate, hops, steps, switch
 from cutover.core.proofs import PodProof, Problem
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView, Commit, HydratorView, LeaseView, PodView, ServiceView, SourceView
@@ -38,8 +38,8 @@ def cutover(source: str | None, to: str, *, hold: str | None = None, plan_name: 
 
 
 def observed(live_selector: dict[str, str], in_git: dict[str, str], last: Commit | None = None,
-             **more: Any) -> decide.Observed:
-    return decide.Observed(live(live_selector), in_git, last, **more)
+             **more: Any) -> steps.Observed:
+    return steps.Observed(live(live_selector), in_git, last, **more)
 
 
 NO_AUTO = dataclasses.replace(PLAN, rollback_auto=False)
@@ -47,70 +47,70 @@ NO_AUTO = dataclasses.replace(PLAN, rollback_auto=False)
 
 @pytest.mark.parametrize(("seen", "the_plan", "options", "expected"), [
     # PostSync (no `to`): advance, wait for ArgoCD, verify
-    (observed(VLLM, VLLM), PLAN, {}, decide.Advance("vllm", "candle")),
-    (observed(VLLM, CANARY), PLAN, {}, decide.Advance(None, "candle")),  # the writer then refuses someone's selector
-    (observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN, {}, decide.AwaitApply("candle")),
-    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), PLAN, {}, decide.Verify("candle")),
+    (observed(VLLM, VLLM), PLAN, {}, steps.Advance("vllm", "candle")),
+    (observed(VLLM, CANARY), PLAN, {}, steps.Advance(None, "candle")),  # the writer then refuses someone's selector
+    (observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN, {}, steps.AwaitApply("candle")),
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), PLAN, {}, steps.Verify("candle")),
     # a rollback's hold stops PostSync while the plan names the target rolled back from
     (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN, {},
-     decide.Hold("vllm", "c0ffee" + "0" * 34, "cutover")),  # its commit and author, named in the report
+     steps.Hold("vllm", "c0ffee" + "0" * 34, "cutover")),  # its commit and author, named in the report
     # ...and is forgotten once the plan's target changes (the hold came from another target)
-    (observed(VLLM, VLLM, cutover("other", "vllm", hold="vllm")), PLAN, {}, decide.Advance("vllm", "candle")),
+    (observed(VLLM, VLLM, cutover("other", "vllm", hold="vllm")), PLAN, {}, steps.Advance("vllm", "candle")),
     # another plan's commit holds nothing here
-    (observed(VLLM, VLLM, None), PLAN, {}, decide.Advance("vllm", "candle")),
+    (observed(VLLM, VLLM, None), PLAN, {}, steps.Advance("vllm", "candle")),
     # a failed verification: roll back where the cutover came from, unless rollback.auto is off
-    (observed(CANDLE, CANDLE, cutover("vllm", "candle"), verification_failed=True), PLAN, {}, decide.RollBack("vllm")),
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle"), verification_failed=True), PLAN, {}, steps.RollBack("vllm")),
     (observed(CANDLE, CANDLE, cutover("vllm", "candle"), verification_failed=True), NO_AUTO, {},
-     decide.Nothing("verification failed; no rollback (rollback.auto is off)")),
+     steps.Nothing("verification failed; no rollback (rollback.auto is off)")),
     # an explicit run: ignores the hold (how a person lifts it), advances, then waits for ArgoCD
     (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN, {"to": "candle"},
-     decide.Advance("vllm", "candle")),
-    (observed(VLLM, CANDLE), PLAN, {"to": "candle"}, decide.AwaitApply("candle")),
+     steps.Advance("vllm", "candle")),
+    (observed(VLLM, CANDLE), PLAN, {"to": "candle"}, steps.AwaitApply("candle")),
     # a rollback always advances (the writer finds a rollback already in Git), and is never rolled back again
-    (observed(VLLM, VLLM), PLAN, {"to": "vllm", "hold": "vllm"}, decide.Advance("vllm", "vllm", "vllm")),
+    (observed(VLLM, VLLM), PLAN, {"to": "vllm", "hold": "vllm"}, steps.Advance("vllm", "vllm", "vllm")),
     (observed(VLLM, VLLM, verification_failed=True), PLAN, {"to": "vllm", "hold": "vllm"},
-     decide.Nothing("verification failed; no rollback (a rollback is not rolled back)")),
+     steps.Nothing("verification failed; no rollback (a rollback is not rolled back)")),
     # the first sync of an install (or a switch made by hand): nothing of cutover's to roll back (the real tier's
     # install once tried to roll back to a backend that did not exist yet)
     (observed(CANDLE, CANDLE, None, verification_failed=True), PLAN, {},
-     decide.Nothing("verification failed; no rollback (no cutover commit switched the Service)")),
+     steps.Nothing("verification failed; no rollback (no cutover commit switched the Service)")),
 ], ids=["advance", "advance-from-foreign", "await-apply", "verify", "hold", "hold-forgotten", "no-history",
         "roll-back", "no-auto-rollback", "run-lifts-hold", "run-awaits", "rollback-advances", "rollback-not-again",
         "no-cutover-to-undo"])
-def test_next_step(seen: decide.Observed, the_plan: plan.Plan, options: dict[str, str],
-                   expected: decide.Step) -> None:
+def test_next_step(seen: steps.Observed, the_plan: plan.Plan, options: dict[str, str],
+                   expected: steps.Step) -> None:
     assert decide.next_step(seen, the_plan, **options) == expected
 
 
 @pytest.mark.parametrize(("git", "live_selector", "auto", "expected"), [
-    (CANDLE, VLLM, True, decide.RollBack("vllm")),  # Git holds what the failed sync could not apply: back
-    (CANDLE, VLLM, False, decide.Nothing("the Service keeps its selector")),
-    (VLLM, VLLM, True, decide.Nothing("the Service keeps its selector")),  # nothing pending
-    (CANDLE, CANARY, True, decide.Nothing("the Service keeps its selector")),  # serving no backend: not ours
+    (CANDLE, VLLM, True, steps.RollBack("vllm")),  # Git holds what the failed sync could not apply: back
+    (CANDLE, VLLM, False, steps.Nothing("the Service keeps its selector")),
+    (VLLM, VLLM, True, steps.Nothing("the Service keeps its selector")),  # nothing pending
+    (CANDLE, CANARY, True, steps.Nothing("the Service keeps its selector")),  # serving no backend: not ours
 ])
 def test_syncfail_step(git: dict[str, str], live_selector: dict[str, str], auto: bool,
-                       expected: decide.Step) -> None:
+                       expected: steps.Step) -> None:
     the_plan = dataclasses.replace(PLAN, rollback_auto=auto)
     assert decide.syncfail_step(observed(live_selector, git), the_plan) == expected
 
 
 @pytest.mark.parametrize(("tried", "expected"), [
     # the failed sync kept vLLM: the PostSync's switch to candle, committed beside SyncFail (ArgoCD 3.4+), stands
-    (VLLM, decide.Nothing("the Service keeps its selector")),
-    (CANDLE, decide.RollBack("vllm")),  # the failed sync itself tried candle: back
-    (None, decide.RollBack("vllm")),  # the failed revision unknown: Git's head stands for it
+    (VLLM, steps.Nothing("the Service keeps its selector")),
+    (CANDLE, steps.RollBack("vllm")),  # the failed sync itself tried candle: back
+    (None, steps.RollBack("vllm")),  # the failed revision unknown: Git's head stands for it
 ])
 def test_syncfail_judges_the_revision_whose_sync_failed(tried: dict[str, str] | None,
-                                                         expected: decide.Step) -> None:
+                                                         expected: steps.Step) -> None:
     assert decide.syncfail_step(observed(VLLM, CANDLE), PLAN, tried=tried) == expected
 
 
 @pytest.mark.parametrize(("wanted", "live_selector", "expected"), [
-    (VLLM, VLLM, decide.Nothing("no_change")),
-    (CANDLE, VLLM, decide.Gate("candle")),
-    (CANARY, VLLM, decide.Nothing("not_ours")),
+    (VLLM, VLLM, steps.Nothing("no_change")),
+    (CANDLE, VLLM, steps.Gate("candle")),
+    (CANARY, VLLM, steps.Nothing("not_ours")),
 ])
-def test_presync_step(wanted: dict[str, str], live_selector: dict[str, str], expected: decide.Step) -> None:
+def test_presync_step(wanted: dict[str, str], live_selector: dict[str, str], expected: steps.Step) -> None:
     assert decide.presync_step(wanted, live(live_selector), PLAN) == expected
 
 
@@ -139,8 +139,8 @@ def test_history_is_read_for_this_plan_only() -> None:
     theirs, ours, older = cutover("a", "b", plan_name="other"), cutover("vllm", "candle"), cutover("candle", "vllm")
     person = Commit("d" * 40, "docs", "someone", NOW)
     history = [person, theirs, ours, older]
-    assert decide.last_cutover(history, PLAN) is ours
-    assert decide.commit_to(history, PLAN, "vllm") is older and decide.commit_to(history, PLAN, "x") is None
+    assert commits.last_cutover(history, PLAN) is ours
+    assert commits.commit_to(history, PLAN, "vllm") is older and commits.commit_to(history, PLAN, "x") is None
 
 
 @pytest.mark.parametrize(("final", "endpoints", "now", "again"), [
@@ -150,8 +150,8 @@ def test_history_is_read_for_this_plan_only() -> None:
     ((), None, 0.0, False),  # nothing wrong
 ])
 def test_endpoint_finality(final: tuple[str, ...], endpoints: str | None, now: float, again: bool) -> None:
-    problems = decide.SwitchProblems(final, endpoints)
-    assert decide.look_again(problems, now=now, deadline=60.0, poll=2.0) is again
+    problems = switch.SwitchProblems(final, endpoints)
+    assert switch.look_again(problems, now=now, deadline=60.0, poll=2.0) is again
 
 
 def test_proofs_through_the_service_retry_only_what_may_pass() -> None:
@@ -160,11 +160,11 @@ def test_proofs_through_the_service_retry_only_what_may_pass() -> None:
 
     refused, rejected = Problem("refused", "refused", retryable=True), Problem("name_rejected", "404", retryable=False)
     window = {"deadline": 30.0, "retry_in": 2.0}
-    assert decide.retry_through_service(proof(refused), now=0.0, **window)
-    assert decide.retry_through_service(proof(refused), now=28.0, **window)
-    assert not decide.retry_through_service(proof(refused), now=28.5, **window)  # the next try would be past it
-    assert not decide.retry_through_service(proof(refused, rejected), now=0.0, **window)
-    assert not decide.retry_through_service(proof(), now=0.0, **window)
+    assert switch.retry_through_service(proof(refused), now=0.0, **window)
+    assert switch.retry_through_service(proof(refused), now=28.0, **window)
+    assert not switch.retry_through_service(proof(refused), now=28.5, **window)  # the next try would be past it
+    assert not switch.retry_through_service(proof(refused, rejected), now=0.0, **window)
+    assert not switch.retry_through_service(proof(), now=0.0, **window)
 
 
 # --- docs/guarantees.md, a row each -----------------------------------------------------------------------------------
@@ -209,29 +209,29 @@ def _no_cluster_write_but_the_three() -> bool:
             lease_rules.observe(None, LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=20), 60.0, 1, "1"),
                                 now=0.0),
             LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "2"), now=20.0)) is lease_rules.Verdict.HELD),
-    ("#5 Git at the target: nothing to write", lambda: decide.git_step(
-        CANDLE, target=CANDLE, known=[VLLM]) is decide.GitStep.ALREADY),
+    ("#5 Git at the target: nothing to write", lambda: switch.git_step(
+        CANDLE, target=CANDLE, known=[VLLM]) is switch.GitStep.ALREADY),
     ("#5 PostSync after the commit does not advance again", lambda: not isinstance(
-        decide.next_step(observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN), decide.Advance)),
-    ("#5 someone else's selector is never overwritten", lambda: decide.git_step(
-        CANARY, target=CANDLE, known=[VLLM]) is decide.GitStep.FOREIGN),
+        decide.next_step(observed(VLLM, CANDLE, cutover("vllm", "candle")), PLAN), steps.Advance)),
+    ("#5 someone else's selector is never overwritten", lambda: switch.git_step(
+        CANARY, target=CANDLE, known=[VLLM]) is switch.GitStep.FOREIGN),
 ])
 def test_the_guarantees(rule: str, holds: Any) -> None:
     assert holds(), rule
 
 
 @pytest.mark.parametrize(("seen", "verified", "expected"), [
-    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), None, decide.Verify("candle")),  # applied, unverified
-    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), "c0ffee" + "0" * 34, decide.Check("candle")),
-    (observed(VLLM, VLLM), None, decide.Check("vllm")),  # no cutover yet: the live backend still serves?
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), None, steps.Verify("candle")),  # applied, unverified
+    (observed(CANDLE, CANDLE, cutover("vllm", "candle")), "c0ffee" + "0" * 34, steps.Check("candle")),
+    (observed(VLLM, VLLM), None, steps.Check("vllm")),  # no cutover yet: the live backend still serves?
     (observed(VLLM, CANDLE, cutover("vllm", "candle")), None,
-     decide.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")),
+     steps.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")),
     (observed(CANARY, VLLM), None,
-     decide.Nothing("the Service or Git selects no backend of the plan: not ours to audit")),
-    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), None, decide.Verify("vllm")),  # a rollback
+     steps.Nothing("the Service or Git selects no backend of the plan: not ours to audit")),
+    (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), None, steps.Verify("vllm")),  # a rollback
 ], ids=["unverified", "verified", "no-cutover", "not-applied", "not-ours", "rollback-unverified"])
-def test_audit_step(seen: decide.Observed, verified: str | None, expected: decide.Step) -> None:
-    assert decide.audit_step(seen, PLAN, verified=verified, now=NOW) == expected
+def test_audit_step(seen: steps.Observed, verified: str | None, expected: steps.Step) -> None:
+    assert audit_rules.audit_step(seen, PLAN, verified=verified, now=NOW) == expected
 
 
 SWITCH = cutover("vllm", "candle")
@@ -248,9 +248,9 @@ def failed_sync(revision: str, *, ended: str = "Error", **hydration: Any) -> App
                            operation_message="ComparisonError: context deadline exceeded")
 
 
-STALLED = decide.Stalled(f"ArgoCD's sync of {SWITCH.sha[:12]} ended Error: ComparisonError: context deadline "
+STALLED = steps.Stalled(f"ArgoCD's sync of {SWITCH.sha[:12]} ended Error: ComparisonError: context deadline "
                          f"exceeded; ArgoCD does not sync a revision it failed again by itself", SWITCH.sha)
-WAITING = decide.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")
+WAITING = steps.Nothing("ArgoCD has yet to apply candle (the Service selects vllm)")
 # What the real ArgoCD (v3.5, the tier) holds once an apply was refused beside a Deployment that cannot become
 # healthy, and its SyncFail hook has ended: Running, no retry pending (`finishedAt` unset), word for word.
 DENIED = ("Deployment/llm-reasoning: error when patching \"/dev/shm/1508291392\": deployments.apps \"llm-reasoning\" "
@@ -266,8 +266,8 @@ def runs_on(revision: str, **more: Any) -> ApplicationView:
     return dataclasses.replace(failed_sync(revision, ended="Running"), **fields)
 
 
-def ran_on(commit: Commit, revision: str | None = None, step: str | None = None) -> decide.Stalled:
-    return decide.Stalled(f"ArgoCD's sync of {(revision or commit.sha)[:12]} failed: {DENIED}; the operation can only "
+def ran_on(commit: Commit, revision: str | None = None, step: str | None = None) -> steps.Stalled:
+    return steps.Stalled(f"ArgoCD's sync of {(revision or commit.sha)[:12]} failed: {DENIED}; the operation can only "
                           f"end Failed, still waits on {HEALTH}, and ArgoCD starts no other sync while it runs",
                           commit.sha, step, HEALTH)
 
@@ -298,11 +298,11 @@ def ran_on(commit: Commit, revision: str | None = None, step: str | None = None)
         "dry-revision", "runs-on", "runs-on-syncfail-running", "runs-on-retry-pending", "runs-on-blocking-ours",
         "runs-on-a-persons"])
 def test_a_cutover_commit_whose_sync_failed_is_stalled_not_waited_for(application: ApplicationView,
-                                                                       expected: decide.Step) -> None:
+                                                                       expected: steps.Step) -> None:
     """ArgoCD's automated sync does not try a revision it failed again: the audit says so (`Stalled`) rather than
     wait for it; through the Source Hydrator, only once the hydrator says the failed revision is our commit's."""
     seen = observed(VLLM, CANDLE, SWITCH, application=application)
-    assert decide.audit_step(seen, PLAN, verified=None, now=NOW) == expected
+    assert audit_rules.audit_step(seen, PLAN, verified=None, now=NOW) == expected
 
 
 # --- the handoff (docs/capacity.md) ---------------------------------------------------------------------------
@@ -316,54 +316,54 @@ def step(backend: str, kind: str, *, to: str, hold: str | None = None, at: datet
                   Trailers(id="i", source="vllm", to=to, plan=PLAN.name, step=kind, backend=backend, hold=hold))
 
 
-def handed(freed: tuple[str, ...] = (), **steps: Commit) -> decide.Workloads:
-    return decide.Workloads(frozenset(freed), steps)
+def handed(freed: tuple[str, ...] = (), **newest: Commit) -> steps.Workloads:
+    return steps.Workloads(frozenset(freed), newest)
 
 
 @pytest.mark.parametrize(("seen", "the_plan", "expected"), [
     # recreate frees the source that holds the target's room; never twice, never under another strategy
-    (observed(VLLM, VLLM), RECREATE, decide.Free("vllm", "candle")),
+    (observed(VLLM, VLLM), RECREATE, steps.Free("vllm", "candle")),
     (observed(VLLM, VLLM, workloads=handed(("vllm",))), RECREATE, None),  # freed already: wait for its pods to go
     (observed(VLLM, VLLM), PLAN, None),  # parallel: capacity_held_by_source
 ])
-def test_on_capacity_held(seen: decide.Observed, the_plan: plan.Plan, expected: decide.Free | None) -> None:
-    assert decide.on_capacity_held(seen, the_plan, source="vllm", to="candle") == expected
+def test_on_capacity_held(seen: steps.Observed, the_plan: plan.Plan, expected: steps.Free | None) -> None:
+    assert hops.on_capacity_held(seen, the_plan, source="vllm", to="candle") == expected
 
 
 def test_a_gap_is_open_only_while_the_source_is_freed_by_a_cutover_heading_for_the_target() -> None:
     free = step("vllm", "free", to="candle")
-    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free)), RECREATE,
+    assert hops.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free)), RECREATE,
                              source="vllm", to="candle") == free
-    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed((), vllm=free)), RECREATE,
+    assert hops.gap_opened(observed(VLLM, VLLM, workloads=handed((), vllm=free)), RECREATE,
                              source="vllm", to="candle") is None  # restored since (by hand)
-    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",))), RECREATE,
+    assert hops.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",))), RECREATE,
                              source="vllm", to="candle") is None  # freed by someone else: no gap of ours
-    assert decide.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free)), RECREATE,
+    assert hops.gap_opened(observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free)), RECREATE,
                              source="vllm", to="other") is None
 
 
 @pytest.mark.parametrize(("seen", "options", "expected"), [
     # a freed target is restored before anything waits for it, and under recreate the source freed in that hop
-    (observed(VLLM, VLLM, workloads=handed(("candle",))), {}, decide.Restore("candle", "candle", free="vllm")),
+    (observed(VLLM, VLLM, workloads=handed(("candle",))), {}, steps.Restore("candle", "candle", free="vllm")),
     # a rollback to a freed source restores it first (freeing the backend serving now), keeping its hold
     (observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(("vllm",))),
-     {"to": "vllm", "hold": "vllm"}, decide.Restore("vllm", "vllm", "vllm", free="candle")),
+     {"to": "vllm", "hold": "vllm"}, steps.Restore("vllm", "vllm", "vllm", free="candle")),
     # a restore after the gap was exceeded holds the Service on the source while the plan names that target ...
     (observed(VLLM, VLLM, cutover("candle", "vllm"),
               workloads=handed(("candle",), vllm=step("vllm", "restore", to="candle", hold="vllm",
                                                       at=NOW + timedelta(minutes=5)))), {},
-     decide.Hold("vllm", "5eed" + "0" * 36, "cutover")),
+     steps.Hold("vllm", "5eed" + "0" * 36, "cutover")),
     # ... which an explicit run lifts (it restores candle first)
     (observed(VLLM, VLLM, cutover("candle", "vllm"),
               workloads=handed(("candle",), vllm=step("vllm", "restore", to="candle", hold="vllm",
                                                       at=NOW + timedelta(minutes=5)))), {"to": "candle"},
-     decide.Restore("candle", "candle", free="vllm")),
+     steps.Restore("candle", "candle", free="vllm")),
     # ... and a later switch made since forgets
     (observed(VLLM, VLLM, cutover("candle", "vllm"),
               workloads=handed(vllm=step("vllm", "restore", to="candle", hold="vllm",
-                                         at=NOW - timedelta(minutes=5)))), {}, decide.Advance("vllm", "candle")),
+                                         at=NOW - timedelta(minutes=5)))), {}, steps.Advance("vllm", "candle")),
 ])
-def test_the_hops_of_a_handoff(seen: decide.Observed, options: dict[str, str], expected: decide.Step) -> None:
+def test_the_hops_of_a_handoff(seen: steps.Observed, options: dict[str, str], expected: steps.Step) -> None:
     assert decide.next_step(seen, RECREATE, **options) == expected
 
 
@@ -381,17 +381,17 @@ GIVEN_BACK = observed(VLLM, VLLM, SWITCHED, workloads=handed(("candle",), vllm=R
 
 
 @pytest.mark.parametrize(("application", "expected"), [
-    (synced(started=NOW - timedelta(minutes=6)), decide.Nothing(f"ArgoCD has yet to apply {RESTORED.sha[:12]} "
+    (synced(started=NOW - timedelta(minutes=6)), steps.Nothing(f"ArgoCD has yet to apply {RESTORED.sha[:12]} "
                                                                 f"({RESTORED.title})")),
-    (synced(started=NOW - timedelta(seconds=2), phase="Running"), decide.Nothing("ArgoCD is syncing abababababab")),
-    (synced(started=NOW - timedelta(seconds=2)), decide.Check("vllm")),  # an operation began after it
-    (synced(started=NOW - timedelta(minutes=6), compared=RESTORED.sha), decide.Check("vllm")),  # compared, no change
-    (None, decide.Check("vllm")),  # no Application to ask: as before
+    (synced(started=NOW - timedelta(seconds=2), phase="Running"), steps.Nothing("ArgoCD is syncing abababababab")),
+    (synced(started=NOW - timedelta(seconds=2)), steps.Check("vllm")),  # an operation began after it
+    (synced(started=NOW - timedelta(minutes=6), compared=RESTORED.sha), steps.Check("vllm")),  # compared, no change
+    (None, steps.Check("vllm")),  # no Application to ask: as before
 ], ids=["not-synced-since", "syncing", "synced-since", "compared", "no-application"])
 def test_the_audit_waits_while_argocd_has_yet_to_apply_a_handoff_step(application: ApplicationView | None,
-                                                                      expected: decide.Step) -> None:
+                                                                      expected: steps.Step) -> None:
     seen = dataclasses.replace(GIVEN_BACK, application=application)
-    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
+    assert audit_rules.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
 
 
 # A hop pushes its free, then its restore, within a second; ArgoCD may resolve the branch between the two (seen on
@@ -403,21 +403,21 @@ HOPPED = observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=HOP_FREE, candle=
 
 
 @pytest.mark.parametrize(("application", "options", "expected"), [
-    (synced(started=NOW, phase="Running", compared=HOP_FREE.sha), {}, decide.AwaitApply("candle", HOP_RESTORE.sha)),
-    (synced(started=NOW, phase="Running", compared=HOP_RESTORE.sha), {}, decide.Advance("vllm", "candle")),
-    (synced(started=NOW, phase="Running", compared="ab" * 20), {}, decide.Advance("vllm", "candle")),
-    (synced(started=NOW, compared=HOP_FREE.sha), {}, decide.Advance("vllm", "candle")),
-    (synced(started=NOW, phase="Running", compared=HOP_FREE.sha), {"to": "candle"}, decide.Advance("vllm", "candle")),
-    (None, {}, decide.Advance("vllm", "candle")),
+    (synced(started=NOW, phase="Running", compared=HOP_FREE.sha), {}, steps.AwaitApply("candle", HOP_RESTORE.sha)),
+    (synced(started=NOW, phase="Running", compared=HOP_RESTORE.sha), {}, steps.Advance("vllm", "candle")),
+    (synced(started=NOW, phase="Running", compared="ab" * 20), {}, steps.Advance("vllm", "candle")),
+    (synced(started=NOW, compared=HOP_FREE.sha), {}, steps.Advance("vllm", "candle")),
+    (synced(started=NOW, phase="Running", compared=HOP_FREE.sha), {"to": "candle"}, steps.Advance("vllm", "candle")),
+    (None, {}, steps.Advance("vllm", "candle")),
 ], ids=["the-free-alone", "the-restores-sync", "a-persons-commit", "no-operation-running", "explicit-run",
         "no-application"])
 def test_a_postsync_in_the_sync_of_a_hops_free_alone_waits_for_no_pod(application: ApplicationView | None,
                                                                        options: dict[str, str],
-                                                                       expected: decide.Step) -> None:
+                                                                       expected: steps.Step) -> None:
     seen = dataclasses.replace(HOPPED, application=application)
     assert decide.next_step(seen, RECREATE, **options) == expected
-    if isinstance(expected, decide.AwaitApply):  # said in the thread of the cutover whose hop it is
-        hop = decide.Advance("vllm", "candle")
+    if isinstance(expected, steps.AwaitApply):  # said in the thread of the cutover whose hop it is
+        hop = steps.Advance("vllm", "candle")
         assert decide.thread(seen, RECREATE, expected) == decide.thread(seen, RECREATE, hop) is not None
 
 
@@ -425,7 +425,7 @@ def test_a_restore_pushed_before_the_commit_being_synced_is_held_by_that_sync() 
     older = dataclasses.replace(HOP_RESTORE, date=NOW - timedelta(minutes=5))
     seen = dataclasses.replace(HOPPED, application=synced(started=NOW, phase="Running", compared=HOP_FREE.sha),
                                workloads=handed(("vllm",), vllm=HOP_FREE, candle=older))
-    assert decide.next_step(seen, RECREATE) == decide.Advance("vllm", "candle")
+    assert decide.next_step(seen, RECREATE) == steps.Advance("vllm", "candle")
 
 
 FREED = step("vllm", "free", to="candle", at=NOW - timedelta(seconds=30))
@@ -440,30 +440,30 @@ def hookless(revision: str, *, phase: str = "Succeeded", selective: bool = True)
 
 @pytest.mark.parametrize(("application", "expected"), [
     # the recreate's free synced without hooks (argo-cd#27875): no PostSync waits for the target; the audit does
-    (hookless(OPENED.sha), decide.Continue(decide.Advance("vllm", "candle"), OPENED.sha)),
-    (hookless(OPENED.sha, selective=False), decide.Check("vllm")),  # a full sync: its PostSync took the hop
+    (hookless(OPENED.sha), steps.Continue(steps.Advance("vllm", "candle"), OPENED.sha)),
+    (hookless(OPENED.sha, selective=False), steps.Check("vllm")),  # a full sync: its PostSync took the hop
     # a Terminate: no hop here, a person's call; the live backend's check (the gap's alert) comes first, then this
-    (hookless(OPENED.sha, phase="Failed", selective=False), decide.Check("vllm", decide.Stalled(
+    (hookless(OPENED.sha, phase="Failed", selective=False), steps.Check("vllm", steps.Stalled(
         f"ArgoCD's sync of {OPENED.sha[:12]} ended Failed: no message; ArgoCD does not sync a revision it failed "
         f"again by itself", OPENED.sha, "restore candle"))),
-    (hookless("ab" * 20), decide.Check("vllm")),  # a person's commit synced so: the audit starts no cutover
-    (hookless(FREED.sha), decide.Check("vllm")),  # an older commit of ours: the newer one is ArgoCD's next
+    (hookless("ab" * 20), steps.Check("vllm")),  # a person's commit synced so: the audit starts no cutover
+    (hookless(FREED.sha), steps.Check("vllm")),  # an older commit of ours: the newer one is ArgoCD's next
 ], ids=["selective", "full-sync", "terminated", "not-ours", "older"])
 def test_the_audit_takes_the_hop_after_one_argocd_synced_without_hooks(application: ApplicationView,
-                                                                       expected: decide.Step) -> None:
+                                                                       expected: steps.Step) -> None:
     older = dataclasses.replace(FREED, date=NOW - timedelta(minutes=1))
     seen = dataclasses.replace(IN_THE_GAP, application=application)
     if application.operation_revision == FREED.sha:
         seen = dataclasses.replace(seen, workloads=handed(("vllm",), vllm=older, candle=OPENED))
-    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
+    assert audit_rules.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == expected
 
 
 def test_a_commit_no_operation_followed_for_long_is_not_waited_for() -> None:
     """A workload in another Application, or a commit that changed nothing ArgoCD renders: past the window the
     audit goes on (it is never silenced for good)."""
     seen = dataclasses.replace(GIVEN_BACK, application=synced(started=NOW - timedelta(hours=1)))
-    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW + decide.APPLY_WINDOW) == \
-        decide.Check("vllm")
+    assert audit_rules.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW + audit_rules.APPLY_WINDOW) == \
+        steps.Check("vllm")
 
 
 def test_a_failed_operation_that_runs_on_holds_back_the_way_back_and_is_said_after_the_check() -> None:
@@ -473,29 +473,29 @@ def test_a_failed_operation_that_runs_on_holds_back_the_way_back_and_is_said_aft
     ends that operation), and never for a person's failed revision once ours are applied."""
     began = NOW - timedelta(minutes=1)
     seen = dataclasses.replace(GIVEN_BACK, application=runs_on(OPENED.sha, operation_started=began))
-    assert decide.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == \
-        decide.Check("vllm", ran_on(RESTORED, OPENED.sha, "restore vllm"))
+    assert audit_rules.audit_step(seen, RECREATE, verified=SWITCHED.sha, now=NOW) == \
+        steps.Check("vllm", ran_on(RESTORED, OPENED.sha, "restore vllm"))
     after = dataclasses.replace(GIVEN_BACK, application=runs_on(OPENED.sha, operation_started=NOW))
-    assert decide.audit_step(after, RECREATE, verified=SWITCHED.sha, now=NOW) == decide.Check("vllm")
+    assert audit_rules.audit_step(after, RECREATE, verified=SWITCHED.sha, now=NOW) == steps.Check("vllm")
 
 
 def test_under_parallel_a_freed_target_is_restored_alone() -> None:
     assert decide.next_step(observed(VLLM, VLLM, workloads=handed(("candle",))), PLAN) == \
-        decide.Restore("candle", "candle")
+        steps.Restore("candle", "candle")
 
 
 def test_a_free_or_restore_commit_is_not_the_last_switch() -> None:
-    switch = cutover("vllm", "candle")
-    history = [step("vllm", "free", to="candle"), switch]
-    assert decide.last_cutover(history, PLAN) is switch and decide.commit_to(history, PLAN, "candle") is switch
-    assert decide.last_step(history, PLAN, "vllm") is history[0] and decide.last_step(history, PLAN, "candle") is None
+    made = cutover("vllm", "candle")
+    history = [step("vllm", "free", to="candle"), made]
+    assert commits.last_cutover(history, PLAN) is made and commits.commit_to(history, PLAN, "candle") is made
+    assert commits.last_step(history, PLAN, "vllm") is history[0] and commits.last_step(history, PLAN, "candle") is None
 
 
 def test_a_sync_that_fails_while_a_gap_is_open_gives_the_card_back() -> None:
     free = step("vllm", "free", to="candle")
     gap = observed(VLLM, VLLM, workloads=handed(("vllm",), vllm=free))
-    assert decide.syncfail_step(gap, RECREATE) == decide.GiveBack("vllm", "candle")
-    assert decide.syncfail_step(observed(VLLM, VLLM), RECREATE) == decide.Nothing("the Service keeps its selector")
+    assert decide.syncfail_step(gap, RECREATE) == steps.GiveBack("vllm", "candle")
+    assert decide.syncfail_step(observed(VLLM, VLLM), RECREATE) == steps.Nothing("the Service keeps its selector")
 
 
 # strategy bridge: vllm → coder (the bridge) → candle, each hop decided from Git
@@ -517,47 +517,47 @@ def via(source: str, to: str, *, hold: str | None = None) -> Commit:
 
 @pytest.mark.parametrize(("seen", "options", "expected"), [
     # from a running source: switch to the bridge first, proven on the bridged names
-    (observed(VLLM, VLLM), {}, decide.Advance("vllm", "coder", bridge="coder", toward="candle")),
+    (observed(VLLM, VLLM), {}, steps.Advance("vllm", "coder", bridge="coder", toward="candle")),
     # on the bridge, not applied yet: ArgoCD's turn
-    (observed(VLLM, CODER, bridged("vllm", toward="candle")), {}, decide.AwaitApply("coder")),
+    (observed(VLLM, CODER, bridged("vllm", toward="candle")), {}, steps.AwaitApply("coder")),
     # applied: the source is drained and freed (the target restored in the same commit when Git holds it freed)
-    (observed(CODER, CODER, bridged("vllm", toward="candle")), {}, decide.Free("vllm", "candle")),
+    (observed(CODER, CODER, bridged("vllm", toward="candle")), {}, steps.Free("vllm", "candle")),
     (observed(CODER, CODER, bridged("vllm", toward="candle"), workloads=handed(("candle",))), {},
-     decide.Restore("candle", "candle", free="vllm")),
+     steps.Restore("candle", "candle", free="vllm")),
     # freed: the last hop, from the bridge to the target
     (observed(CODER, CODER, bridged("vllm", toward="candle"), workloads=handed(("vllm",))), {},
-     decide.Advance("vllm", "candle", bridge="coder")),
+     steps.Advance("vllm", "candle", bridge="coder")),
     # there: verified as any switch
-    (observed(CANDLE, CANDLE, via("vllm", "candle"), workloads=handed(("vllm",))), {}, decide.Verify("candle")),
+    (observed(CANDLE, CANDLE, via("vllm", "candle"), workloads=handed(("vllm",))), {}, steps.Verify("candle")),
     # a rollback goes back by the bridge: to it (holding nothing yet, saying where it goes) ...
     (observed(CANDLE, CANDLE, via("vllm", "candle"), workloads=handed(("vllm",))), {"to": "vllm", "hold": "vllm"},
-     decide.Advance("candle", "coder", "vllm", bridge="coder", toward="vllm")),
+     steps.Advance("candle", "coder", "vllm", bridge="coder", toward="vllm")),
     # ... and PostSync finishes it, though the plan still names candle: restore vLLM freeing candle ...
     (observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm"), workloads=handed(("vllm",))), {},
-     decide.Restore("vllm", "vllm", "vllm", free="candle")),
+     steps.Restore("vllm", "vllm", "vllm", free="candle")),
     # ... switch to it and hold there
     (observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm"), workloads=handed(("candle",))), {},
-     decide.Advance("candle", "vllm", "vllm", bridge="coder")),
+     steps.Advance("candle", "vllm", "vllm", bridge="coder")),
     (observed(VLLM, VLLM, via("candle", "vllm", hold="vllm"), workloads=handed(("candle",))), {},
-     decide.Hold("vllm", "f1a1" + "0" * 36, "cutover")),
+     steps.Hold("vllm", "f1a1" + "0" * 36, "cutover")),
     # back where the path began while it still runs: one switch, no free
     (observed(CODER, CODER, bridged("vllm", toward="candle")), {"to": "vllm", "hold": "vllm"},
-     decide.Advance("coder", "vllm", "vllm", bridge="coder")),
+     steps.Advance("coder", "vllm", "vllm", bridge="coder")),
     # the target failed after the source was freed: going back frees the target, which never served (no drain)
     (observed(CODER, CODER, bridged("vllm", toward="candle"), workloads=handed(("vllm",))),
-     {"to": "vllm", "hold": "vllm"}, decide.Restore("vllm", "vllm", "vllm", free="candle", drain=False)),
+     {"to": "vllm", "hold": "vllm"}, steps.Restore("vllm", "vllm", "vllm", free="candle", drain=False)),
     # a bridge the plan targets, or a Service on the bridge set by hand: plain switches
-    (observed(VLLM, VLLM), {"to": "coder"}, decide.Advance("vllm", "coder")),
-    (observed(CODER, CODER), {}, decide.Advance("coder", "candle")),
+    (observed(VLLM, VLLM), {"to": "coder"}, steps.Advance("vllm", "coder")),
+    (observed(CODER, CODER), {}, steps.Advance("coder", "candle")),
 ])
-def test_the_hops_through_a_bridge(seen: decide.Observed, options: dict[str, str], expected: decide.Step) -> None:
+def test_the_hops_through_a_bridge(seen: steps.Observed, options: dict[str, str], expected: steps.Step) -> None:
     assert decide.next_step(seen, BRIDGE, **options) == expected
 
 
 def test_every_step_of_a_path_names_one_cutover_and_its_own_hop() -> None:
     """One Slack thread for vllm → coder → candle, known before a step says anything; each hop told apart, so that
     the target's proof is news after the bridge's, while a re-run of a hop repeats nothing."""
-    ident = decide.cutover_id(BRIDGE, from_backend="vllm", to_backend="candle", service_uid="uid-1")
+    ident = commits.cutover_id(BRIDGE, from_backend="vllm", to_backend="candle", service_uid="uid-1")
     on_bridge = dataclasses.replace(bridged("vllm", toward="candle"), trailers=dataclasses.replace(
         bridged("vllm", toward="candle").trailers, id=ident))
     there = dataclasses.replace(via("vllm", "candle"), trailers=dataclasses.replace(via("vllm", "candle").trailers,
@@ -566,20 +566,20 @@ def test_every_step_of_a_path_names_one_cutover_and_its_own_hop() -> None:
             observed(CODER, CODER, on_bridge, workloads=handed(("candle",))),
             observed(CODER, CODER, on_bridge, workloads=handed(("vllm",))),
             observed(CANDLE, CANDLE, there, workloads=handed(("vllm",)))]
-    steps = [decide.next_step(seen, BRIDGE) for seen in path]
-    assert {decide.thread(seen, BRIDGE, each) for seen, each in zip(path, steps, strict=True)} == {ident}
-    assert [decide.hop(each) for each in steps] == ["coder", "coder", "free vllm", "restore candle", "candle",
+    taken = [decide.next_step(seen, BRIDGE) for seen in path]
+    assert {decide.thread(seen, BRIDGE, each) for seen, each in zip(path, taken, strict=True)} == {ident}
+    assert [decide.hop(each) for each in taken] == ["coder", "coder", "free vllm", "restore candle", "candle",
                                                     "candle"]
     assert decide.thread(observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), PLAN,
-                         decide.Hold("vllm", "c0ffee", "cutover")) is None  # no cutover at work
+                         steps.Hold("vllm", "c0ffee", "cutover")) is None  # no cutover at work
 
 
 def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged_path_alone() -> None:
     assert decide.rollback_to(observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm")), BRIDGE) == "vllm"
     assert decide.rollback_to(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE) == "vllm"
     assert decide.rollback_to(observed(CANDLE, CANDLE, via("vllm", "candle")), BRIDGE) == "vllm"
-    assert isinstance(decide.audit_step(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE,
-                                        verified=None, now=NOW), decide.Nothing)
+    assert isinstance(audit_rules.audit_step(observed(CODER, CODER, bridged("vllm", toward="candle")), BRIDGE,
+                                        verified=None, now=NOW), steps.Nothing)
     # no gap under bridge: the bridge serves while the source is freed
     free = step("vllm", "free", to="candle")
     # ... and a free whose sync failed is no hop under way: the bridge is checked, then the stall said
@@ -589,14 +589,14 @@ def test_a_rollback_stopped_on_the_bridge_is_finished_and_audit_leaves_a_bridged
     # (the Lease holds no bridge hop as verified: its PostSync checked it on the bridged names, which the audit's
     # verification on every served name would fail, rolling back a bridge that carries what it should)
     for verified in (hop.sha, None):
-        assert decide.audit_step(stuck, BRIDGE, verified=verified, now=NOW) == decide.Check("coder", decide.Stalled(
+        assert audit_rules.audit_step(stuck, BRIDGE, verified=verified, now=NOW) == steps.Check("coder", steps.Stalled(
             f"ArgoCD's sync of {free.sha[:12]} ended Error: ComparisonError: context deadline exceeded; ArgoCD does "
             f"not sync a revision it failed again by itself", free.sha, "free vllm"))
     # ... and one whose operation runs on (the tier's: a policy refused the free, the target waits for the card)
     running = dataclasses.replace(stuck, application=runs_on(free.sha))
-    assert decide.audit_step(running, BRIDGE, verified=None, now=NOW) == \
-        decide.Check("coder", ran_on(freed, step="free vllm"))
-    assert decide.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,
+    assert audit_rules.audit_step(running, BRIDGE, verified=None, now=NOW) == \
+        steps.Check("coder", ran_on(freed, step="free vllm"))
+    assert hops.gap_opened(observed(CODER, CODER, workloads=handed(("vllm",), vllm=free)), BRIDGE,
                              source="vllm", to="candle") is None
 
 
@@ -605,10 +605,10 @@ def test_a_rollback_that_restored_its_backend_switches_back_next() -> None:
     switches back with the hold instead of verifying candle again."""
     restored = step("vllm", "restore", to="vllm", hold="vllm", at=NOW + timedelta(minutes=1))
     seen = observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(("candle",), vllm=restored))
-    assert decide.next_step(seen, RECREATE) == decide.Advance("candle", "vllm", "vllm")
+    assert decide.next_step(seen, RECREATE) == steps.Advance("candle", "vllm", "vllm")
     older = step("vllm", "restore", to="vllm", hold="vllm", at=NOW - timedelta(minutes=1))
     assert decide.next_step(observed(CANDLE, CANDLE, cutover("vllm", "candle"), workloads=handed(vllm=older)),
-                            RECREATE) == decide.Verify("candle")  # a switch made since: over
+                            RECREATE) == steps.Verify("candle")  # a switch made since: over
 
 
 # handoff.retire: the backend a verified switch left, freed `after` later
@@ -617,7 +617,7 @@ SWITCH = cutover("vllm", "candle")
 
 
 @pytest.mark.parametrize(("seen", "verified", "now", "expected"), [
-    (observed(CANDLE, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(hours=1), decide.Free("vllm", "candle")),
+    (observed(CANDLE, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(hours=1), steps.Free("vllm", "candle")),
     (observed(CANDLE, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(minutes=59), None),  # not yet
     (observed(CANDLE, CANDLE, SWITCH), None, NOW + timedelta(hours=2), None),  # never verified
     (observed(VLLM, CANDLE, SWITCH), SWITCH.sha, NOW + timedelta(hours=2), None),  # not applied (any more)
@@ -630,7 +630,7 @@ SWITCH = cutover("vllm", "candle")
     (observed(VLLM, VLLM, cutover("candle", "vllm", hold="vllm")), "c0ffee" + "0" * 34, NOW + timedelta(hours=2),
      None),
 ])
-def test_retire_step(seen: decide.Observed, verified: str | None, now: datetime,
-                     expected: decide.Free | None) -> None:
-    assert decide.retire_step(seen, RETIRE, verified=verified, now=now) == expected
-    assert decide.retire_step(seen, RECREATE, verified=verified, now=now) is None  # retire is off by default
+def test_retire_step(seen: steps.Observed, verified: str | None, now: datetime,
+                     expected: steps.Free | None) -> None:
+    assert hops.retire_step(seen, RETIRE, verified=verified, now=now) == expected
+    assert hops.retire_step(seen, RECREATE, verified=verified, now=now) is None  # retire is off by default

@@ -1,5 +1,5 @@
 """docs/guarantees.md #1, #2 and #5 under random histories: a hypothesis state machine drives the decision core the way
-the phases compose it (`decide.next_step` on what a PostSync observes, `decide.git_step` on the writer's read,
+the phases compose it (`decide.next_step` on what a PostSync observes, `switch.git_step` on the writer's read,
 `gate.judge` on the pods the selector picks right before the write, the edit with its guard) while pods turn
 Ready and unready, engines lose and regain names, people commit, Jobs are killed and re-run and ArgoCD syncs.
 After every step an oracle that keeps its own record of the world checks every commit in the history."""
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from cutover import plan
-from cutover.core import decide, gate
+from cutover.core import decide, gate, steps, switch
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit as GitCommit
 from cutover.core.views import PodView, ServiceView
@@ -177,7 +177,7 @@ class Cutover(RuleBasedStateMachine):
         before the write (phases._before_write). `gap` seconds pass between the proof and the write (the CAS
         loop, a slow host); with `flip`, a pod's readiness changes in that gap."""
         assert self.job is not None
-        if not isinstance(decide.next_step(self._observed(), self.plan), decide.Advance):
+        if not isinstance(decide.next_step(self._observed(), self.plan), steps.Advance):
             self.job = None  # Git at the target already: verify or wait for ArgoCD, never commit
             return
         self.time_passes(gap)
@@ -185,8 +185,8 @@ class Cutover(RuleBasedStateMachine):
             pod = self.pods[sorted(self.pods)[flip % len(self.pods)]]
             pod.ready = not pod.ready
         target = self.backends["candle"]
-        step = decide.git_step(selector(self.text), target=target, known=[self.backends["vllm"]])
-        if step is not decide.GitStep.WRITE:  # already there, or someone else's selector: no commit
+        step = switch.git_step(selector(self.text), target=target, known=[self.backends["vllm"]])
+        if step is not switch.GitStep.WRITE:  # already there, or someone else's selector: no commit
             self.job = None
             return
         for attempt in range(2):
@@ -235,13 +235,13 @@ class Cutover(RuleBasedStateMachine):
 
     # --- helpers ----------------------------------------------------------------------------------------------
 
-    def _observed(self) -> decide.Observed:
+    def _observed(self) -> steps.Observed:
         """What a PostSync reads: the live Service, Git's selector, the last cutover commit's trailers."""
         live = ServiceView("llm-serving", "reasoning-long-predictor", "uid-1", "10.96.0.1", self.live, ())
         ours = [commit for commit in self.history if commit.by == "cutover"]
         last = GitCommit("c" * 40, "cutover", "cutover", None, Trailers(id="i", source="vllm", to="candle",
                                                                          plan=PLAN.name)) if ours else None
-        return decide.Observed(live, selector(self.text), last)
+        return steps.Observed(live, selector(self.text), last)
 
     def _selected(self) -> list[Pod]:
         target = self.backends["candle"]

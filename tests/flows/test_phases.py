@@ -15,8 +15,9 @@ import pytest
 import argocd_observed
 from conftest import GIT_TOKEN
 from cutover import plan
-from cutover.core import decide, milestones
+from cutover.core import commits, milestones
 from cutover.core.repository import Author
+from cutover.core.switch import switch_problems
 from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
@@ -129,8 +130,8 @@ def test_backend_of() -> None:
     world = World.__new__(World)
     world.port = 8080
     (the_plan,) = plan.parse(world.plan_text())
-    assert decide.backend_of(the_plan, BACKENDS["candle"]["labels"]) == "candle"
-    assert decide.backend_of(the_plan, {"app": "other"}) is None
+    assert commits.backend_of(the_plan, BACKENDS["candle"]["labels"]) == "candle"
+    assert commits.backend_of(the_plan, {"app": "other"}) is None
 
 
 # --- postsync ---------------------------------------------------------------------------------------------
@@ -352,7 +353,7 @@ def test_switch_problems(trailers: Trailers, ready: set[str], serving: set[str],
     from cutover.core.views import ServiceView
 
     live = ServiceView("llm-serving", "s", "u1", "10.0.0.1", {}, ())
-    problems = decide.switch_problems(trailers, live, ready=ready, serving=serving).messages()
+    problems = switch_problems(trailers, live, ready=ready, serving=serving).messages()
     assert len(problems) == len(words) and all(w in p for w, p in zip(words, problems, strict=True))
 
 
@@ -499,7 +500,7 @@ def test_previous_backend(now: str, trailers: Trailers | None, previous: str) ->
     from cutover.core.views import Commit
 
     last = Commit("abc", "t", "a", None, trailers) if trailers else None
-    assert decide.previous_backend(the_plan, now, last) == previous
+    assert commits.previous_backend(the_plan, now, last) == previous
 
 
 async def test_a_failed_verification_rolls_back_when_configured_and_exits_6(

@@ -10,7 +10,7 @@ import functools
 
 import structlog
 
-from cutover.core import decide, gate, milestones
+from cutover.core import commits, gate, hops, milestones, steps
 from cutover.core.results import Advanced, Freed, Proven, Restored, WouldAdvance
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
@@ -43,7 +43,7 @@ def _refuse_foreign(found: tuple[tuple[str, str], ...], target: str) -> None:
             hint=f"make the {target} selector pick only its own pods (add a distinguishing label)")
 
 
-async def advance(run: Run, observed: decide.Observed, seen: writeback.Seen | None, step: decide.Advance) -> Advanced:
+async def advance(run: Run, observed: steps.Observed, seen: writeback.Seen | None, step: steps.Advance) -> Advanced:
     """Hold the Lease, wait and prove `step.to`, commit its selector, ask for a refresh. Never frees a backend:
     what a rollback and SyncFail use to go back to what still runs."""
     result = await hop(run, observed, seen, step, may_free=False)
@@ -51,17 +51,17 @@ async def advance(run: Run, observed: decide.Observed, seen: writeback.Seen | No
     return result
 
 
-async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, step: decide.Advance, *,
+async def hop(run: Run, observed: steps.Observed, seen: writeback.Seen | None, step: steps.Advance, *,
               may_free: bool = True) -> Advanced | Freed:
     """`advance`, as one hop of a handoff (docs/capacity.md): where the target fits only once the source is gone and
-    the strategy frees it (`decide.on_capacity_held`), the source is drained and freed instead (the next hop waits);
-    while a gap is open (`decide.gap_opened`) the wait is bounded by what is left of handoff.maxGap, and a target
+    the strategy frees it (`hops.on_capacity_held`), the source is drained and freed instead (the next hop waits);
+    while a gap is open (`hops.gap_opened`) the wait is bounded by what is left of handoff.maxGap, and a target
     not proven in it restores the source (`handoff.gap_failed`)."""
     plan, live = run.plan, observed.live
     proving = plan.for_bridge() if step.toward is not None else plan  # the hop to a bridge: its names only
     log.info(milestones.BRIDGING if step.toward else milestones.STARTED, source=step.source, to=step.to,
              toward=step.toward, dry_run=run.dry_run)
-    opened = decide.gap_opened(observed, plan, source=step.source, to=step.to)
+    opened = hops.gap_opened(observed, plan, source=step.source, to=step.to)
     deadline = _gap_deadline(run, opened)
     freed_source = opened is not None or (step.bridge is not None and step.source in observed.workloads.freed)
     async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
@@ -74,7 +74,7 @@ async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, 
                 budget=None if deadline is None else deadline - run.clock.monotonic())]
             await no_foreign_pods(run, step.to)
         except CutoverError as exc:
-            free = decide.on_capacity_held(observed, plan, source=step.source, to=step.to) \
+            free = hops.on_capacity_held(observed, plan, source=step.source, to=step.to) \
                 if may_free and exc.cause == "capacity_held_by_source" else None
             if free is not None:
                 freed = await handoff.free(run, observed, free, before_write=confirm)
@@ -85,7 +85,7 @@ async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, 
                 _bridge_serves(run, observed, step, exc)
                 raise
         else:
-            ident = decide.cutover_id(plan, from_backend=step.source, to_backend=step.toward or step.to,
+            ident = commits.cutover_id(plan, from_backend=step.source, to_backend=step.toward or step.to,
                                       service_uid=live.uid)
             structlog.contextvars.bind_contextvars(cutover_id=ident)  # one Slack thread per cutover, bridge or not
             trailers = Trailers(id=ident, source=step.source, to=step.to, plan=plan.name,
@@ -103,7 +103,7 @@ async def hop(run: Run, observed: decide.Observed, seen: writeback.Seen | None, 
     return Advanced(step.source, step.to, result.committed, result.sha, result.url, ident, step.toward)
 
 
-async def _committed(run: Run, observed: decide.Observed, step: decide.Advance, sha: str) -> None:
+async def _committed(run: Run, observed: steps.Observed, step: steps.Advance, sha: str) -> None:
     via = f" toward {step.toward}" if step.toward else f" (bridged by {step.bridge})" if step.bridge else ""
     reason = "CutoverRolledBack" if step.hold and step.hold == step.to else \
         "CutoverBridged" if step.toward else "CutoverCommitted"
@@ -115,7 +115,7 @@ async def _committed(run: Run, observed: decide.Observed, step: decide.Advance, 
         log.info(milestones.ROLLED_BACK, source=step.source, to=step.to, commit=sha, hold=step.hold)
 
 
-def _bridge_serves(run: Run, observed: decide.Observed, step: decide.Advance, exc: CutoverError) -> None:
+def _bridge_serves(run: Run, observed: steps.Observed, step: steps.Advance, exc: CutoverError) -> None:
     """The last hop of a bridged path failed: nothing is rolled back, since the bridge serves the bridged names and
     the source is freed; say so, and how to go back."""
     if step.bridge is None or step.toward is not None or step.source not in observed.workloads.freed:
@@ -137,7 +137,7 @@ def _gap_deadline(run: Run, opened: Commit | None) -> float | None:
     return run.clock.monotonic() + max_gap - max(0.0, spent)
 
 
-async def make_room(run: Run, observed: decide.Observed, step: decide.Restore | decide.Free) -> Restored | Freed:
+async def make_room(run: Run, observed: steps.Observed, step: steps.Restore | steps.Free) -> Restored | Freed:
     """A hop of a handoff that is no switch, under the Service's Lease, then a refresh: ArgoCD applies it in one
     sync. `Restore`: a freed backend's workload written back (the backend it replaces drained and freed first, in
     the same commit, when the strategy frees it); `Free`: a backend drained and freed (strategy bridge, once the
@@ -146,12 +146,12 @@ async def make_room(run: Run, observed: decide.Observed, step: decide.Restore | 
     async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                           me=run.identity, now=run.clock.now) as held:
         confirm = functools.partial(lease.confirm, run.cluster, held)
-        if isinstance(step, decide.Free):
+        if isinstance(step, steps.Free):
             done: Restored | Freed = await handoff.free(run, observed, step, before_write=confirm,
                                                         serving=step.serving)
         else:
             if step.free is not None:
-                await handoff.free(run, observed, decide.Free(step.free, step.to), before_write=confirm,
+                await handoff.free(run, observed, steps.Free(step.free, step.to), before_write=confirm,
                                    serving=step.drain)
             done = await handoff.restore(run, observed, step, before_write=confirm)
     await sync.refresh(run)
@@ -176,16 +176,16 @@ async def _before_write(run: Run, held: lease.Held, to: str, proofs: list[Proven
         proofs.append(await prove_backend(run.cluster, plan, plan.backend(to), wait=False))
 
 
-async def would_make_room(run: Run, step: decide.Restore | decide.Free) -> Restored | Freed:
+async def would_make_room(run: Run, step: steps.Restore | steps.Free) -> Restored | Freed:
     """--dry-run of a restore or a free: said, nothing written."""
-    if isinstance(step, decide.Free):
+    if isinstance(step, steps.Free):
         log.info("cutover.dry_run", free=step.backend, to=step.to)
         return Freed(step.backend, step.to, False, "", None, {}, dry_run=True)
     log.info("cutover.dry_run", restore=step.backend, free=step.free, to=step.to)
     return Restored(step.backend, step.to, False, "", None, None, dry_run=True)
 
 
-async def would_advance(run: Run, seen: writeback.Seen, step: decide.Advance) -> WouldAdvance:
+async def would_advance(run: Run, seen: writeback.Seen, step: steps.Advance) -> WouldAdvance:
     """--dry-run: the proof (not waiting) and the exact diff; nothing written anywhere."""
     plan = run.plan
     log.info(milestones.BRIDGING if step.toward else milestones.STARTED, source=step.source, to=step.to,

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from cutover import sources
-from cutover.core import deadline, decide
+from cutover.core import commits, deadline, decide, hops, steps
 from cutover.core.clock import Clock
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
@@ -62,7 +62,7 @@ async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -
         verdict = await judge_capacity(cluster, plan, plan.backends[plan.target], pending, targets=target_pods,
                                        service=service)
         backends[plan.target]["capacity"] = {**verdict.as_data(), "summary": verdict.summary()}
-    live = decide.backend_of(plan, service.selector)
+    live = commits.backend_of(plan, service.selector)
     state = {"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
                          "ports": [port.port for port in service.ports]},
              "selector": selector_text(service.selector), "liveBackend": live, "target": plan.target,
@@ -145,8 +145,8 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
         name: {"step": commit.trailers.step, "commit": commit.sha, "to": commit.trailers.to,
                "hold": commit.trailers.hold, "at": commit.date.isoformat() if commit.date else None}
         for name, commit in workloads.steps.items()}}
-    serving = decide.backend_of(plan, live.selector)
-    opened = decide.gap_commit(workloads, source=serving, to=plan.target)
+    serving = commits.backend_of(plan, live.selector)
+    opened = hops.gap_commit(workloads, source=serving, to=plan.target)
     if opened is not None and opened.date is not None and plan.handoff.strategy != "bridge":
         spent = (Clock().now() - opened.date).total_seconds()
         state["gap"] = {"source": serving, "openedBy": opened.sha, "seconds": round(spent),
@@ -156,9 +156,9 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
     except CutoverError as exc:
         state["next"] = f"not known: {exc.message}"
         return state
-    state["git"] = decide.backend_of(plan, observed.in_git) or selector_text(observed.in_git)
-    hop = decide.bridge_hop(observed.last, plan)
-    if hop is not None and decide.backend_of(plan, observed.in_git) == plan.handoff.bridge:
+    state["git"] = commits.backend_of(plan, observed.in_git) or selector_text(observed.in_git)
+    hop = commits.bridge_hop(observed.last, plan)
+    if hop is not None and commits.backend_of(plan, observed.in_git) == plan.handoff.bridge:
         state["bridge"] = {"backend": plan.handoff.bridge, "toward": hop.trailers.toward, "commit": hop.sha,
                            "hold": hop.trailers.hold}
     state["next"] = next_hop(decide.next_step(observed, plan), plan)
@@ -168,50 +168,50 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
     return state
 
 
-async def _retiring(cluster: Cluster, plan: Plan, observed: decide.Observed) -> dict[str, Any] | None:
+async def _retiring(cluster: Cluster, plan: Plan, observed: steps.Observed) -> dict[str, Any] | None:
     """handoff.retire: the backend the verified switch left, and when the next run after that retires it."""
     if plan.handoff.retire_after is None or observed.last is None:
         return None
     notes = await lease.notes(cluster, namespace=plan.service.namespace, service=plan.service.name)
-    step = decide.retiring(observed, plan, verified=notes.get(lease.VERIFIED))
+    step = hops.retiring(observed, plan, verified=notes.get(lease.VERIFIED))
     if step is None:
         return None
-    return {"backend": step.backend, "at": decide.retire_at(observed.last, plan).isoformat()}
+    return {"backend": step.backend, "at": hops.retire_at(observed.last, plan).isoformat()}
 
 
-async def _observed(plan: Plan, host: GitHost, live: ServiceView, workloads: decide.Workloads) -> decide.Observed:
+async def _observed(plan: Plan, host: GitHost, live: ServiceView, workloads: steps.Workloads) -> steps.Observed:
     """What a PostSync would read (`phases.observe`), for the hop it would take next."""
     version = await host.read(plan.git.path)
     in_git = await sources.for_plan(plan, host=host).selector(version, ref=None, where=plan.git.path)
-    last = decide.last_cutover(await writeback.history(host, plan), plan)
-    return decide.Observed(live, in_git, last, workloads=workloads)
+    last = commits.last_cutover(await writeback.history(host, plan), plan)
+    return steps.Observed(live, in_git, last, workloads=workloads)
 
 
-def next_hop(step: decide.Step, plan: Plan) -> str:
+def next_hop(step: steps.Step, plan: Plan) -> str:
     """What the next PostSync would do, in words (docs/capacity.md)."""
     said = type(step).__name__
     match step:
-        case decide.Advance(to=to, toward=toward) if toward is not None:
+        case steps.Advance(to=to, toward=toward) if toward is not None:
             said = f"switch to the bridge {to} (proven on {', '.join(plan.handoff.bridge_names)}), toward {toward}"
-        case decide.Advance(to=to, bridge=bridge) if bridge is not None:
+        case steps.Advance(to=to, bridge=bridge) if bridge is not None:
             said = f"wait for {to}, prove it and switch from the bridge {bridge} to it"
-        case decide.Advance(to=to):
+        case steps.Advance(to=to):
             said = f"wait for {to}, prove it and switch to it"
-        case decide.Restore(backend=backend, free=free):
+        case steps.Restore(backend=backend, free=free):
             said = f"restore {backend}" + (f", draining and freeing {free} in the same sync" if free else "")
-        case decide.Free(backend=backend, to=to):
+        case steps.Free(backend=backend, to=to):
             said = f"drain and free {backend} for {to}" + (
                 f", once {plan.handoff.bridge} answers through the Service" if plan.handoff.strategy == "bridge"
                 else "")
-        case decide.AwaitApply(to=to, restore=str() as restore):
+        case steps.AwaitApply(to=to, restore=str() as restore):
             said = f"ArgoCD syncs {restore[:12]}, which restores {to}"
-        case decide.AwaitApply(to=to):
+        case steps.AwaitApply(to=to):
             said = f"ArgoCD applies {to}'s selector"
-        case decide.Verify(backend=backend):
+        case steps.Verify(backend=backend):
             said = f"verify {backend} through the Service"
-        case decide.Hold(on=on, commit=commit):
+        case steps.Hold(on=on, commit=commit):
             said = f"none: held on {on} by {commit[:12]}"
-        case decide.Nothing(reason=reason):
+        case steps.Nothing(reason=reason):
             said = f"none: {reason}"
     return said
 
@@ -245,7 +245,7 @@ async def diff(plan: Plan | None, *, file: str, to: str | None, selector: str | 
     if plan is not None and document is None and selector_path is None:
         source = sources.offline(plan, checkout=LocalCheckout(Path(file), plan.git.path))
         edit = await source.edit(FileVersion(text, "local"), wanted, where=file)
-        if plan.git.source == "manifest" and decide.backend_of(plan, dict(edit.old)) is None:
+        if plan.git.source == "manifest" and commits.backend_of(plan, dict(edit.old)) is None:
             # a patch from what no backend names: the wrong file, or a plan whose selectors are not the file's
             log.warning("diff.selector_unknown", file=file, selector=selector_text(edit.old),
                         hint=f"the file's selector is no backend's of the plan: check that --file is the Service the "

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from cutover.core import decide, milestones
+from cutover.core import commits, hops, milestones, steps
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Freed, Restored
 from cutover.core.trailers import Trailers
@@ -34,17 +34,17 @@ log = structlog.get_logger("cutover")
 WORKLOAD_HISTORY = 20  # commits of a workload's file read back for its newest free or restore
 
 
-async def workloads(run: Run, seen: writeback.Seen) -> decide.Workloads:
+async def workloads(run: Run, seen: writeback.Seen) -> steps.Workloads:
     """Which backends Git holds freed, and the newest free or restore commit of each: one read of each workload
     file (the Service's file as the phase read it) and of its recent history. Nothing when no backend names a
     workload."""
     return await read_workloads(run.host, run.plan, {run.plan.git.path: seen.version.content})
 
 
-async def read_workloads(host: GitHost, plan: Plan, texts: dict[str, str]) -> decide.Workloads:
+async def read_workloads(host: GitHost, plan: Plan, texts: dict[str, str]) -> steps.Workloads:
     """`workloads`, on a Git host; `texts` are files read already, by path."""
     texts, histories = dict(texts), {}
-    freed, steps = set(), {}
+    freed, newest = set(), {}
     for name, backend in plan.backends.items():
         if backend.workload is None:
             continue
@@ -55,13 +55,13 @@ async def read_workloads(host: GitHost, plan: Plan, texts: dict[str, str]) -> de
             freed.add(name)
         if where.path not in histories:
             histories[where.path] = await host.history(where.path, limit=WORKLOAD_HISTORY)
-        step = decide.last_step(histories[where.path], plan, name)
+        step = commits.last_step(histories[where.path], plan, name)
         if step is not None:
-            steps[name] = step
-    return decide.Workloads(frozenset(freed), steps)
+            newest[name] = step
+    return steps.Workloads(frozenset(freed), newest)
 
 
-async def free(run: Run, observed: decide.Observed, step: decide.Free, *,
+async def free(run: Run, observed: steps.Observed, step: steps.Free, *,
                before_write: Callable[[], Awaitable[None]], serving: bool = True) -> Freed:
     """Drain `step.backend` (its in-flight requests to 0, bounded by handoff.drainTimeout), then free its workload
     by a commit (`Cutover-Step: free`, the value it held in `Cutover-Previous`). A backend that never served
@@ -92,7 +92,7 @@ async def free(run: Run, observed: decide.Observed, step: decide.Free, *,
     return Freed(step.backend, step.to, result.committed, result.sha, result.url, measured)
 
 
-async def _drain(run: Run, step: decide.Free) -> drain.Drained:
+async def _drain(run: Run, step: steps.Free) -> drain.Drained:
     plan = run.plan
     backend = plan.backends[step.backend]
     pods, _ = await run.cluster.pods(plan.service.namespace, backend.selector)
@@ -102,7 +102,7 @@ async def _drain(run: Run, step: decide.Free) -> drain.Drained:
         return await drain.drain_backend(client, backend, pods, within=plan.handoff.drain_timeout)
 
 
-async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
+async def restore(run: Run, observed: steps.Observed, step: steps.Restore, *,
                   before_write: Callable[[], Awaitable[None]] | None = None) -> Restored:
     """Write back exactly what `step.backend`'s workload held before its free (from that commit's trailers)."""
     plan = run.plan
@@ -131,7 +131,7 @@ async def restore(run: Run, observed: decide.Observed, step: decide.Restore, *,
                     None if previous == freeing.ABSENT else previous)
 
 
-async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failure: CutoverError, *, source: str,
+async def gap_failed(run: Run, observed: steps.Observed, opened: Commit, failure: CutoverError, *, source: str,
                      to: str, deadline: float, before_write: Callable[[], Awaitable[None]]) -> CutoverError:
     """The target failed while the gap was open: free the target (its pods hold the card the source needs back),
     restore the source, hold the Service on it, ask ArgoCD to refresh. maxGap spent is `gap_exceeded` (exit 6); any
@@ -157,12 +157,12 @@ async def gap_failed(run: Run, observed: decide.Observed, opened: Commit, failur
                               "changes")
 
 
-async def give_back(run: Run, observed: decide.Observed, *, source: str, to: str,
+async def give_back(run: Run, observed: steps.Observed, *, source: str, to: str,
                     before_write: Callable[[], Awaitable[None]]) -> Restored:
     """The card back to the source: the target freed (it never served: not drained), the source restored with a
     hold on it, ArgoCD asked to refresh."""
-    await free(run, observed, decide.Free(to, source), before_write=before_write, serving=False)
-    back = await restore(run, observed, decide.Restore(source, to, hold=source), before_write=before_write)
+    await free(run, observed, steps.Free(to, source), before_write=before_write, serving=False)
+    back = await restore(run, observed, steps.Restore(source, to, hold=source), before_write=before_write)
     await sync.refresh(run)
     return back
 
@@ -184,11 +184,11 @@ def _render_check(run: Run, backend: str, where: freeing.Freeing, *,
     return check
 
 
-def _trailers(run: Run, observed: decide.Observed, backend: str, *, to: str, step: str,
+def _trailers(run: Run, observed: steps.Observed, backend: str, *, to: str, step: str,
               hold: str | None = None) -> Trailers:
     plan, live = run.plan, observed.live
-    source = decide.path_source(observed, plan)
-    ident = decide.cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
+    source = hops.path_source(observed, plan)
+    ident = commits.cutover_id(plan, from_backend=source, to_backend=to, service_uid=live.uid)
     if "cutover_id" not in structlog.contextvars.get_contextvars():  # a hop of its own: its cutover's Slack thread
         structlog.contextvars.bind_contextvars(cutover_id=ident)
     return Trailers(id=ident, source=source, to=to, plan=plan.name, step=step, backend=backend, hold=hold)

@@ -19,7 +19,7 @@ from typing import NoReturn
 import structlog
 
 from cutover.argocd import operation
-from cutover.core import decide, milestones
+from cutover.core import audit_rules, commits, decide, hops, milestones, steps
 from cutover.core.results import (
     Advanced,
     Audited,
@@ -48,7 +48,7 @@ from cutover.sources.manifest import ManifestSource
 log = structlog.get_logger("cutover")
 
 
-async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
+async def observe(run: Run) -> tuple[steps.Observed, writeback.Seen]:
     """The live Service, the file in Git and its history: one read each."""
     plan = run.plan
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
@@ -57,7 +57,7 @@ async def observe(run: Run) -> tuple[decide.Observed, writeback.Seen]:
     in_git = await run.source.selector(version, ref=None, where=plan.git.path)
     seen = writeback.Seen(version, history, in_git)
     workloads = await handoff.workloads(run, seen)
-    return decide.Observed(live, in_git, decide.last_cutover(history, plan), workloads=workloads), seen
+    return steps.Observed(live, in_git, commits.last_cutover(history, plan), workloads=workloads), seen
 
 
 # --- presync ---------------------------------------------------------------------------------------------------
@@ -77,16 +77,16 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
     shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)
     hydrated = app is not None and app.hydrator is not None  # the plan's source renders the dry side only
-    if not hydrated and (isinstance(step, decide.Gate) or plan.handoff.strategy != "parallel"):
+    if not hydrated and (isinstance(step, steps.Gate) or plan.handoff.strategy != "parallel"):
         await sync.say_order(run, ref=ref)  # a switch, or a handoff whose every hop is a sync
-    if isinstance(step, decide.Nothing):
+    if isinstance(step, steps.Nothing):
         if step.reason == "no_change":
             log.info("presync.no_change", revision=shown)
             return Gated(shown, changed=False)
         log.warning("presync.unknown_selector", revision=shown, selector=dict(wanted),
                     hint="the selector in Git is no backend of the plan: not ours to gate")
         return Gated(shown, changed=True)
-    leaving = decide.backend_of(plan, live.selector)
+    leaving = commits.backend_of(plan, live.selector)
     log.info("presync.gating", revision=shown, to=step.backend, live=leaving)
     bridging = step.backend == plan.handoff.bridge  # its names only (docs/capacity.md)
     proven = await prove_backend(run.cluster, plan.for_bridge() if bridging else plan, plan.backend(step.backend),
@@ -147,32 +147,32 @@ async def postsync(run: Run) -> Result:
         observed = dataclasses.replace(observed, application=await sync.application(run))
     step = decide.next_step(observed, run.plan)
     _in_thread(observed, run.plan, step)
-    if isinstance(step, decide.Hold):
+    if isinstance(step, steps.Hold):
         log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
         return Held(step.on, step.commit, step.author)
-    if isinstance(step, (decide.Restore, decide.Free, decide.Advance)):
+    if isinstance(step, (steps.Restore, steps.Free, steps.Advance)):
         return await _take(run, observed, seen, step)
-    if isinstance(step, decide.AwaitApply) and step.restore is not None:
+    if isinstance(step, steps.AwaitApply) and step.restore is not None:
         syncing = observed.application.operation_revision if observed.application else None
         log.info("handoff.restore_unsynced", backend=step.to, restore=step.restore[:12],
                  syncing=(syncing or "")[:12], hint="ArgoCD syncs the restore when this sync ends, or at its next "
                                                     "look; that sync's PostSync waits for the pods and switches")
         await sync.refresh(run)
         return Awaiting(step.to, restore=step.restore, syncing=syncing)
-    if isinstance(step, decide.AwaitApply):
+    if isinstance(step, steps.AwaitApply):
         await sync.refresh(run)
         return Awaiting(step.to)
-    assert isinstance(step, decide.Verify)
+    assert isinstance(step, steps.Verify)
     verified = await _verified(run, observed, seen, backend=step.backend)
     log.info(milestones.COMPLETED, to=step.backend, commit=observed.last.sha[:12] if observed.last else None)
     return verified
 
 
-async def _take(run: Run, observed: decide.Observed, seen: writeback.Seen,
-                step: decide.Restore | decide.Free | decide.Advance) -> Restored | Freed | Advanced | WouldAdvance:
+async def _take(run: Run, observed: steps.Observed, seen: writeback.Seen,
+                step: steps.Restore | steps.Free | steps.Advance) -> Restored | Freed | Advanced | WouldAdvance:
     """One hop of a handoff, or the switch: PostSync's, or the audit's when ArgoCD synced the last hop without
     running its hooks."""
-    if isinstance(step, decide.Advance):
+    if isinstance(step, steps.Advance):
         return await (advance.would_advance(run, seen, step) if run.dry_run else
                       advance.hop(run, observed, seen, step))
     if run.dry_run:
@@ -181,7 +181,7 @@ async def _take(run: Run, observed: decide.Observed, seen: writeback.Seen,
     return await advance.make_room(run, observed, step)
 
 
-def _in_thread(observed: decide.Observed, plan: Plan, step: decide.Step) -> None:
+def _in_thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> None:
     """Every event from here on names the step's cutover (`decide.thread`) and hop: its Slack thread from the first
     word, not from its commit on, and what a re-run of the hop would say again."""
     ident = decide.thread(observed, plan, step)
@@ -189,7 +189,7 @@ def _in_thread(observed: decide.Observed, plan: Plan, step: decide.Step) -> None
         structlog.contextvars.bind_contextvars(cutover_id=ident, hop=decide.hop(step))
 
 
-async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | None, *, backend: str,
+async def _verified(run: Run, observed: steps.Observed, seen: writeback.Seen | None, *, backend: str,
                     to: str | None = None, hold: str | None = None) -> Verified:
     """The switch checked through the Service; on failure, the rollback `decide` asks for (the outcome stays
     exit 6)."""
@@ -198,7 +198,7 @@ async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | 
         verified = await verification.verify(run, observed.live, trailers, backend)
     except VerificationFailed as failure:
         step = decide.next_step(dataclasses.replace(observed, verification_failed=True), run.plan, to=to, hold=hold)
-        if not isinstance(step, decide.RollBack):
+        if not isinstance(step, steps.RollBack):
             raise
         raise await _roll_back_after(run, failure, observed, seen, source=backend, to=step.to) from failure
     if observed.last is not None and not run.dry_run:  # for `cutover audit`: this switch needs no second look
@@ -210,19 +210,19 @@ async def _verified(run: Run, observed: decide.Observed, seen: writeback.Seen | 
     return verified
 
 
-def _retire_note(run: Run, observed: decide.Observed) -> dict[str, str]:
+def _retire_note(run: Run, observed: steps.Observed) -> dict[str, str]:
     """handoff.retire: when the backend this switch left will be retired, kept beside the verification on the
-    Lease (the deadline itself is the switch's date in Git: `decide.retire_at`)."""
+    Lease (the deadline itself is the switch's date in Git: `hops.retire_at`)."""
     last = observed.last
-    if last is None or decide.retiring(observed, run.plan, verified=last.sha) is None:
+    if last is None or hops.retiring(observed, run.plan, verified=last.sha) is None:
         return {}
-    return {lease.RETIRE_AT: decide.retire_at(last, run.plan).isoformat()}
+    return {lease.RETIRE_AT: hops.retire_at(last, run.plan).isoformat()}
 
 
-async def _retire_if_due(run: Run, observed: decide.Observed, *, verified: str | None) -> Freed | None:
+async def _retire_if_due(run: Run, observed: steps.Observed, *, verified: str | None) -> Freed | None:
     """handoff.retire (docs/capacity.md): the backend a verified switch left, drained and freed by a commit once
     `after` has passed since the switch; whichever run comes first after that does it."""
-    step = decide.retire_step(observed, run.plan, verified=verified, now=run.clock.now())
+    step = hops.retire_step(observed, run.plan, verified=verified, now=run.clock.now())
     if step is None or run.dry_run:
         return None
     assert observed.last is not None
@@ -240,12 +240,12 @@ async def _retire_if_due(run: Run, observed: decide.Observed, *, verified: str |
     return freed
 
 
-async def _gap_closed(run: Run, observed: decide.Observed, backend: str) -> float | None:
+async def _gap_closed(run: Run, observed: steps.Observed, backend: str) -> float | None:
     """handoff.strategy recreate: the gap's length, from the free commit to this first verification of the switch
     that closed it (docs/capacity.md); said once, as `handoff.gap_closed` and an Event."""
     last = observed.last
     assert last is not None
-    opened = decide.gap_opened(observed, run.plan, source=last.trailers.source, to=backend)
+    opened = hops.gap_opened(observed, run.plan, source=last.trailers.source, to=backend)
     if opened is None or opened.date is None:
         return None
     notes = await lease.notes(run.cluster, namespace=run.plan.service.namespace, service=run.plan.service.name)
@@ -258,7 +258,7 @@ async def _gap_closed(run: Run, observed: decide.Observed, backend: str) -> floa
     return gap
 
 
-async def _roll_back_after(run: Run, failure: VerificationFailed, observed: decide.Observed,
+async def _roll_back_after(run: Run, failure: VerificationFailed, observed: steps.Observed,
                            seen: writeback.Seen | None, *, source: str, to: str) -> VerificationFailed:
     """rollback.auto: the first hop of the way back to `to`, as a rollback run would take it (docs/capacity.md: a
     freed backend is restored first; on a bridged path the bridge carries the Service meanwhile); the next syncs
@@ -268,13 +268,13 @@ async def _roll_back_after(run: Run, failure: VerificationFailed, observed: deci
         return VerificationFailed(f"{failure.message}; dry run: would roll back to {to}", hint=failure.hint)
     step = decide.next_step(observed, run.plan, to=to, hold=to)
     try:
-        if isinstance(step, (decide.Restore, decide.Free)):
+        if isinstance(step, (steps.Restore, steps.Free)):
             room = await advance.make_room(run, observed, step)
             return VerificationFailed(f"{failure.message}; rolling back to {to}: {_room_said(room)}",
                                       cause="verification_failed_rolled_back",
                                       hint=f"the next syncs switch the Service back to {to} once it is proven; fix "
                                            "the target, then change the plan's target to try again")
-        hop = step if isinstance(step, decide.Advance) else decide.Advance(source, to, hold=to)
+        hop = step if isinstance(step, steps.Advance) else steps.Advance(source, to, hold=to)
         back = await advance.advance(run, observed, seen, hop)
     except CutoverError as exc:
         return VerificationFailed(f"{failure.message}; the rollback to {to} failed too: {exc.message}",
@@ -291,13 +291,13 @@ def _room_said(room: Restored | Freed) -> str:
     return f"{room.backend} {what} in {room.sha[:12]}" if room.sha else f"{room.backend} {what} already"
 
 
-async def _bridge_carries(run: Run, observed: decide.Observed, seen: writeback.Seen | None) -> None:
+async def _bridge_carries(run: Run, observed: steps.Observed, seen: writeback.Seen | None) -> None:
     """handoff.strategy bridge: before anything is freed, the bridge the Service selects is checked through the
     Service on handoff.bridgeNames (docs/capacity.md); failing that, rollback.auto goes back to where the path
     began, which still runs."""
     plan, bridge = run.plan, run.plan.handoff.bridge
-    if bridge is None or decide.bridge_hop(observed.last, plan) is None or \
-            decide.backend_of(plan, observed.in_git) != bridge:
+    if bridge is None or commits.bridge_hop(observed.last, plan) is None or \
+            commits.backend_of(plan, observed.in_git) != bridge:
         return
     assert observed.last is not None
     try:
@@ -305,7 +305,7 @@ async def _bridge_carries(run: Run, observed: decide.Observed, seen: writeback.S
                                   observed.last.trailers, bridge)
     except VerificationFailed as failure:
         step = decide.next_step(dataclasses.replace(observed, verification_failed=True), plan, to=bridge)
-        if not isinstance(step, decide.RollBack):
+        if not isinstance(step, steps.RollBack):
             raise
         raise await _roll_back_after(run, failure, observed, seen, source=bridge, to=step.to) from failure
     log.info(milestones.BRIDGE_VERIFIED, bridge=bridge, names=list(plan.handoff.bridge_names),
@@ -336,24 +336,24 @@ async def rollback(run: Run) -> Result:
 HOPS = 6
 
 
-async def _run(run: Run, observed: decide.Observed, seen: writeback.Seen, *, to: str,
+async def _run(run: Run, observed: steps.Observed, seen: writeback.Seen, *, to: str,
                hold: str | None = None) -> Result:
     plan, loop = run.plan, asyncio.get_running_loop()
     commit, committed_at = None, None
     for _ in range(HOPS):  # the hops of a handoff (docs/capacity.md), each decided on a fresh look at Git
         step = decide.next_step(observed, plan, to=to, hold=hold)
         _in_thread(observed, plan, step)
-        if isinstance(step, (decide.Restore, decide.Free)):
+        if isinstance(step, (steps.Restore, steps.Free)):
             if run.dry_run:
                 return await advance.would_make_room(run, step)
             await _bridge_carries(run, observed, seen)
             await advance.make_room(run, observed, step)
-        elif isinstance(step, decide.AwaitApply) and step.to != to and observed.last is not None:
+        elif isinstance(step, steps.AwaitApply) and step.to != to and observed.last is not None:
             # the bridge: ArgoCD applies it (and the bridge is checked) before anything is freed
             last = observed.last
             await sync.await_applied(run, to=step.to, commit=last.sha, committed_at=committed_at or
                                      last.date or run.clock.now())
-        elif isinstance(step, decide.Advance):
+        elif isinstance(step, steps.Advance):
             if run.dry_run:
                 return await advance.would_advance(run, seen, step)
             done = await advance.hop(run, observed, seen, step)
@@ -396,15 +396,15 @@ async def audit(run: Run) -> Audited:
     observed, seen = await observe(run)
     observed = dataclasses.replace(observed, application=await sync.application(run))
     notes = await lease.notes(run.cluster, namespace=plan.service.namespace, service=plan.service.name)
-    step = decide.audit_step(observed, plan, verified=notes.get(lease.VERIFIED), now=run.clock.now())
-    if isinstance(step, decide.Nothing):
+    step = audit_rules.audit_step(observed, plan, verified=notes.get(lease.VERIFIED), now=run.clock.now())
+    if isinstance(step, steps.Nothing):
         log.info("audit.skipped", reason=step.reason)
         return Audited("skipped", None, step.reason)
-    if isinstance(step, decide.Continue):
+    if isinstance(step, steps.Continue):
         return await _continued(run, observed, seen, step)
-    if isinstance(step, decide.Stalled):
+    if isinstance(step, steps.Stalled):
         await _stalled(run, observed, step)
-    if isinstance(step, decide.Verify):
+    if isinstance(step, steps.Verify):
         last = observed.last
         log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
                     hint=f"verifying a switch synced without its hooks: {_hookless(plan)}")
@@ -412,8 +412,8 @@ async def audit(run: Run) -> Audited:
         done = await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
         return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None,
                        retired=done.retired)
-    gap = decide.gap_opened(observed, plan, source=step.backend, to=plan.target)
-    bridging = step.backend == plan.handoff.bridge and decide.bridge_hop(observed.last, plan) is not None
+    gap = hops.gap_opened(observed, plan, source=step.backend, to=plan.target)
+    bridging = step.backend == plan.handoff.bridge and commits.bridge_hop(observed.last, plan) is not None
     held_to = plan.for_bridge() if bridging else plan  # a bridge carrying a handoff: on its names
     await verification.still_serving(dataclasses.replace(run, plan=held_to), observed.live, step.backend, gap=gap)
     if step.stalled is not None:
@@ -422,11 +422,11 @@ async def audit(run: Run) -> Audited:
     return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
 
 
-async def _stalled(run: Run, observed: decide.Observed, found: decide.Stalled) -> NoReturn:
+async def _stalled(run: Run, observed: steps.Observed, found: steps.Stalled) -> NoReturn:
     """A cutover commit whose sync failed: an alert (Event, Slack, exit 7), every run until a sync applies it; the
     audit syncs nothing itself (its ServiceAccount may not start an operation)."""
     app = run.plan.argocd.application if run.plan.argocd else "the Application"
-    live = decide.backend_of(run.plan, observed.live.selector)
+    live = commits.backend_of(run.plan, observed.live.selector)
     # an operation that runs on is ended first: ArgoCD starts no other sync while one runs
     ended = f", end the operation that runs on (argocd app terminate-op {app})" if found.waiting else ""
     hint = f"read why in ArgoCD (argocd app get {app}){ended}, mend it and sync {app} again: the cutover goes on " \
@@ -439,7 +439,7 @@ async def _stalled(run: Run, observed: decide.Observed, found: decide.Stalled) -
     raise SyncTimeout(found.reason, cause="argocd_sync_failed", hint=hint)
 
 
-async def _continued(run: Run, observed: decide.Observed, seen: writeback.Seen, found: decide.Continue) -> Audited:
+async def _continued(run: Run, observed: steps.Observed, seen: writeback.Seen, found: steps.Continue) -> Audited:
     """A hop ArgoCD synced without its hooks: the next one, taken here (the CronJob's schedule is then how long the
     handoff waited; docs/capacity.md)."""
     _in_thread(observed, run.plan, found.step)
@@ -469,24 +469,24 @@ async def syncfail(run: Run) -> SyncFailed:
     message = app.failure() if app else "the sync failed (the Application could not be read)"
     observed, seen = await observe(run)
     tried = await _failed_selector(run, app)
-    serving, wanted = decide.backend_of(plan, observed.live.selector), decide.backend_of(plan, observed.in_git)
+    serving, wanted = commits.backend_of(plan, observed.live.selector), commits.backend_of(plan, observed.in_git)
     waiting = app.failed_waits_on if app is not None else ()
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
-              tried=decide.backend_of(plan, tried) if tried is not None else wanted,
+              tried=commits.backend_of(plan, tried) if tried is not None else wanted,
               hint="read the Application's message and notice, and the hook Jobs' logs where they are kept "
                    "(kubectl -n cutover logs job/...; docs/install.md, \"A switch sooner\")" + _runs_on(plan, waiting))
     await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
                     warning=True)
     step = decide.syncfail_step(observed, plan, tried=tried)
-    if isinstance(step, decide.Nothing) or run.dry_run:
+    if isinstance(step, steps.Nothing) or run.dry_run:
         return SyncFailed(message, serving, waiting=waiting)
-    if isinstance(step, decide.GiveBack):
+    if isinstance(step, steps.GiveBack):
         async with lease.hold(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
                               me=run.identity, now=run.clock.now) as held:
             given = await handoff.give_back(run, observed, source=step.source, to=step.to,
                                             before_write=functools.partial(lease.confirm, run.cluster, held))
         return SyncFailed(message, serving, given.sha, waiting)
-    back = await advance.advance(run, observed, seen, decide.Advance(wanted, step.to, hold=step.to))
+    back = await advance.advance(run, observed, seen, steps.Advance(wanted, step.to, hold=step.to))
     return SyncFailed(message, serving, back.sha, waiting)
 
 

@@ -15,7 +15,7 @@ from datetime import datetime
 import structlog
 
 from cutover.argocd import operation
-from cutover.core import decide
+from cutover.core import commits
 from cutover.core.views import ApplicationView
 from cutover.errors import ClusterError, CutoverError, SyncTimeout
 from cutover.flows.context import Run
@@ -113,7 +113,7 @@ async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetim
         if loop.time() + SYNC_POLL > deadline:
             raise SyncTimeout(f"ArgoCD did not apply {commit[:12]} within {SYNC_WAIT:.0f}s",
                               hint="check the Application in ArgoCD; re-run to continue from where this stopped")
-        log.info("argocd.waiting", commit=commit[:12], live=decide.backend_of(plan, live.selector))
+        log.info("argocd.waiting", commit=commit[:12], live=commits.backend_of(plan, live.selector))
         await asyncio.sleep(SYNC_POLL)
 
 

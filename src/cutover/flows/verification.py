@@ -2,8 +2,8 @@
 that are exactly the target's Ready pods, and every served name answered through every Service port as clients reach it,
 by the target's engine (both engines serve the same names), each request on a connection of its own.
 
-EndpointSlices may trail a selector change by seconds; `decide.look_again` says when to look again and
-when a problem is final. Proofs through the Service are tried again while `decide.retry_through_service`
+EndpointSlices may trail a selector change by seconds; `switch.look_again` says when to look again and
+when a problem is final. Proofs through the Service are tried again while `switch.retry_through_service`
 allows (kube-proxy may trail the slices). Called by the phases after ArgoCD applied a switch.
 """
 
@@ -14,7 +14,7 @@ import dataclasses
 
 import structlog
 
-from cutover.core import decide, milestones
+from cutover.core import milestones, switch
 from cutover.core.proofs import PodProof
 from cutover.core.results import Verified
 from cutover.core.trailers import Trailers
@@ -53,7 +53,7 @@ async def verify(run: Run, live: ServiceView, trailers: Trailers, backend: str) 
 
 
 async def _settled_endpoints(run: Run, live: ServiceView, trailers: Trailers,
-                             backend: str) -> tuple[decide.SwitchProblems, set[str]]:
+                             backend: str) -> tuple[switch.SwitchProblems, set[str]]:
     plan, loop = run.plan, asyncio.get_running_loop()
     deadline = loop.time() + ENDPOINTS_SETTLE
     while True:
@@ -61,8 +61,8 @@ async def _settled_endpoints(run: Run, live: ServiceView, trailers: Trailers,
         ready = {pod.ip for pod in pods if pod.ready and pod.ip}
         serving = {endpoint.ip for endpoint in await run.cluster.endpoints(plan.service.namespace, plan.service.name)
                    if endpoint.ready}
-        problems = decide.switch_problems(trailers, live, ready=ready, serving=serving)
-        if not decide.look_again(problems, now=loop.time(), deadline=deadline, poll=ENDPOINTS_POLL):
+        problems = switch.switch_problems(trailers, live, ready=ready, serving=serving)
+        if not switch.look_again(problems, now=loop.time(), deadline=deadline, poll=ENDPOINTS_POLL):
             return problems, serving
         log.info("service.endpoints_waiting", serving=sorted(serving), ready=sorted(ready),
                  hint="the EndpointSlice controller has not caught up with the selector yet")
@@ -101,7 +101,7 @@ async def _through_the_service(run: Run, live: ServiceView, backend: str) -> lis
         for port in ports_of(run, live):
             while True:
                 proof = await _prove_through(client, run.plan, profile, address, port, method=method)
-                if not decide.retry_through_service(proof, now=loop.time(), deadline=deadline,
+                if not switch.retry_through_service(proof, now=loop.time(), deadline=deadline,
                                                     retry_in=SERVICE_RETRY):
                     break
                 log.info("service.proof_retry", port=port, problems=[p.message for p in proof.problems],

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import structlog
 
 from cutover import patience
-from cutover.core import decide, milestones, proofs
+from cutover.core import commits, milestones, proofs
 from cutover.core.clock import Clock
 from cutover.core.proofs import PodProof, Problem
 from cutover.core.results import Proven
@@ -97,7 +97,7 @@ async def judge_capacity(cluster: Cluster, plan: Plan, backend: Backend, pending
     backend `service` selects now, if another); `targets` are the backend's pods the caller holds already. Logged as
     `capacity.judged` with its figures."""
     namespace = plan.service.namespace
-    live = decide.backend_of(plan, service.selector)
+    live = commits.backend_of(plan, service.selector)
     source = plan.backends[live] if live is not None and live != backend.name else None
     nodes, (bound, seen_all) = await asyncio.gather(cluster.nodes(), cluster.bound_pods(namespace))
     source_pods = [pod for pod in bound if source is not None and pod.namespace == namespace
@@ -374,7 +374,7 @@ class _Wait:
         plan = self.plan
         try:
             service = await self.cluster.service(plan.service.namespace, plan.service.name)
-            selected = decide.backend_of(plan, service.selector)
+            selected = commits.backend_of(plan, service.selector)
             if selected is None or selected == self.backend.name:
                 return None
             live = plan.backend(selected)

@@ -5,8 +5,8 @@ Git already holds the target selector, nothing is written and the commit that di
 its trailers). If Git holds a selector that is no backend of the plan, someone else changed it: stop and say
 who, in which commit. Otherwise the source's edit (with its guard) is written with the version just read; a
 host answering "stale" means another writer won the race, so read again and decide again, up to 10 times
-(1 s × 1.5, capped at 30 s, the figures Kargo uses for its own pushes). The decisions are `decide.git_step`
-and `decide.commit_to`; `message()` renders the commit. Called by the phases.
+(1 s × 1.5, capped at 30 s, the figures Kargo uses for its own pushes). The decisions are `switch.git_step`
+and `commits.commit_to`; `message()` renders the commit. Called by the phases.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import structlog
 import tenacity
 
 from cutover import sources
-from cutover.core import decide, milestones
+from cutover.core import commits, milestones, switch
 from cutover.core.repository import Author, ChangeRequest, FileVersion, GitHost
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
@@ -67,7 +67,7 @@ async def history(host: GitHost, plan: Plan) -> list[Commit]:
     for page in range(1, HISTORY_PAGES + 1):
         batch = await host.history(plan.git.path, limit=HISTORY_PAGE, page=page)
         seen += batch
-        if decide.last_cutover(batch, plan) is not None or len(batch) < HISTORY_PAGE:
+        if commits.last_cutover(batch, plan) is not None or len(batch) < HISTORY_PAGE:
             return seen
     log.warning("git.history_bound", path=plan.git.path, commits=len(seen), cause="git_history_deep",
                 hint=f"no cutover commit of {plan.name} in the file's last {len(seen)} commits: a rollback's hold "
@@ -124,7 +124,7 @@ class _Writer:
     before_write: Callable[[], Awaitable[None]] | None
     seen: Seen | None
 
-    async def read(self) -> tuple[FileVersion, dict[str, str], decide.GitStep, Sequence[Commit] | None]:
+    async def read(self) -> tuple[FileVersion, dict[str, str], switch.GitStep, Sequence[Commit] | None]:
         """The first attempt decides on what the phase saw, with its history, unless that shows a selector that
         is no backend of the plan (it may have been mended during the wait: look again); every later attempt
         reads anew."""
@@ -133,22 +133,22 @@ class _Writer:
         if self.seen is not None:
             seen, self.seen = self.seen, None
             now = dict(seen.selector)
-            step = decide.git_step(now, target=target, known=known)
-            if step is not decide.GitStep.FOREIGN:
+            step = switch.git_step(now, target=target, known=known)
+            if step is not switch.GitStep.FOREIGN:
                 return seen.version, now, step, seen.history
         current = await self.host.read(git.path)
         now = await self.source.selector(current, ref=None, where=git.path)
-        return current, now, decide.git_step(now, target=target, known=known), None
+        return current, now, switch.git_step(now, target=target, known=known), None
 
     async def attempt(self, number: int) -> Result:
         git = self.plan.git
         current, now, step, history = await self.read()
-        if step is decide.GitStep.ALREADY:
-            done = decide.commit_to(history if history is not None else await self.host.history(git.path),
+        if step is switch.GitStep.ALREADY:
+            done = commits.commit_to(history if history is not None else await self.host.history(git.path),
                                     self.plan, self.to)
             log.info("git.already", path=git.path, commit=done.sha if done else None, to=self.to)
             return Result(False, done.sha if done else "", None, number)
-        if step is decide.GitStep.FOREIGN:
+        if step is switch.GitStep.FOREIGN:
             raise await _foreign(self.host, self.plan, now)
         edit = await self.source.edit(current, self.plan.backend(self.to).selector, where=git.path)
         if self.before_write is not None:  # e.g. re-prove a stale proof, check the Lease is still ours
