@@ -185,11 +185,11 @@ def _guard_refuses_more_than_the_selector() -> bool:
     return False
 
 
-def _no_cluster_write_but_the_three() -> bool:
+def _no_cluster_write_but_the_four() -> bool:
     writes = {name for name in vars(cluster.Cluster) if name.startswith(("write", "record", "request_", "patch",
                                                                           "delete", "create", "update"))}
-    return writes == {"write_lease", "record_event", "request_refresh", "write_notice"} and \
-        len(decide.CLUSTER_WRITES) == 3
+    return writes == {"write_lease", "record_event", "request_refresh", "write_notice", "create_job"} and \
+        len(decide.CLUSTER_WRITES) == 4
 
 
 @pytest.mark.parametrize(("rule", "holds"), [
@@ -203,7 +203,8 @@ def _no_cluster_write_but_the_three() -> bool:
         [_pod("v", VLLM)], target="candle", backends={"candle": {"component": "predictor"}, "vllm": VLLM},
         proven={"v": NOW}, now=NOW, min_ready=1).foreign == (("v", "vllm"),)),
     ("#2 an edit beyond the selector is refused", _guard_refuses_more_than_the_selector),
-    ("#3 the cluster is written only through the Lease, Events and the refresh", _no_cluster_write_but_the_three),
+    ("#3 the cluster is written only through the Lease, Events, the refresh and the nudge",
+     _no_cluster_write_but_the_four),
     ("#4 a Lease its holder renews while we watch is held", lambda: lease_rules.judge(
         LeaseView("cutover-s", "job-a", NOW, 60.0, 1, "1"), me="job-b", now=20.0, watch=lease_rules.observe(
             lease_rules.observe(None, LeaseView("cutover-s", "job-a", NOW - timedelta(seconds=20), 60.0, 1, "1"),

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
-            "demo", "completion")
+            "nudge", "demo", "completion")
 OFFLINE = ("demo", "completion")  # neither reads a plan nor answers in JSON
-WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit")  # what --dry-run keeps from writing
+WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit", "nudge")  # what --dry-run keeps from writing
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
 SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
                 "/var/run/secrets/cutover/argocd/token")  # the shipped Jobs' Secret mounts: redacted wherever read
@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         "rollback": "back to the previous backend, then hold", "status": "the current state",
         "audit": "what the workload's cutover-audit CronJob runs: verify a switch no hook verified, check the live "
                  "backend",
+        "nudge": "what the Job a hook makes after its commit runs: once the hook's operation has ended, ask ArgoCD "
+                 "to look at Git and see the sync start",
         "demo": "a whole cutover on an embedded simulated cluster",
         "completion": "print a completion script for the shell (bash: source <(cutover completion bash))",
     }
@@ -481,8 +483,9 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     try:
         if args.command == "plan":
             return outcome.render(await commands.show_plan(kube, plan, host=host), plan)
+        hook = os.environ.get("CUTOVER_JOB_NAME") if args.command in ("postsync", "syncfail") else None
         job = Run.create(kube, plan, host, identity=_identity(kube.own_namespace), dry_run=bool(args.dry_run),
-                         api=api)
+                         api=api, hook_job=hook)
         return outcome.render(await _phase(args, job), plan)
     finally:
         await host.aclose()
@@ -498,6 +501,10 @@ async def _phase(args: argparse.Namespace, job: Run) -> Result:
         return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
     if args.command == "run":
         return await phases.run(job, to=args.to)
+    if args.command == "nudge":
+        from cutover.flows import nudge  # noqa: PLC0415
+
+        return await nudge.nudge(job)
     writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail,
                "audit": phases.audit}
     return await writers[args.command](job)

@@ -17,6 +17,7 @@ from cutover.core.results import (
     Freed,
     Gated,
     Held,
+    Nudged,
     Proven,
     Restored,
     Result,
@@ -190,6 +191,17 @@ def _audited(audited: Audited, plan: Plan) -> Report:
                         "detail": audited.detail, **_retired_data(audited.retired)})
 
 
+def _nudged(nudged: Nudged, plan: Plan) -> Report:
+    commit = (nudged.commit or "")[:12]
+    summaries = {"taken": f"ArgoCD started the sync of {commit} (after {nudged.waited:g}s, {nudged.refreshes} "
+                          "refresh(es))",
+                 "nothing": f"nothing to nudge: ArgoCD holds {commit or 'every commit of this plan'} already",
+                 "running": f"the operation before {commit} still runs: ArgoCD syncs it when that ends",
+                 "not_taken": f"ArgoCD did not start a sync of {commit} after {nudged.refreshes} refreshes"}
+    return Report(summaries[nudged.state], data={"nudge": nudged.state, "commit": nudged.commit,
+                                                 "waited": nudged.waited, "refreshes": nudged.refreshes})
+
+
 def _status(status: Status, plan: Plan) -> Report:
     state = status.state
     live = state["liveBackend"]
@@ -278,6 +290,7 @@ _RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
     Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, Freed: _freed, Restored: _restored,
     WouldAdvance: _would_advance,
     Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Audited: _audited,
+    Nudged: _nudged,
     Status: _status,
     Shown: _shown,
 }

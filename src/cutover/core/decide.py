@@ -10,7 +10,8 @@ docs/guarantees.md, one place each:
   #1  commit only on fresh proof ...... `gate.judge`, asked by the writer right before each write, and
                                            `gate.foreign`: a selector that picks another backend's pods is final
   #2  only the selector changes ....... `yaml_edit.guard`, run by every source's edit before anything is written
-  #3  no cluster write but Events, the Lease and the refresh: `CLUSTER_WRITES`; no `Step` writes the Service
+  #3  no cluster write but Events, the Lease, the refresh and the nudge: `CLUSTER_WRITES`; no `Step` writes
+                                           the Service
   #4  one cutover per Service ......... `lease_rules.judge` on the Service's Lease
   #5  a re-run never commits twice .... `switch.git_step` (ALREADY: Git holds it), `commits.held_by` (a rollback's
                                            hold), `rollback_to` (a rollback already in Git is finished, not redone),
@@ -29,7 +30,8 @@ from cutover.errors import InvalidInput
 from cutover.plan import Plan
 
 # docs/guarantees.md #3: what cutover ever writes in a cluster (cluster.Cluster has no other write).
-CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation and the notice")
+CLUSTER_WRITES = ("events", "leases", "applications: the refresh annotation and the notice",
+                  "jobs: the nudge after a hook's commit, in cutover's own namespace")
 
 
 def next_step(observed: steps.Observed, plan: Plan, *, to: str | None = None, hold: str | None = None) -> steps.Step:

@@ -157,6 +157,16 @@ class Audited:
 
 
 @dataclasses.dataclass(frozen=True)
+class Nudged:
+    """`cutover nudge`: where ArgoCD stood with the hook's commit when the nudge ended."""
+
+    state: str  # taken | nothing | running | not_taken
+    commit: str | None  # the plan's newest cutover commit
+    waited: float  # seconds from the nudge's start
+    refreshes: int  # refreshes it asked for
+
+
+@dataclasses.dataclass(frozen=True)
 class Status:
     """The state `cutover status` shows: plain data, as `--output json` prints it."""
 
@@ -200,4 +210,4 @@ class Diffed:
 
 
 Result = Proven | Gated | Held | Advanced | Freed | Restored | WouldAdvance | Awaiting | Verified | Completed | \
-    SyncFailed | Audited | Status | Shown | Diffed
+    SyncFailed | Audited | Nudged | Status | Shown | Diffed

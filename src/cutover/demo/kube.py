@@ -38,6 +38,7 @@ KINDS = {  # plural -> (apiVersion, kind) for the resources the simulated world 
     "leases": ("coordination.k8s.io/v1", "Lease"),
     "applications": ("argoproj.io/v1alpha1", "Application"),
     "configmaps": ("v1", "ConfigMap"),
+    "cronjobs": ("batch/v1", "CronJob"), "jobs": ("batch/v1", "Job"),  # the nudge's (docs/sources.md)
 }
 # Resources whose status is a subresource: as on the real apiserver, a write to the object keeps its status and a
 # write to /status keeps its spec (labels and annotations still change through /status: e2e/test_contract.py).

@@ -40,10 +40,12 @@ class Run:
     clock: Clock
     dry_run: bool = False
     api: ArgoCDApi | None = None  # the ArgoCD API, with argocd.server: refreshes and renders through it
+    hook_job: str | None = None  # the hook Job this runs in (CUTOVER_JOB_NAME): a commit made in it is nudged
 
     @classmethod
     def create(cls, cluster: Cluster, plan: Plan, host: GitHost, *, identity: str = "cutover",
-               author: Author | None = None, dry_run: bool = False, api: ArgoCDApi | None = None) -> Run:
+               author: Author | None = None, dry_run: bool = False, api: ArgoCDApi | None = None,
+               hook_job: str | None = None) -> Run:
         """Inside the event loop (the clock follows it)."""
 
         async def application() -> ApplicationView | None:  # read when first needed
@@ -70,7 +72,7 @@ class Run:
             source = ApiChecked(source, api, host, plan, position)  # ArgoCD renders what cutover cannot
         return cls(cluster, plan, host, source, identity, author or Author(plan.git.author.name,
                                                                           plan.git.author.email),
-                   Clock(), dry_run, api)
+                   Clock(), dry_run, api, hook_job)
 
     def bind(self, phase: str) -> None:
         """Name the Service, the plan and the phase on every event of this task (Slack threads by them)."""

@@ -19,7 +19,7 @@ from typing import NoReturn
 import structlog
 
 from cutover.argocd import operation
-from cutover.core import audit_rules, commits, decide, hops, milestones, steps
+from cutover.core import audit_rules, commits, decide, hops, milestones, pickup, steps
 from cutover.core.results import (
     Advanced,
     Audited,
@@ -399,6 +399,8 @@ async def audit(run: Run) -> Audited:
     step = audit_rules.audit_step(observed, plan, verified=notes.get(lease.VERIFIED), now=run.clock.now())
     if isinstance(step, steps.Nothing):
         log.info("audit.skipped", reason=step.reason)
+        if pickup.pickup(observed) is pickup.Pickup.BEHIND:  # a net under the nudge: no hook's Job asked for it
+            await sync.refresh(run)
         return Audited("skipped", None, step.reason)
     if isinstance(step, steps.Continue):
         return await _continued(run, observed, seen, step)

@@ -19,6 +19,7 @@ from cutover.core import commits
 from cutover.core.views import ApplicationView
 from cutover.errors import ClusterError, CutoverError, SyncTimeout
 from cutover.flows.context import Run
+from cutover.kube import nudge_job
 from cutover.plan import ArgoCD
 from cutover.sources import sync_order
 
@@ -43,15 +44,43 @@ async def refresh(run: Run) -> None:
             if not _deferred(plan.argocd, phase):
                 await run.api.refresh()
                 log.info("argocd.refresh_requested", application=plan.argocd.application, via="api", operation=phase)
+                return
+            await nudge(run)
             return
         app = await run.cluster.application(plan.argocd.namespace, plan.argocd.application)
         if _deferred(plan.argocd, app.operation_phase):
+            await nudge(run)
             return
         await run.cluster.request_refresh(plan.argocd.namespace, plan.argocd.application,
                                           hydrate=app.hydrator is not None)
         log.info("argocd.refresh_requested", application=plan.argocd.application, operation=app.operation_phase)
     except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
         log.warning("argocd.refresh_failed", error=exc.message, cause=exc.cause, hint=exc.hint)
+
+
+async def nudge(run: Run) -> None:
+    """A hook's commit, pushed while the hook's own operation runs: the nudge Job (`cutover nudge`, made from the
+    workload's audit CronJob) outlives the operation, asks for the refresh once it has ended and sees the sync start
+    (docs/sources.md, "After the hook"). Without it ArgoCD syncs the commit at its next look at Git, minutes later
+    under its defaults. Best effort: a nudge that cannot be made is said, and ArgoCD still polls."""
+    cronjob = nudge_job.audit_cronjob(run.hook_job)
+    if cronjob is None:
+        return  # not a hook of the Component: a run by hand refreshes itself once no operation runs
+    namespace = run.cluster.own_namespace
+    try:
+        found = await run.cluster.cronjob(namespace, cronjob)
+        if found is None:
+            log.warning("argocd.nudge_unmade", cronjob=f"{namespace}/{cronjob}", hint="the hooks Component ships "
+                        "the audit CronJob this nudge is made from: ArgoCD syncs the commit at its next look at Git")
+            return
+        job = nudge_job.nudge_job(found, name=nudge_job.job_name(cronjob, int(run.clock.now().timestamp())))
+        made = await run.cluster.create_job(job)
+    except ClusterError as exc:  # ArgoCD polls Git every few minutes anyway
+        log.warning("argocd.nudge_unmade", error=exc.message, cause=exc.cause,
+                    hint="grant the cutover ServiceAccount get on cronjobs and create on jobs in its namespace "
+                         "(manifests/namespace/role-cutover.yaml); ArgoCD syncs the commit at its next look at Git")
+        return
+    log.info("argocd.nudge_made", job=f"{namespace}/{job['metadata']['name']}", made=made)
 
 
 def _deferred(argocd: ArgoCD, phase: str | None) -> bool:

@@ -334,6 +334,29 @@ class Cluster:
                            content_type="application/merge-patch+json",
                            what=f"request a refresh of Application {namespace}/{name}")
 
+    async def cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A CronJob of cutover's own namespace, as the API holds it (the nudge's Job is made from it); None when there
+        is none by that name."""
+        try:
+            body: dict[str, Any] = await self.get(f"/apis/batch/v1/namespaces/{namespace}/cronjobs/{name}",
+                                                  what=f"read CronJob {namespace}/{name}")
+        except ClusterError as exc:
+            if exc.cause == "cluster_not_found":
+                return None
+            raise
+        return body
+
+    async def create_job(self, job: Mapping[str, Any]) -> bool:
+        """Create a Job of cutover's own (the nudge, docs/guarantees.md #3); False when one of that name exists
+        (made already for this commit)."""
+        namespace = job["metadata"]["namespace"]
+        try:
+            await self.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body=job,
+                               what=f"create Job {namespace}/{job['metadata']['name']}")
+        except ClusterConflict:
+            return False
+        return True
+
     async def write_notice(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """The Application's notice (core.notice: ArgoCD 3.5 shows it on the Application's page), best effort: a few
         seconds per try, like an Event (cutover-application-refresh-only admits exactly these annotations)."""
