@@ -55,8 +55,8 @@ def cutover(world: World, tmp_path: Path) -> Run:
 async def test_help_lists_every_command(cutover: Run) -> None:
     result = await cutover("--help")
     assert result.code == 0
-    for command in ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit", "nudge",
-                    "demo"):
+    for command in ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
+                    "nudge", "demo"):
         assert command in result.stdout
 
 
