@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from cutover.kube import nudge_job
 from tier.cluster import ROOT, Tier
 
 REFRESH = {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
@@ -338,3 +339,35 @@ def test_a_renamed_image_is_the_one_the_pod_policy_admits(tier: Tier) -> None:
         for other in refused:
             done = judged(number, other)
             assert done.returncode != 0 and f"runs the image {repository} " in done.stderr, (image, other, done.stderr)
+
+
+def nudge_of_the_shipped_audit() -> dict[str, Any]:
+    """The nudge's Job as a hook makes it (kube/nudge_job.py) from the shipped audit CronJob, with the tier's
+    image."""
+    cronjob = YAML(typ="safe").load((ROOT / "jobs" / "cutover-audit.yaml").read_text())
+    cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] = \
+        "cutover.invalid/cutover:e2e"
+    return nudge_job.nudge_job(cronjob, name=nudge_job.job_name("cutover-audit", 1765000000))
+
+
+def test_the_service_account_makes_its_nudge_from_the_audit_cronjob(tier: Tier) -> None:
+    """docs/sources.md, "After the hook": as the ServiceAccount, the CronJob read and the nudge's Job created, which
+    cutover-pod-pinned admits (it is the CronJob's pod) and cutover-jobs-nudge-only too."""
+    read = tier.kubectl("-n", "cutover", "auth", "can-i", "get", "cronjobs", as_sa=True, check=False)
+    assert read.stdout.strip() == "yes", read.stderr
+    path = tier.dir / "nudge.json"
+    path.write_text(json.dumps(nudge_of_the_shipped_audit()))
+    done = tier.kubectl("create", "--dry-run=server", "-f", str(path), as_sa=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("args", [["run", "--to", "candle"], ["rollback"], ["audit"], ["nudge", "--dry-run"]])
+def test_the_service_account_makes_no_other_job(tier: Tier, args: list[str]) -> None:
+    """Its `create` on Jobs starts no cutover, rollback or audit: a token taken from a pod could otherwise switch
+    the Service to any backend of the plan."""
+    job = nudge_of_the_shipped_audit()
+    container(job)["args"] = args
+    path = tier.dir / "not-a-nudge.json"
+    path.write_text(json.dumps(job))
+    done = tier.kubectl("create", "--dry-run=server", "-f", str(path), as_sa=True, check=False)
+    assert done.returncode != 0 and "cutover-jobs-nudge-only" in done.stderr, done.stderr

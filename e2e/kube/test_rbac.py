@@ -26,7 +26,10 @@ FORBIDDEN = [
     ("get", "secrets", "llm-serving"),
     ("list", "secrets", "argocd"),
     ("patch", "endpointslices.discovery.k8s.io", "llm-serving"),
-    ("create", "jobs.batch", "cutover"),
+    ("create", "jobs.batch", "llm-serving"),
+    ("patch", "jobs.batch", "cutover"),
+    ("delete", "jobs.batch", "cutover"),
+    ("create", "cronjobs.batch", "cutover"),
     ("patch", "networkpolicies.networking.k8s.io", "llm-serving"),
 ]
 ALLOWED = [
@@ -36,6 +39,10 @@ ALLOWED = [
     ("create", "events", "llm-serving"),
     ("create", "leases.coordination.k8s.io", "llm-serving"),
     ("get", "pods", "cutover"),
+    # the nudge (docs/sources.md, "After the hook"): its Job, made from the audit CronJob; cutover-jobs-nudge-only
+    # admits no other Job of the ServiceAccount's (test_admission.py)
+    ("get", "cronjobs.batch", "cutover"),
+    ("create", "jobs.batch", "cutover"),
 ]
 
 

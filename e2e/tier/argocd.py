@@ -35,9 +35,15 @@ SERVER = ("10.250.0.30", 8095)  # not 8080: it listens on every address, and the
 SERVER_URL = f"https://{SERVER[0]}:{SERVER[1]}"
 ACCOUNT = "cutover"  # the ArgoCD account of argocd.server mode: an API key, `applications, get` on one Application
 NAMESPACE = "argocd"
-# ArgoCD polls each Application's repository every `timeout.reconciliation` (default 120 s, plus up to 60 s of
-# jitter): scaled down, as the startup timelines are, so that the polling path can be timed against the refresh.
-RECONCILIATION = "15s"
+# ArgoCD's clock at production's proportions, scaled down as the startup timelines are (docs/testing.md): its
+# periodic look every `timeout.reconciliation` (120 s by default) plus up to `timeout.reconciliation.jitter` (60 s),
+# and the repo-server's cached resolution of a branch (`--revision-cache-expiration`, 3 min by default), 7.5 times
+# shorter each: 16 s, 8 s, 24 s (the controller reads the jitter in whole seconds). A timing taken with the cache
+# equal to the period and no jitter (what the tier ran before) is not one of production's: a hook's commit waited
+# one period there and two or more under the defaults.
+RECONCILIATION = "16s"
+JITTER = "8s"
+REVISION_CACHE = "24s"
 COMMON = ("--redis", f"127.0.0.1:{REDIS}", "--loglevel", "info")  # every ArgoCD component's
 
 
@@ -87,7 +93,7 @@ class ArgoCD:
         kubectl("apply", "--server-side", "-k", str(self.manifests / "crds"))
         tier.wait_established("applications.argoproj.io", "appprojects.argoproj.io", "applicationsets.argoproj.io")
         kubectl("apply", "-n", NAMESPACE, "-k", str(self.manifests / "base" / "config"))
-        settings = {"data": {"timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s",
+        settings = {"data": {"timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": JITTER,
                              f"accounts.{ACCOUNT}": "apiKey"}}
         kubectl("-n", NAMESPACE, "patch", "configmap", "argocd-cm", "--type", "merge", "-p", json.dumps(settings))
         # the account may read the workloads' Applications (their manifests included) and nothing else
@@ -107,7 +113,8 @@ class ArgoCD:
         self._run("redis-server", ["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS), "--save", "",
                                    "--appendonly", "no"], binary=None)
         self._wait_port("127.0.0.1", REDIS)
-        self._run("argocd-repo-server", ["--port", str(REPO_SERVER), "--metrics-port", "8084", *COMMON])
+        self._run("argocd-repo-server", ["--port", str(REPO_SERVER), "--metrics-port", "8084",
+                                         "--revision-cache-expiration", REVISION_CACHE, *COMMON])
         self._wait_port("127.0.0.1", REPO_SERVER)
         self._run("argocd-commit-server", ["--address", "127.0.0.1", "--port", str(COMMIT_SERVER),
                                            "--metrics-address", "127.0.0.1", "--metrics-port", "8087",
@@ -124,12 +131,11 @@ class ArgoCD:
                                     "--metrics-port", "8083"])
         self._wait_port(*SERVER)
 
-    def _start_controller(self, sync_timeout: int = 0, *, fixed_delay: bool = True) -> controlplane.Component:
-        # A fixed self-heal delay instead of the exponential backoff (whose first attempt is immediate): a hop
-        # committed while its sync runs and compared by ArgoCD before that sync ended is then synced by the
-        # comparison with Git the delay asks for, hooks and all, instead of by an immediate hook-less self-heal
-        # (argo-cd#27875; read in controller/appcontroller.go, docs/install.md). Not proven always: the audit
-        # takes any hop synced without hooks. Without it (`default_self_heal`), ArgoCD's own defaults.
+    def _start_controller(self, sync_timeout: int = 0, *, fixed_delay: bool = False) -> controlplane.Component:
+        # ArgoCD's own self-heal backoff (its first attempt at once), as a cluster runs it by default. With
+        # `fixed_delay` (docs/install.md's two argocd-cmd-params-cm keys, for `refresh: always`): a hop committed while
+        # its sync runs and compared by ArgoCD before that sync ended is then synced by the comparison with Git the
+        # delay asks for, hooks and all, instead of by an immediate hook-less self-heal (argo-cd#27875).
         delay = ["--self-heal-timeout-seconds", "2", "--self-heal-backoff-timeout-seconds", "0"] if fixed_delay else []
         return self._run("argocd-application-controller", [
             *COMMON, "--repo-server", f"127.0.0.1:{REPO_SERVER}", "--metrics-port", "8082",
@@ -146,16 +152,16 @@ class ArgoCD:
             self._restart_controller(0)
 
     @contextlib.contextmanager
-    def default_self_heal(self) -> Iterator[None]:
-        """The application-controller restarted with ArgoCD's own self-heal backoff (its first attempt at once), as
-        a cluster runs it without docs/install.md's two argocd-cmd-params-cm keys, and back to the delay after."""
-        self._restart_controller(0, fixed_delay=False)
+    def fixed_self_heal_delay(self) -> Iterator[None]:
+        """The application-controller restarted with the fixed self-heal delay (docs/install.md's two
+        argocd-cmd-params-cm keys, what `refresh: always` needs), and back to ArgoCD's own backoff after."""
+        self._restart_controller(0, fixed_delay=True)
         try:
             yield
         finally:
             self._restart_controller(0)
 
-    def _restart_controller(self, sync_timeout: int, *, fixed_delay: bool = True) -> None:
+    def _restart_controller(self, sync_timeout: int, *, fixed_delay: bool = False) -> None:
         running = next(c for c in self.plane.components if c.name == "argocd-application-controller")
         running.stop()
         self.plane.components.remove(running)
@@ -173,7 +179,7 @@ class ArgoCD:
                "ARGOCD_SSH_DATA_PATH": str(self.dir / "ssh"), "ARGOCD_GPG_ENABLED": "false",
                "HOME": str(self.dir), "PATH": f"{self.plane.bin}:{self.scripts}:{os.environ['PATH']}",
                # what ArgoCD's Deployments read from argocd-cm's timeout.reconciliation (valueFrom a key ref)
-               "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s",
+               "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": JITTER,
                # argocd-cmd-params-cm's hydrator.enabled, read by the controller and the server (the Source
                # Hydrator is off by default; scenario h turns an Application to it)
                "ARGOCD_HYDRATOR_ENABLED": "true",

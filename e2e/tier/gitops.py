@@ -185,6 +185,16 @@ class GitOpsTier(cluster.Tier):
         self.custom.patch_namespaced_custom_object("argoproj.io", "v1alpha1", "argocd", "applications", app,
                                                    operation)
 
+    def nudge_log(self, timeout: float = 240.0) -> str:
+        """The log of the newest nudge Job (docs/sources.md, "After the hook"), once it finished."""
+        def newest() -> str | None:
+            jobs = self.batch.list_namespaced_job("cutover", label_selector="app.kubernetes.io/component=nudge").items
+            return max(jobs, key=lambda job: job.metadata.creation_timestamp).metadata.name if jobs else None
+
+        name = self.wait("a nudge Job", newest, timeout)
+        self.finished(name, timeout=timeout)
+        return self.job_log(name)
+
     def audited(self, job: str) -> str:
         """`cutover audit` run now, as a person runs it (a Job from the workload's CronJob): its log once it
         succeeded, with those of the CronJob's own Jobs (every 5 minutes: one may have come first and done the work,

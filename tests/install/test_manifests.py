@@ -164,12 +164,21 @@ def test_no_role_writes_services_pods_or_workloads() -> None:
     for meta, rule in rules:
         writes = WRITES & set(rule["verbs"])
         touched = WORKLOADS & set(rule["resources"])
-        assert not (writes and touched), f"{meta['namespace']}/{meta['name']}: {rule}"
+        # the one exception: the nudge's Job, in cutover's own namespace (docs/sources.md, "After the hook"),
+        # which cutover-jobs-nudge-only holds to `cutover nudge` (below)
+        nudge = meta["name"] == "cutover-holders" and rule == {"apiGroups": ["batch"], "resources": ["jobs"],
+                                                               "verbs": ["create"]}
+        assert nudge or not (writes and touched), f"{meta['namespace']}/{meta['name']}: {rule}"
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
     written = sorted({(resource, verb) for _, rule in rules for resource in rule["resources"]
                       for verb in WRITES & set(rule["verbs"])})
     # the Application's patch (the refresh) is the administrator's Role (docs/install.md, step 2), none shipped
-    assert written == [("events", "create"), ("leases", "create"), ("leases", "update")]
+    assert written == [("events", "create"), ("jobs", "create"), ("leases", "create"), ("leases", "update")]
+    (policy,) = [doc for _, doc in DOCS if doc["kind"] == "ValidatingAdmissionPolicy"
+                 and doc["metadata"]["name"] == "cutover-jobs-nudge-only"]
+    assert "c.args == ['nudge']" in policy["spec"]["validations"][0]["expression"]
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["batch"], "apiVersions": ["*"], "resources": ["jobs"], "operations": ["CREATE"]}]
     for meta, rule in rules:  # what is read back or rewritten is named: one Application, the plan's Leases
         if set(rule["verbs"]) & {"get", "update", "patch"} and set(rule["resources"]) & {"applications", "leases"}:
             assert rule.get("resourceNames"), f"{meta['name']}: {rule}"
@@ -190,10 +199,13 @@ def test_the_base_grants_nothing_cluster_wide() -> None:
         assert not [doc for doc in built(directory) if doc["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 
 
-def test_in_its_own_namespace_cutover_only_reads_pods() -> None:
-    """Enough to see whether a Lease holder's pod has ended (lease._holder_gone), nothing more."""
+def test_in_its_own_namespace_cutover_reads_pods_and_makes_its_nudge() -> None:
+    """Enough to see whether a Lease holder's pod has ended (lease._holder_gone), and to make the nudge's Job from
+    the audit CronJob (docs/sources.md, "After the hook"), nothing more."""
     (role,) = [doc for _, doc in DOCS if doc["kind"] == "Role" and doc["metadata"]["namespace"] == "cutover"]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                             {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get"]},
+                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
     hooks = [doc for path, doc in DOCS if doc["kind"] in ("Job", "CronJob")]
     assert len(hooks) >= 6  # three hooks, three CronJobs
     for job in hooks:

@@ -5,6 +5,7 @@ progress deadline shorter than the startup."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import re
 import shutil
@@ -167,3 +168,19 @@ def test_the_documented_patch_moves_the_gate(tmp_path: Path) -> None:
     assert causes(found) == []  # after the gate
     found = sync_order.findings([*rendered, hook("warm", "PreSync", -2500)], example_plan())
     assert causes(found) == ["hook_before_gate"]
+
+
+@pytest.mark.parametrize(("gap", "refresh", "need"), [("31m", True, 1890), ("45m", False, 2790)],
+                         ids=["nudged", "argocds-look-alone"])
+def test_a_recreates_max_gap_shorter_than_what_the_gap_holds(rendered: list[dict[str, Any]], gap: str,
+                                                            refresh: bool, need: int) -> None:
+    """The startup (1800 s), two commits picked up (30 s each with the nudge; up to 480 s each by ArgoCD's look
+    alone) and 30 s of hooks."""
+    the_plan = example_plan(strategy="recreate", maxGap=gap)
+    if not refresh:
+        assert the_plan.argocd is not None
+        the_plan = dataclasses.replace(the_plan, argocd=dataclasses.replace(the_plan.argocd, refresh=False))
+    (found,) = sync_order.findings(rendered, the_plan)
+    assert found.cause == "max_gap_short" and found.hint == f"set handoff.maxGap to at least {need}s"
+    assert not found.refuse
+    assert sync_order.findings(rendered, example_plan(strategy="recreate", maxGap="32m")) == []

@@ -11,7 +11,8 @@ cutover's, PostSync hooks that run on every hop of a handoff, engines in differe
 deadlocks: the target waits for the card the source, in a later wave, still holds), the Service in a later wave
 than the engines (the switch waits for the health of everything before it), and a Deployment whose progress
 deadline ends before its startup probe's budget (ArgoCD marks it Degraded and fails the sync long before the
-engine's startup is over). Called by `cutover plan` and the PreSync gate.
+engine's startup is over), and a recreate's `maxGap` shorter than the startup and the two pickups inside the gap.
+Called by `cutover plan` and the PreSync gate.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ HELM_PHASES = {"pre-install": "PreSync", "pre-upgrade": "PreSync", "post-install
                "post-upgrade": "PostSync"}
 PROGRESS_DEADLINE = 600.0  # seconds: a Deployment's progressDeadlineSeconds when unset (apps/v1 defaults)
 ENGINE_KINDS = ("Deployment", "StatefulSet", "InferenceService")
+# What a recreate's gap holds beyond the target's startup (docs/install.md, "How long a switch takes"): per commit,
+# seconds from the hook's commit to its sync's start, with the nudge (pod start, the operation's end, the refresh)
+# and by ArgoCD's own look under its defaults (two periods and the jitter: the tail seen in ArgoCD's code); and the
+# hooks around the two hops (the gate, the PostSync's proof and commit).
+PICKUP = 30.0
+PICKUP_BY_LOOK = 480.0
+HOOKS = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +67,8 @@ class _Hook:
 def findings(docs: Sequence[Mapping[str, Any]], plan: Plan) -> list[Finding]:
     """What the render `docs` (the Application's, as ArgoCD builds it) holds that would delay or break a hop."""
     hooks = [hook for doc in docs if (hook := _hook(doc)) is not None]
-    return [*_around_gate(hooks), *_around_postsync(hooks, plan), *_engines(docs, plan), *_deadlines(docs, plan)]
+    return [*_around_gate(hooks), *_around_postsync(hooks, plan), *_engines(docs, plan), *_deadlines(docs, plan),
+            *_gap(docs, plan)]
 
 
 def _around_gate(hooks: Sequence[_Hook]) -> Iterable[Finding]:
@@ -129,6 +138,27 @@ def _deadlines(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Findin
                           f"its startup probe allows {budget:g}s: a sync that starts it fails at {deadline:g}s, "
                           "before any hook runs, while the engine may still be loading",
                           f"set progressDeadlineSeconds to at least {startup + 60:g}")
+
+
+def _gap(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
+    """recreate: handoff.maxGap against what the gap holds (docs/install.md, "How long a switch takes"): the
+    target's startup, two commits picked up by ArgoCD (the free's, the switch's) and the hooks around them."""
+    if plan.handoff.strategy != "recreate" or plan.handoff.max_gap is None:
+        return
+    doc = _engine(docs, plan.backends[plan.target])
+    budget = max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
+    if not budget:
+        return  # no startup probe in the render: nothing to add up
+    nudged = plan.argocd is not None and plan.argocd.refresh
+    pickup = PICKUP if nudged else PICKUP_BY_LOOK
+    need = min(budget, plan.verify.max_wait) + 2 * pickup + HOOKS
+    if plan.handoff.max_gap < need:
+        how = "the nudge's" if nudged else "ArgoCD's own look at Git (argocd.refresh: false), up to"
+        yield Finding("max_gap_short",
+                      f"handoff.maxGap ({plan.handoff.max_gap:g}s) is shorter than the gap a recreate holds: the "
+                      f"target's startup ({min(budget, plan.verify.max_wait):g}s), two commits picked up by ArgoCD "
+                      f"({how} {pickup:g}s each) and {HOOKS:g}s of hooks: {need:g}s; a gap that runs out restores "
+                      "the source", f"set handoff.maxGap to at least {need:g}s")
 
 
 def _hook(doc: Mapping[str, Any]) -> _Hook | None:
