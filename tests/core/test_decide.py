@@ -555,6 +555,28 @@ def test_the_hops_through_a_bridge(seen: steps.Observed, options: dict[str, str]
     assert decide.next_step(seen, BRIDGE, **options) == expected
 
 
+# On the bridge, the hop that frees the source pushes its free and then the target's restore; ArgoCD may sync the
+# free alone (seen in the tier, 3 s before the restore was pushed). That sync's PostSync waits for no pod of the
+# target: the restore's sync starts them, once the free's operation has ended.
+BRIDGE_FREE = step("vllm", "free", to="candle")
+BRIDGE_RESTORE = dataclasses.replace(step("candle", "restore", to="candle"), sha="7e57" * 10)
+ON_BRIDGE = observed(CODER, CODER, bridged("vllm", toward="candle"),
+                     workloads=handed(("vllm",), vllm=BRIDGE_FREE, candle=BRIDGE_RESTORE))
+
+
+@pytest.mark.parametrize(("application", "options", "expected"), [
+    (synced(started=NOW, phase="Running", compared=BRIDGE_FREE.sha), {},
+     steps.AwaitApply("candle", BRIDGE_RESTORE.sha)),
+    (synced(started=NOW, phase="Running", compared=BRIDGE_RESTORE.sha), {},
+     steps.Advance("vllm", "candle", bridge="coder")),
+    (synced(started=NOW, phase="Running", compared=BRIDGE_FREE.sha), {"to": "candle"},
+     steps.Advance("vllm", "candle", bridge="coder")),
+], ids=["the-free-alone", "the-restores-sync", "explicit-run"])
+def test_on_the_bridge_a_free_synced_alone_waits_for_no_pod(application: ApplicationView, options: dict[str, str],
+                                                            expected: steps.Step) -> None:
+    assert decide.next_step(dataclasses.replace(ON_BRIDGE, application=application), BRIDGE, **options) == expected
+
+
 def test_every_step_of_a_path_names_one_cutover_and_its_own_hop() -> None:
     """One Slack thread for vllm → coder → candle, known before a step says anything; each hop told apart, so that
     the target's proof is news after the bridge's, while a re-run of a hop repeats nothing."""

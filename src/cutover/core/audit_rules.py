@@ -47,13 +47,11 @@ def audit_step(observed: steps.Observed, plan: Plan, *, verified: str | None,
     return steps.Verify(git) if unverified else steps.Check(live, step_stalled)
 
 
-
 # How long after a cutover commit an Application with no operation since may still be about to sync it: ArgoCD
 # polls Git every 3 minutes (timeout.reconciliation) plus up to 1 minute of jitter when no refresh or webhook
 # tells it sooner. Past this, a commit no operation followed belongs to what ArgoCD leaves as it is (a workload in
 # another Application, a commit that changed nothing it renders): the audit goes on.
 APPLY_WINDOW = timedelta(minutes=10)
-
 
 
 def argocd_behind(observed: steps.Observed, *, now: datetime) -> str | None:
@@ -78,7 +76,6 @@ def argocd_behind(observed: steps.Observed, *, now: datetime) -> str | None:
     return f"ArgoCD has yet to apply {newest.sha[:12]} ({newest.title})"
 
 
-
 def _hop_left(observed: steps.Observed, plan: Plan) -> steps.Continue | None:
     """The next hop of a handoff whose last hop ArgoCD synced without hooks: no PostSync will take it."""
     unhooked = synced_without_hooks(observed)
@@ -86,7 +83,6 @@ def _hop_left(observed: steps.Observed, plan: Plan) -> steps.Continue | None:
     if unhooked is None or not isinstance(step, steps.Advance | steps.Restore | steps.Free):
         return None
     return steps.Continue(step, unhooked.sha)
-
 
 
 def argocd_gave_up(observed: steps.Observed) -> steps.Stalled | None:
@@ -112,7 +108,6 @@ def argocd_gave_up(observed: steps.Observed) -> steps.Stalled | None:
                    _step_label(failed))
 
 
-
 def _runs_on(observed: steps.Observed, app: ApplicationView, revision: str) -> steps.Stalled | None:
     """An operation that can only end Failed and runs on (`ApplicationView.failed_waiting`: a resource refused,
     ArgoCD waiting for the rest's health, which may never come) holds back every commit of ours: no sync starts
@@ -130,12 +125,10 @@ def _runs_on(observed: steps.Observed, app: ApplicationView, revision: str) -> s
                          f"starts no other sync while it runs", newest.sha, _step_label(newest), waiting)
 
 
-
 def _step_label(commit: Commit) -> str | None:
     """"free vllm", "restore candle": a handoff's step; None for a switch."""
     trailers = commit.trailers
     return f"{trailers.step} {trailers.backend}" if trailers.step in ("free", "restore") else None
-
 
 
 def synced_without_hooks(observed: steps.Observed) -> Commit | None:

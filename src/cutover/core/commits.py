@@ -22,11 +22,9 @@ def bridge_hop(last: Commit | None, plan: Plan) -> Commit | None:
     return last if last.trailers.toward else None
 
 
-
 def ours(observed: steps.Observed) -> list[Commit]:
     """This plan's newest cutover commits: the last switch, and each backend's last free or restore."""
     return [commit for commit in (observed.last, *observed.workloads.steps.values()) if commit is not None]
-
 
 
 def newest_commit(observed: steps.Observed) -> Commit | None:
@@ -37,7 +35,6 @@ def newest_commit(observed: steps.Observed) -> Commit | None:
         if dated else None
 
 
-
 def pushed_before(commit: Commit, other: Commit) -> bool:
     """By date; within one second (a date's precision) a hop's free is pushed before its restore."""
     if commit.date is None or other.date is None or commit.sha == other.sha:
@@ -46,17 +43,14 @@ def pushed_before(commit: Commit, other: Commit) -> bool:
                                           and other.trailers.step == "restore")
 
 
-
 def after(commit: Commit, other: Commit) -> bool:
     return commit.date is not None and other.date is not None and commit.date > other.date
-
 
 
 def backend_of(plan: Plan, selector: Mapping[str, str]) -> str | None:
     """The backend of the plan whose selector this is, exactly; None for any other selector."""
     return next((name for name, backend in plan.backends.items() if dict(backend.selector) == dict(selector)),
                 None)
-
 
 
 def held_by(last: Commit | None, plan: Plan) -> str | None:
@@ -69,7 +63,6 @@ def held_by(last: Commit | None, plan: Plan) -> str | None:
     if trailers.source == plan.target or (trailers.bridge and trailers.hold != plan.target):
         return trailers.hold
     return None
-
 
 
 def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:
@@ -86,13 +79,11 @@ def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:
                        hint="run `cutover run --to BACKEND` with the backend to go back to")
 
 
-
 def last_cutover(history: Sequence[Commit], plan: Plan) -> Commit | None:
     """The newest cutover commit of this plan that switched the selector: the state the phases read back (a commit
     that freed or restored a workload is not one: its trailers speak of a backend, not of the Service)."""
     return next((commit for commit in history if commit.trailers.plan == plan.name and not commit.trailers.step),
                 None)
-
 
 
 def commit_to(history: Sequence[Commit], plan: Plan, to: str) -> Commit | None:
@@ -101,12 +92,10 @@ def commit_to(history: Sequence[Commit], plan: Plan, to: str) -> Commit | None:
                  and not commit.trailers.step), None)
 
 
-
 def last_step(history: Sequence[Commit], plan: Plan, backend: str) -> Commit | None:
     """The newest commit of this plan that freed or restored `backend`'s workload."""
     return next((commit for commit in history if commit.trailers.plan == plan.name and commit.trailers.step
                  and commit.trailers.backend == backend), None)
-
 
 
 def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service_uid: str) -> str:

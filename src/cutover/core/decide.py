@@ -61,7 +61,6 @@ def next_step(observed: steps.Observed, plan: Plan, *, to: str | None = None, ho
     return steps.Verify(to)
 
 
-
 def _toward(observed: steps.Observed, plan: Plan, *, to: str, hold: str | None, explicit: bool) -> steps.Step:
     """Git not at `to`: the switch, or first the restore of `to`'s workload."""
     source = commits.backend_of(plan, observed.in_git)
@@ -69,7 +68,6 @@ def _toward(observed: steps.Observed, plan: Plan, *, to: str, hold: str | None, 
         return steps.Restore(to, to, hold, hops.swapped(observed, plan, source, to))
     restore = None if explicit else hops.restore_unsynced(observed, to)
     return steps.Advance(source, to, hold) if restore is None else steps.AwaitApply(to, restore.sha)
-
 
 
 def _after_failed_verification(observed: steps.Observed, plan: Plan, *, to: str,
@@ -80,7 +78,6 @@ def _after_failed_verification(observed: steps.Observed, plan: Plan, *, to: str,
     if observed.last is None:  # the first sync of an install, or a switch made by hand: not ours to undo
         return steps.Nothing("verification failed; no rollback (no cutover commit switched the Service)")
     return steps.RollBack(commits.previous_backend(plan, to, observed.last))
-
 
 
 def _hold(observed: steps.Observed, plan: Plan) -> steps.Hold | None:
@@ -94,14 +91,12 @@ def _hold(observed: steps.Observed, plan: Plan) -> steps.Hold | None:
     return None
 
 
-
 def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> steps.Gate | steps.Nothing:
     """No selector change in the revision: nothing to gate; a change to no backend of the plan: not ours."""
     if dict(wanted) == dict(live.selector):
         return steps.Nothing("no_change")
     target = commits.backend_of(plan, wanted)
     return steps.Nothing("not_ours") if target is None else steps.Gate(target)
-
 
 
 def syncfail_step(observed: steps.Observed, plan: Plan, *,
@@ -120,7 +115,6 @@ def syncfail_step(observed: steps.Observed, plan: Plan, *,
     if not plan.rollback_auto or serving is None or wanted == serving:
         return steps.Nothing("the Service keeps its selector")
     return steps.RollBack(serving)
-
 
 
 def rollback_to(observed: steps.Observed, plan: Plan) -> str:
@@ -142,7 +136,6 @@ def rollback_to(observed: steps.Observed, plan: Plan) -> str:
     return to
 
 
-
 def thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> str | None:
     """The cutover a step belongs to (its `Cutover-Id`, its Slack thread), known before anything of it is said: every
     hop of a path, a re-run and a later Job's verification speak of one cutover. None where no cutover is at work."""
@@ -155,7 +148,6 @@ def thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> str | None
     if isinstance(step, (steps.AwaitApply, steps.Verify)) and observed.last is not None:
         return observed.last.trailers.id or None
     return None
-
 
 
 def hop(step: steps.Step) -> str | None:

@@ -18,7 +18,6 @@ def swapped(observed: steps.Observed, plan: Plan, source: str | None, to: str) -
     return None if source in observed.workloads.freed or plan.backends[source].workload is None else source
 
 
-
 def bridged(observed: steps.Observed, plan: Plan, *, to: str, hold: str | None, explicit: bool) -> steps.Step | None:
     """handoff.strategy bridge (docs/capacity.md): the path source → bridge → `to`, one hop per step, each decided
     from Git. From a running source: switch to the bridge. On the bridge: once ArgoCD applied it, free the backend
@@ -32,7 +31,7 @@ def bridged(observed: steps.Observed, plan: Plan, *, to: str, hold: str | None, 
     if git == bridge and hop is not None:
         if not explicit and hop.trailers.hold:
             to = hold = hop.trailers.hold
-        return None if to == bridge else _on_bridge(observed, plan, hop, to=to, hold=hold)
+        return None if to == bridge else _on_bridge(observed, plan, hop, to=to, hold=hold, explicit=explicit)
     if git is None or git in (to, bridge) or to == bridge:
         return None
     if plan.backends[git].workload is None or git in observed.workloads.freed:
@@ -40,8 +39,8 @@ def bridged(observed: steps.Observed, plan: Plan, *, to: str, hold: str | None, 
     return steps.Advance(git, bridge, hold, bridge=bridge, toward=to)
 
 
-
-def _on_bridge(observed: steps.Observed, plan: Plan, hop: Commit, *, to: str, hold: str | None) -> steps.Step:
+def _on_bridge(observed: steps.Observed, plan: Plan, hop: Commit, *, to: str, hold: str | None,
+               explicit: bool) -> steps.Step:
     """Git selects the bridge, by `hop`: the next hop of the path to `to`."""
     bridge, freed = hop.trailers.to or "", observed.workloads.freed
     if dict(observed.live.selector) != dict(plan.backends[bridge].selector):
@@ -53,8 +52,11 @@ def _on_bridge(observed: steps.Observed, plan: Plan, hop: Commit, *, to: str, ho
     if other in plan.backends and other != to and plan.backends[other].workload is not None and other not in freed:
         served = other == origin  # the other end that never had the Service is not drained
         return steps.Restore(to, to, hold, free=other, drain=served) if to in freed else steps.Free(other, to, served)
-    return steps.Restore(to, to, hold) if to in freed else steps.Advance(other, to, hold, bridge=bridge)
-
+    if to in freed:
+        return steps.Restore(to, to, hold)
+    # the free synced alone, its restore pushed after it (`restore_unsynced`): no pod of `to` to wait for yet
+    restore = None if explicit else restore_unsynced(observed, to)
+    return steps.Advance(other, to, hold, bridge=bridge) if restore is None else steps.AwaitApply(to, restore.sha)
 
 
 def path_source(observed: steps.Observed, plan: Plan) -> str | None:
@@ -62,7 +64,6 @@ def path_source(observed: steps.Observed, plan: Plan) -> str | None:
     (so that every hop of a path names one cutover, one Slack thread)."""
     git, hop = commits.backend_of(plan, observed.in_git), commits.bridge_hop(observed.last, plan)
     return hop.trailers.source if hop is not None and git == plan.handoff.bridge else git
-
 
 
 def restore_unsynced(observed: steps.Observed, to: str) -> Commit | None:
@@ -80,13 +81,11 @@ def restore_unsynced(observed: steps.Observed, to: str) -> Commit | None:
     return restored if syncing is not None and commits.pushed_before(syncing, restored) else None
 
 
-
 def on_capacity_held(observed: steps.Observed, plan: Plan, *, source: str | None, to: str) -> steps.Free | None:
     """The target fits only once the source is gone: strategy recreate frees the source (maxGap is the consent to
     the gap); a source freed already is waited on; any other strategy stops (`capacity_held_by_source`)."""
     freed = swapped(observed, plan, source, to)
     return None if freed is None else steps.Free(freed, to)
-
 
 
 def gap_opened(observed: steps.Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
@@ -97,7 +96,6 @@ def gap_opened(observed: steps.Observed, plan: Plan, *, source: str | None, to: 
     return gap_commit(observed.workloads, source=source, to=to)
 
 
-
 def gap_commit(workloads: steps.Workloads, *, source: str | None, to: str) -> Commit | None:
     """`gap_opened`, on what Git says of the workloads alone (`cutover plan` has no more)."""
     if source is None or source not in workloads.freed:
@@ -106,7 +104,6 @@ def gap_commit(workloads: steps.Workloads, *, source: str | None, to: str) -> Co
     if commit is None or commit.trailers.step != "free" or commit.trailers.to != to:
         return None
     return commit
-
 
 
 def restore_hold(observed: steps.Observed, plan: Plan) -> Commit | None:
@@ -122,14 +119,12 @@ def restore_hold(observed: steps.Observed, plan: Plan) -> Commit | None:
     return None
 
 
-
 def retire_step(observed: steps.Observed, plan: Plan, *, verified: str | None, now: datetime) -> steps.Free | None:
     """handoff.retire (docs/capacity.md): once a verified switch to the plan's target is `after` old in Git, the
     backend it left is drained and freed, by whichever cutover run comes first after that (a hook, the audit
     CronJob)."""
     step = retiring(observed, plan, verified=verified)
     return step if step is not None and observed.last is not None and now >= retire_at(observed.last, plan) else None
-
 
 
 def retiring(observed: steps.Observed, plan: Plan, *, verified: str | None) -> steps.Free | None:
@@ -152,13 +147,11 @@ def retiring(observed: steps.Observed, plan: Plan, *, verified: str | None) -> s
     return steps.Free(source, to)
 
 
-
 def retire_at(last: Commit, plan: Plan) -> datetime:
     """When the backend a switch left is retired: the switch's date in Git plus handoff.retire.after."""
     assert last.date is not None
     assert plan.handoff.retire_after is not None
     return last.date + timedelta(seconds=plan.handoff.retire_after)
-
 
 
 def rolling_back(observed: steps.Observed, plan: Plan) -> str | None:

@@ -21,7 +21,6 @@ class Workloads:
     steps: Mapping[str, Commit] = dataclasses.field(default_factory=dict)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Observed:
     """What one step of a phase read, once."""
@@ -35,7 +34,6 @@ class Observed:
     workloads: Workloads = Workloads()
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Hold:
     """A rollback holds the Service on `on` while the plan still names the target rolled back from."""
@@ -43,7 +41,6 @@ class Hold:
     on: str
     commit: str
     author: str = ""  # who made the hold's commit: named, since anyone who can push can write the trailer
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +56,6 @@ class Advance:
     toward: str | None = None
 
 
-
 @dataclasses.dataclass(frozen=True)
 class AwaitApply:
     """Git selects `to`; ArgoCD has yet to apply it. With `restore`: Git restored `to`'s workload in that commit of
@@ -69,7 +65,6 @@ class AwaitApply:
     restore: str | None = None
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Verify:
     """The Service selects `backend` as Git does: check the switch through the Service."""
@@ -77,13 +72,11 @@ class Verify:
     backend: str
 
 
-
 @dataclasses.dataclass(frozen=True)
 class RollBack:
     """The switch failed: commit `to`'s selector by the same guarded path, and hold there."""
 
     to: str
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +93,6 @@ class Restore:
     drain: bool = True  # the backend freed served the Service: drain it first
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Free:
     """Make room for `to`: drain `backend` (unless it never served) and free it. Strategy recreate: the target fits
@@ -111,11 +103,9 @@ class Free:
     serving: bool = True
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Nothing:
     reason: str
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +115,6 @@ class Check:
 
     backend: str
     stalled: Stalled | None = None
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +132,6 @@ class Stalled:
     waiting: str | None = None
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Continue:
     """`cutover audit`: ArgoCD synced cutover's hop `commit` without running its hooks, so no PostSync took the next
@@ -151,7 +139,6 @@ class Continue:
 
     step: Advance | Restore | Free
     commit: str
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +149,6 @@ class Gate:
 
 
 Step = Hold | Advance | Restore | Free | AwaitApply | Verify | RollBack | Nothing
-
 
 
 @dataclasses.dataclass(frozen=True)

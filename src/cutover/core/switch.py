@@ -19,7 +19,6 @@ class GitStep(enum.Enum):
     FOREIGN = "foreign"  # Git holds a selector that is no backend of the plan: someone else's change
 
 
-
 def git_step(current: Mapping[str, str], *, target: Mapping[str, str], known: Sequence[Mapping[str, str]]) -> GitStep:
     """What the writer does with the file it just read."""
     if dict(current) == dict(target):
@@ -27,7 +26,6 @@ def git_step(current: Mapping[str, str], *, target: Mapping[str, str], known: Se
     if any(dict(current) == dict(selector) for selector in known):
         return GitStep.WRITE
     return GitStep.FOREIGN
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +43,6 @@ class SwitchProblems:
         return [*self.final, *([self.endpoints] if self.endpoints else [])]
 
 
-
 def switch_problems(trailers: Trailers, live: ServiceView, *, ready: set[str], serving: set[str]) -> SwitchProblems:
     """The applied switch against the cutover commit's trailers (recorded before the switch) and the
     endpoints: the same Service object, and endpoints that are exactly the target's Ready pods."""
@@ -60,12 +57,10 @@ def switch_problems(trailers: Trailers, live: ServiceView, *, ready: set[str], s
     return SwitchProblems(tuple(final), endpoints)
 
 
-
 def look_again(problems: SwitchProblems, *, now: float, deadline: float, poll: float) -> bool:
     """The endpoint-finality rule: only endpoints that differ are looked at again (the EndpointSlice
     controller rewrites the slices seconds after it sees the selector change), and only while time is left."""
     return bool(problems.endpoints) and not problems.final and now + poll <= deadline
-
 
 
 def retry_through_service(proof: PodProof, *, now: float, deadline: float, retry_in: float) -> bool:
