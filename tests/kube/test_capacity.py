@@ -144,8 +144,8 @@ def test_the_reference_cluster_fits_candle_only_once_vllm_is_gone() -> None:
     assert verdict.fit is capacity.Fit.ONCE_SOURCE_GONE and verdict.held_by_source
     assert (verdict.needed, verdict.fits_now, verdict.fits_freed) == (1, 0, 1)
     assert verdict.figures == (
-        "gpu-1: nvidia.com/gpu 2 allocatable, vllm holds 0, others 2, 0 free",
-        "gpu-2: nvidia.com/gpu 2 allocatable, vllm holds 1, others 1, 0 free",
+        "gpu-1: nvidia.com/gpu 2 allocatable, vllm holds 0, others 2 (coder/coder-0 2), 0 free",
+        "gpu-2: nvidia.com/gpu 2 allocatable, vllm holds 1, others 1 (clef/clef-0 1), 0 free",
         "cpu-1: nvidia.com/gpu 0 allocatable, vllm holds 0, others 0, 0 free")
     assert verdict.summary().startswith("candle fits only once vllm's pods are gone; candle needs 4 cpu, 16Gi "
                                         "memory, 1 nvidia.com/gpu per pod for 1 pod; gpu-1: ")
@@ -253,3 +253,13 @@ def test_what_an_unschedulable_pod_means_once_capacity_is_judged(nodes_extra: li
     assert (meant.cause if meant else None) == cause
     if meant is not None:
         assert meant.message.startswith(failure.message) and verdict.summary() in meant.message and meant.hint
+
+
+@pytest.mark.parametrize(("name", "labels", "workload"), [
+    ("coder-7d9f8b6c5d-x2x4q", {"pod-template-hash": "7d9f8b6c5d"}, "coder/coder"),  # a Deployment's
+    ("train-3", {"statefulset.kubernetes.io/pod-name": "train-3"}, "coder/train"),  # a StatefulSet's
+    ("one-off", {}, "coder/one-off"),
+])
+def test_the_figures_name_the_workloads_that_hold_the_cards(name: str, labels: dict[str, str], workload: str) -> None:
+    held = PodView("coder", name, "u", labels)
+    assert capacity.workload_of(held) == workload

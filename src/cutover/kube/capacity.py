@@ -129,7 +129,10 @@ def judge(*, target: str, pending: PodView, needed: int, nodes: Sequence[NodeVie
                               "ClusterRole cutover-capacity)")
     placement = pending.placement or Placement()
     eligible = [node for node in nodes if admits(node, placement)]
+    source_pods = list(source_pods)
+    ours = {(pod.namespace, pod.name) for pod in source_pods}
     held, by_source = _held(bound), _held(source_pods)
+    holders = _holders(pod for pod in bound if (pod.namespace, pod.name) not in ours)
     lines, now_count, freed_count = [], 0, 0
     for node in eligible:
         free = {name: node.allocatable.get(name, 0) - held.get(node.name, {}).get(name, 0) for name in demand}
@@ -137,7 +140,8 @@ def judge(*, target: str, pending: PodView, needed: int, nodes: Sequence[NodeVie
         freed = {name: free[name] + mine.get(name, 0) for name in demand}
         now_count += _how_many(free, demand)
         freed_count += _how_many(freed, demand)
-        lines.append(_figure(node, demand, free=free, mine=mine, source=source, short=short))
+        lines.append(_figure(node, demand, free=free, mine=mine, source=source, short=short,
+                             others=holders.get(node.name, {})))
     fit = _fit(needed, now_count, freed_count, seen_all=seen_all, source_holds=_holds_short(
         by_source, eligible, short or tuple(demand)))
     skipped = len(nodes) - len(eligible)
@@ -169,6 +173,30 @@ def _held(pods: Iterable[PodView]) -> dict[str, dict[str, int]]:
     return held
 
 
+def _holders(pods: Iterable[PodView]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per node and resource, what each workload other than the source holds there (`workload_of`): who a person
+    would ask for a card, or which engine could bridge."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    for pod in pods:
+        if pod.node_name and pod.phase not in ("Succeeded", "Failed"):
+            for name, amount in pod.requests.items():
+                if amount > 0:
+                    by = found.setdefault(pod.node_name, {}).setdefault(name, {})
+                    by[workload_of(pod)] = by.get(workload_of(pod), 0) + amount
+    return found
+
+
+def workload_of(pod: PodView) -> str:
+    """<namespace>/<workload> from a pod's name: a Deployment's pods end in -<pod-template-hash>-<suffix>, a
+    StatefulSet's in -<ordinal>; another pod is named as it is."""
+    name, template = pod.name, pod.labels.get("pod-template-hash")
+    if template and f"-{template}-" in name:
+        name = name[:name.rindex(f"-{template}-")]
+    elif "statefulset.kubernetes.io/pod-name" in pod.labels and name.rpartition("-")[2].isdigit():
+        name = name.rpartition("-")[0]
+    return f"{pod.namespace}/{name}"
+
+
 def _holds_short(by_source: Mapping[str, Mapping[str, int]], eligible: Sequence[NodeView],
                  short: Sequence[str]) -> bool:
     """Whether the source holds any of the short resources on a node the target may use."""
@@ -181,17 +209,19 @@ def _how_many(free: Mapping[str, int], demand: Mapping[str, int]) -> int:
 
 
 def _figure(node: NodeView, demand: Mapping[str, int], *, free: Mapping[str, int], mine: Mapping[str, int],
-            source: str | None, short: Sequence[str]) -> str:
-    """"worker-1: nvidia.com/gpu 1 allocatable, vllm holds 1, others 0, 0 free" for the resources that matter:
-    those the scheduler named, else those the target requests but this node lacks."""
+            source: str | None, short: Sequence[str], others: Mapping[str, Mapping[str, int]]) -> str:
+    """"worker-1: nvidia.com/gpu 2 allocatable, vllm holds 1, others 1 (coder/coder 1), 0 free" for the resources
+    that matter: those the scheduler named, else those the target requests but this node lacks."""
     names = [name for name in demand if name in short] or [name for name in demand if free[name] < demand[name]]
     parts = []
     for name in names or [name for name in demand if name != "pods"][:1]:
         allocatable, theirs = node.allocatable.get(name, 0), mine.get(name, 0)
-        others = allocatable - free[name] - theirs
+        held_by = allocatable - free[name] - theirs
         holder = f", {source} holds {shown(name, theirs)}" if source else ""
-        parts.append(f"{name} {shown(name, allocatable)} allocatable{holder}, others {shown(name, others)}, "
-                     f"{shown(name, max(free[name], 0))} free")
+        named = ", ".join(f"{workload} {shown(name, amount)}" for workload, amount in
+                          sorted((others.get(name) or {}).items(), key=lambda item: (-item[1], item[0])))
+        parts.append(f"{name} {shown(name, allocatable)} allocatable{holder}, others {shown(name, held_by)}"
+                     f"{f' ({named})' if named else ''}, {shown(name, max(free[name], 0))} free")
     return f"{node.name}: {'; '.join(parts)}" if parts else f"{node.name}: requests nothing"
 
 
