@@ -93,6 +93,8 @@ async def test_each_postsync_takes_one_hop_and_the_bridged_name_never_fails(
         assert named(events, milestones.BRIDGE_VERIFIED) and named(events, milestones.DRAINING)
 
         reconcile(world, repo)  # vLLM's pod goes, candle's is bound to the card it left
+        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {  # the sync of the restore runs
+            "operationState": sim_argocd.operation_state(world, "Running", repo.head() or "", finished=False)}})
         switched = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-3")), the_plan)
         assert switched.data["to"] == "candle" and switched.data["committed"] is True
         last, _ = commits(repo, PATH)

@@ -26,7 +26,7 @@ from cutover.demo import story
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, World
-from cutover.errors import InvalidInput
+from cutover.errors import InvalidInput, TargetNotReady
 from cutover.flows import phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -255,6 +255,43 @@ async def test_the_presync_gate_judges_the_rendered_revision(world: World, kube:
         sha = the.repo.commit({the.path: switched}, "switch\n")
         gated = await phases.presync(Run.create(kube, the.plan, the.host), job_name=f"x-{sha[:7]}-presync-1764457200")
     assert gated.backend == "candle" and gated.changed  # rendered: with the overlay's component: predictor
+
+
+@pytest.mark.parametrize(("strategy", "frees_vllm", "refused"), [
+    ("{strategy: parallel}", False, True),  # the origin cluster's story: candle started beside vLLM, Pending
+    ("{strategy: recreate, maxGap: 30m, drainTimeout: 1m}", True, False),  # a swap: vLLM freed in the same sync
+], ids=["started-beside-the-source", "a-swap-frees-the-source"])
+async def test_the_gate_refuses_a_revision_that_starts_a_target_that_cannot_fit(
+        world: World, kube: Any, tmp_path: Path, events: list[dict[str, Any]], strategy: str, frees_vllm: bool,
+        refused: bool) -> None:
+    """docs/capacity.md, "Before ArgoCD starts the target": a commit that scales candle up beside vLLM on a node whose
+    one card vLLM holds would sit in ArgoCD's Sync phase, no hook running, until the progress deadline. The PreSync
+    gate renders it and refuses with the figures, before ArgoCD applies anything."""
+    world.add_node("gpu-1", gpus=1)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    await world.settled()
+    workloads = {backend: f"{{kind: Deployment, name: {name}, path: {APP}/overlays/prod/kustomization.yaml}}"
+                 for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
+    async with layout(world, tmp_path, WITH_ENGINES, edits=f"{APP}/base/service.yaml", workloads=workloads,
+                      handoff=strategy) as the:
+        overlay = f"{APP}/overlays/prod/kustomization.yaml"
+        content, _ = the.repo.read(overlay)  # type: ignore[misc]
+        started = content.replace("  - name: llm-reasoning-candle\n    count: 0\n",
+                                  "  - name: llm-reasoning-candle\n    count: 1\n")
+        if frees_vllm:
+            started = started.replace("  - name: llm-reasoning\n    count: 1\n",
+                                      "  - name: llm-reasoning\n    count: 0\n")
+        sha = the.repo.commit({overlay: started}, "Start candle-vllm\n")
+        gate = phases.presync(Run.create(kube, the.plan, the.host), job_name=f"x-{sha[:7]}-presync-1764457200")
+        if not refused:
+            assert (await gate).changed is False
+            return
+        with pytest.raises(TargetNotReady) as caught:
+            await gate
+    assert caught.value.cause == "capacity_held_by_source" and caught.value.exit_code == 3
+    assert "the revision being synced starts candle (Deployment/llm-reasoning-candle, 1 pod)" in caught.value.message
+    assert "gpu-1: nvidia.com/gpu 1 allocatable, vllm holds 1, others 0, 0 free" in caught.value.message
+    assert "handoff.strategy recreate (with maxGap) or bridge frees vllm" in caught.value.hint
 
 
 async def test_the_presync_gate_says_what_in_the_render_would_break_a_hop(world: World, kube: Any, tmp_path: Path,

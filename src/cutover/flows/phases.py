@@ -38,7 +38,7 @@ from cutover.core.results import (
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView
 from cutover.errors import CutoverError, SyncTimeout, VerificationFailed
-from cutover.flows import advance, drain, handoff, sync, verification, writeback
+from cutover.flows import advance, drain, handoff, starting, sync, verification, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
@@ -76,9 +76,8 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)
-    hydrated = app is not None and app.hydrator is not None  # the plan's source renders the dry side only
-    if not hydrated and (isinstance(step, steps.Gate) or plan.handoff.strategy != "parallel"):
-        await sync.say_order(run, ref=ref)  # a switch, or a handoff whose every hop is a sync
+    if app is None or app.hydrator is None:  # with the Source Hydrator the plan's source renders the dry side only
+        await starting.ahead(run, ref=ref, gating=isinstance(step, steps.Gate))
     if isinstance(step, steps.Nothing):
         if step.reason == "no_change":
             log.info("presync.no_change", revision=shown)

@@ -17,11 +17,10 @@ import structlog
 from cutover.argocd import operation
 from cutover.core import commits
 from cutover.core.views import ApplicationView
-from cutover.errors import ClusterError, CutoverError, SyncTimeout
+from cutover.errors import ClusterError, SyncTimeout
 from cutover.flows.context import Run
 from cutover.kube import nudge_job
 from cutover.plan import ArgoCD
-from cutover.sources import sync_order
 
 SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
 SYNC_POLL = 10.0  # seconds between looks at the Service and the Application while waiting for that
@@ -91,20 +90,6 @@ def _deferred(argocd: ArgoCD, phase: str | None) -> bool:
                     "hooks (argo-cd#27875)", hint="with the fixed self-heal delay, `argocd.refresh: always` asks now "
                                                   "(docs/install.md)")
     return True
-
-
-async def say_order(run: Run, *, ref: str | None) -> None:
-    """The PreSync's warnings (docs/install.md, "Sync waves and deadlines"): what the render being synced holds that
-    would delay or break a hop (`sync_order.findings`). Only said, never refused here: `cutover plan` refuses."""
-    plan = run.plan
-    try:
-        docs = await run.source.render(await run.host.read(plan.git.path, ref=ref), ref=ref)
-    except CutoverError as exc:
-        log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
-        return
-    for found in sync_order.findings(docs or (), plan):
-        log.warning("presync.sync_order", cause=found.cause, message=found.message, hint=found.hint,
-                    refused_by_plan=found.refuse)
 
 
 async def application(run: Run) -> ApplicationView | None:

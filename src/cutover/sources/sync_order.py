@@ -24,7 +24,7 @@ from typing import Any
 from cutover.core.views import Probe
 from cutover.plan import Backend, Plan
 
-__all__ = ["Finding", "findings"]
+__all__ = ["Finding", "engine", "findings", "replicas"]
 
 HOOK = "argocd.argoproj.io/hook"
 WAVE = "argocd.argoproj.io/sync-wave"
@@ -102,7 +102,7 @@ def _around_postsync(hooks: Sequence[_Hook], plan: Plan) -> Iterable[Finding]:
 
 
 def _engines(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
-    found = {name: doc for name, backend in plan.backends.items() if (doc := _engine(docs, backend)) is not None}
+    found = {name: doc for name, backend in plan.backends.items() if (doc := engine(docs, backend)) is not None}
     waves = {name: _wave(doc) for name, doc in found.items()}
     if len(set(waves.values())) > 1:
         swap = plan.handoff.strategy == "recreate"
@@ -124,7 +124,7 @@ def _engines(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]
 
 def _deadlines(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
     for name, backend in plan.backends.items():
-        doc = _engine(docs, backend)
+        doc = engine(docs, backend)
         if doc is None or doc.get("kind") != "Deployment":  # a StatefulSet has no progress deadline
             continue
         spec = doc.get("spec") or {}
@@ -145,7 +145,7 @@ def _gap(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
     target's startup, two commits picked up by ArgoCD (the free's, the switch's) and the hooks around them."""
     if plan.handoff.strategy != "recreate" or plan.handoff.max_gap is None:
         return
-    doc = _engine(docs, plan.backends[plan.target])
+    doc = engine(docs, plan.backends[plan.target])
     budget = max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
     if not budget:
         return  # no startup probe in the render: nothing to add up
@@ -174,7 +174,7 @@ def _hook(doc: Mapping[str, Any]) -> _Hook | None:
     return _Hook(str(doc.get("kind", "")), _name(doc), frozenset(phases), _wave(doc), ours)
 
 
-def _engine(docs: Sequence[Mapping[str, Any]], backend: Backend) -> Mapping[str, Any] | None:
+def engine(docs: Sequence[Mapping[str, Any]], backend: Backend) -> Mapping[str, Any] | None:
     """The backend's workload in the render: the one its `workload:` names, else the one whose pods its selector
     picks."""
     for doc in docs:
@@ -184,6 +184,15 @@ def _engine(docs: Sequence[Mapping[str, Any]], backend: Backend) -> Mapping[str,
         elif doc.get("kind") in ENGINE_KINDS and _selects(backend.selector, _pod_labels(doc)):
             return doc
     return None
+
+
+def replicas(doc: Mapping[str, Any]) -> int | None:
+    """How many pods a rendered Deployment or StatefulSet asks for (1 when unset, as the API defaults it); None for
+    another kind (an InferenceService scales by its own rules)."""
+    if doc.get("kind") not in ("Deployment", "StatefulSet"):
+        return None
+    value = (doc.get("spec") or {}).get("replicas", 1)
+    return value if isinstance(value, int) else None
 
 
 def _selects(selector: Mapping[str, str], labels: Mapping[str, Any]) -> bool:

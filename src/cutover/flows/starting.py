@@ -1,0 +1,105 @@
+"""What a sync is about to start, judged before ArgoCD applies it (docs/capacity.md, "Before ArgoCD starts the
+target").
+
+With the engines in the Service's Application, a commit that starts the plan's target (its Deployment or
+StatefulSet asks for more pods than are bound now) is waited for inside ArgoCD's Sync phase, where no hook runs:
+on a cluster whose cards the source holds, the target stays Pending and the sync sits Running until the target's
+progress deadline, saying nothing. So the PreSync gate renders the revision being synced and judges where the new
+pods fit (`capacity.judge`, as the PostSync judges a Pending pod): not beside the source is
+`capacity_held_by_source`, nowhere is `unschedulable`, each with the nodes' figures, and the sync fails before
+ArgoCD applies anything. A revision that frees the source in the same sync (a recreate's swap, or a person's
+commit that does it) is judged with the source gone. The gate says the revision's sync order too
+(`sync_order.findings`, docs/install.md "Sync waves and deadlines"). Called by the PreSync gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from cutover.core import commits
+from cutover.errors import CutoverError, TargetNotReady
+from cutover.flows.context import Run
+from cutover.kube import capacity, payloads
+from cutover.sources import sync_order
+
+log = structlog.get_logger("cutover")
+
+
+async def ahead(run: Run, *, ref: str | None, gating: bool) -> None:
+    """The PreSync's look at what the revision `ref` is about to do, before ArgoCD applies it: its sync order said
+    (on a switch, or every hop of a handoff), and where a target it starts would fit judged (`judge`)."""
+    plan = run.plan
+    try:
+        docs = await run.source.render(await run.host.read(plan.git.path, ref=ref), ref=ref)
+    except CutoverError as exc:
+        log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
+        return
+    if docs is None:
+        return  # a chart without argocd.server: cutover cannot render it
+    if gating or plan.handoff.strategy != "parallel":
+        for found in sync_order.findings(docs, plan):  # said, never refused here: `cutover plan` refuses
+            log.warning("presync.sync_order", cause=found.cause, message=found.message, hint=found.hint,
+                        refused_by_plan=found.refuse)
+    await judge(run, docs)
+
+
+async def judge(run: Run, docs: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a revision that starts the plan's target where it cannot fit (TargetNotReady, exit 3); say a fit that
+    could not be judged. Nothing when the revision starts no pod of the target."""
+    plan = run.plan
+    target = plan.backends[plan.target]
+    doc = sync_order.engine(docs, target)
+    wanted = sync_order.replicas(doc) if doc is not None else None
+    if doc is None or not wanted:
+        return
+    namespace = plan.service.namespace
+    (pods, _), live = await asyncio.gather(run.cluster.pods(namespace, target.selector),
+                                           run.cluster.service(namespace, plan.service.name))
+    placed = sum(1 for pod in pods if pod.node_name and not pod.deleting)
+    serving = commits.backend_of(plan, live.selector)
+    if placed >= wanted or serving == plan.target:
+        return  # nothing new to place, or the live backend's own scaling: not a cutover's
+    source = plan.backends[serving] if serving is not None else None
+    nodes, (bound, seen_all) = await asyncio.gather(run.cluster.nodes(), run.cluster.bound_pods(namespace))
+    pending = _pending(doc, namespace)
+    verdict = capacity.judge(target=plan.target, pending=pending, needed=wanted - placed, nodes=nodes, bound=bound,
+                             source=serving if source else None, seen_all=seen_all,
+                             source_pods=[pod for pod in bound if source is not None and pod.namespace == namespace
+                                          and pod.matches(source.selector)])
+    log.info("capacity.judged", backend=plan.target, pod=pending.name, message=verdict.summary(),
+             **verdict.as_data())
+    freed = source is not None and (found := sync_order.engine(docs, source)) is not None and \
+        sync_order.replicas(found) == 0
+    if verdict.fit is capacity.Fit.NOW or (freed and verdict.fit is capacity.Fit.ONCE_SOURCE_GONE):
+        return
+    if verdict.fit not in (capacity.Fit.ONCE_SOURCE_GONE, capacity.Fit.NOWHERE):
+        log.warning("presync.fit_unknown", backend=plan.target, message=verdict.summary(),
+                    hint="grant the optional ClusterRole cutover-capacity so that the gate can judge where the "
+                         "target's pods fit before ArgoCD starts them (docs/capacity.md)")
+        return
+    held = verdict.fit is capacity.Fit.ONCE_SOURCE_GONE
+    raise TargetNotReady(
+        f"the revision being synced starts {plan.target} ({_kind(doc)}, {wanted} pod{'s' * (wanted != 1)}), and "
+        f"{verdict.summary()}: ArgoCD would apply it and wait in its Sync phase, no hook running, until the "
+        "progress deadline", cause="capacity_held_by_source" if held else "unschedulable",
+        hint=(f"commit the target stopped and let a handoff make room: handoff.strategy recreate (with maxGap) or "
+              f"bridge frees {serving} by its own commits (docs/capacity.md)") if held else
+             f"add capacity for {plan.target}, or lower what its pods request (docs/capacity.md)")
+
+
+def _pending(doc: Mapping[str, Any], namespace: str) -> Any:
+    """One of the pods the rendered workload would make, as the scheduler would judge it (its requests, its
+    placement)."""
+    template = (doc.get("spec") or {}).get("template") or {}
+    meta = template.get("metadata") or {}
+    return payloads.pod_view({"metadata": {"name": f"{_kind(doc)} (not yet applied)", "namespace": namespace,
+                                           "labels": meta.get("labels") or {}},
+                              "spec": template.get("spec") or {}, "status": {"phase": "Pending"}})
+
+
+def _kind(doc: Mapping[str, Any]) -> str:
+    return f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '')}"
