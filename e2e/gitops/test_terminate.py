@@ -10,10 +10,12 @@ whatever it does.
   ends the sync the same way (controller/appcontroller.go: "operation is terminating due to timeout"), nothing is
   committed, and since auto-sync does not try a failed revision again, a person's sync resumes once the timeout is
   raised;
-- an apply failing in the PostSync wave (a team's own hook the apiserver refuses, which ArgoCD's client-side dry run
-  let through): SyncFail starts at once, beside cutover's PostSync (gitops-engine: "one or more objects failed to
-  apply" while hooks run); it reports once per failed sync and rolls back nothing, since the revision that failed
-  kept the Service's selector, even when the PostSync's switch lands in Git before SyncFail looks;
+- an apply failing in cutover's PostSync wave (a team's own hook the apiserver refuses, which ArgoCD's client-side
+  dry run let through): SyncFail starts at once, beside cutover's PostSync (gitops-engine: "one or more objects
+  failed to apply" while hooks run); it reports once per failed sync and rolls back nothing, since the revision
+  that failed kept the Service's selector, even when the PostSync's switch lands in Git before SyncFail looks; in
+  an earlier wave (a smoke test's default, 0), the sync fails before cutover's PostSync starts: nothing is
+  committed;
 - kube-proxy stopped on the node (a crash-looping one): ArgoCD applies the switch and the EndpointSlices follow, but
   the ClusterIP's rules still lead to the old engine, which serves the same names; the PostSync's check through the
   Service asks who answers, fails with the old engine named once kube-proxy's window has passed, and rollback.auto
@@ -35,8 +37,9 @@ CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
 DEPLOYMENT = {"vllm": "llm-reasoning", "candle": "llm-reasoning-candle"}
 POSTSYNC = "cutover-postsync-llm-serving"
 SYNCFAIL = "cutover-syncfail-llm-serving"
-# A team's own PostSync hook in cutover's wave, which the apiserver refuses (a ConfigMap key holds no space) while
-# ArgoCD's dry run, always client-side (gitops-engine sync_context.go, applyObject), lets it through.
+# A team's own PostSync hook in cutover's wave (1000, hooks/postsync-job.yaml), which the apiserver refuses (a
+# ConfigMap key holds no space) while ArgoCD's dry run, always client-side (gitops-engine sync_context.go,
+# applyObject), lets it through. BROKEN_EARLIER: the same at wave 0, where a team's smoke test sits by default.
 BROKEN_HOOK = """---
 apiVersion: v1
 kind: ConfigMap
@@ -46,9 +49,11 @@ metadata:
   annotations:
     argocd.argoproj.io/hook: PostSync
     argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
+    argocd.argoproj.io/sync-wave: "1000"
 data:
   last run: never
 """
+BROKEN_EARLIER = BROKEN_HOOK.replace('    argocd.argoproj.io/sync-wave: "1000"\n', "")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -214,6 +219,34 @@ def test_an_apply_failing_beside_the_postsync_starts_syncfail_which_rolls_back_n
     MEASURED.append(f"an apply failing beside the PostSync: SyncFail ran beside it ({first} its switch reached Git), "
                     f"one report per failed sync, nothing rolled back; the operation's message: "
                     f"{state.get('message', '')!r}")
+
+
+def test_a_team_postsync_hook_failing_before_cutovers_leaves_nothing_committed(argo: gitops.GitOpsTier) -> None:
+    """cutover's PostSync runs at wave 1000, after a team's own PostSync hooks (wave 0 by default): one that fails
+    fails the sync before cutover's PostSync starts, so no switch is committed while a smoke test fails. SyncFail
+    reports and rolls back nothing; once the team fixes its hook, the next sync's PostSync commits the switch."""
+    target = "vllm" if serving(argo) == "candle" else "candle"
+    leaving = serving(argo)
+    engines = argo.git.repo.read(gitops.ENGINES)
+    assert engines is not None
+    known = set(argo.git.cutover_commits())
+    person = argo.commit({gitops.PLAN: plan_for(target), gitops.ENGINES: engines[0] + BROKEN_EARLIER},
+                         f"Hand reasoning-long to {target}, with a smoke test that fails\n")
+    try:
+        state = argo.wait_operation("llm-serving", person, timeout=240)
+        assert state["phase"] == "Failed", state
+        ran = {r["name"]: r.get("hookPhase") for r in state["syncResult"]["resources"] if r.get("hookType")}
+        assert POSTSYNC not in ran, ran  # never started: its wave comes after the failed one
+        assert [sha for sha in argo.git.cutover_commits() if sha not in known] == []
+        assert serving(argo) == leaving
+    finally:
+        fixed = argo.commit({gitops.ENGINES: engines[0]}, "Drop the failing smoke test\n")
+    switch = argo.wait("the PostSync's commit once the hook is fixed", lambda: next(
+        (sha for sha in argo.git.cutover_commits()[:1] if sha not in known), None), timeout=240)
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=240)
+    assert serving(argo) == target and fixed
+    MEASURED.append("a team's PostSync hook failing at wave 0: the sync failed before cutover's PostSync (wave 1000) "
+                    "started, nothing committed; the next sync, the hook fixed, committed the switch")
 
 
 def test_a_data_path_still_leading_to_the_old_engine_fails_the_verification(argo: gitops.GitOpsTier) -> None:
