@@ -15,6 +15,7 @@ import os
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,19 @@ RECONCILIATION = "16s"
 JITTER = "8s"
 REVISION_CACHE = "24s"
 COMMON = ("--redis", f"127.0.0.1:{REDIS}", "--loglevel", "info")  # every ArgoCD component's
+
+
+# Run a command with `private` bound over /tmp, and the tier's own directory (under the system's /tmp: its
+# kubeconfig, certificates, scripts) bound back where it was: in a mount namespace of its own (unshare --mount).
+_OWN_TMP = """
+import os, subprocess, sys
+private, keep, *argv = sys.argv[1:]
+held = os.open(keep, os.O_PATH)
+subprocess.run(["mount", "--bind", private, "/tmp"], check=True)
+os.makedirs(keep, exist_ok=True)
+subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{held}", keep], check=True)
+os.execv(argv[0], argv)
+"""
 
 
 def module_dir(version: str) -> Path:
@@ -185,10 +199,19 @@ class ArgoCD:
                "ARGOCD_HYDRATOR_ENABLED": "true",
                # The repo-server's git credential socket, /tmp/reposerver-ask-pass.sock unless set (util/askpass):
                # a second tier on the machine took it over, and every fetch of this one failed with "unknown
-               # nonce" (seen here). The commit-server's is fixed (/tmp/commit-server-ask-pass.sock): two tiers
-               # hydrating at the same moment would still meet there.
+               # nonce" (seen here). The commit-server's is fixed (util/askpass/common.go,
+               # /tmp/commit-server-ask-pass.sock): below, a /tmp of its own.
                "ARGOCD_ASK_PASS_SOCK": str(self.dir / "askpass.sock")}
         argv = [str(self.plane.bin / binary), *args] if binary else args
+        if name == "argocd-commit-server":
+            # Two tiers side by side (CI's two shards) each start a commit-server, and the one that starts last
+            # takes the fixed socket over: the other's every hydration failed with "unknown nonce" for the whole run
+            # (seen here; CI passed when the hydrator's shard started last). Its own mount namespace, with a /tmp of
+            # this tier's bound over the system's, as a pod of its own would have.
+            private = self.dir / "commit-server-tmp"
+            private.mkdir(exist_ok=True)
+            argv = ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", _OWN_TMP, str(private),
+                    str(self.plane.dir), *argv]
         component = controlplane.Component(name, argv, self.plane.dir / f"{name}.log")
         component.start(env)
         self.plane.components.append(component)  # stopped with the control plane, checked with it
