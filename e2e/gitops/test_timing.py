@@ -23,9 +23,10 @@ from conftest import MEASURED
 from tier import argocd, githost, gitops
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
-# with the nudge, and with ArgoCD's look alone; `make timing` counts more (CUTOVER_TIMING_RUNS, docs/testing.md)
+# with the nudge, and with ArgoCD's look alone; more runs: CUTOVER_TIMING_RUNS=20 make e2e TIER=gitops
+# SCENARIOS=e2e/gitops/test_timing.py (docs/testing.md)
 RUNS = {True: int(os.environ.get("CUTOVER_TIMING_RUNS", "5")), False: int(os.environ.get("CUTOVER_TIMING_RUNS", "3"))}
-POLL = float(argocd.RECONCILIATION.rstrip("s"))  # ArgoCD's scaled look, for the ratio make bench reports
+POLL = float(argocd.RECONCILIATION.rstrip("s"))  # ArgoCD's scaled look: commit → live is said as a share of it
 WEBHOOK_RUNS = 3
 BASELINE_RUNS = 5
 P50: dict[str, float] = {}  # cutover's paths as this run measured them, for the baseline's ratio
