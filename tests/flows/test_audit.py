@@ -195,3 +195,26 @@ async def test_the_audit_command_line_exits_0_then_6_and_the_cronjobs_0(world: W
     assert [entry["exit"] for entry in named(logged, "audit.exit_zero")] == [6]
     assert (tmp_path / "termination-log").read_text() == outcomes[2][1]
     assert cutover_commits(repo) == []
+
+
+async def test_a_target_no_sync_will_take_is_said_by_the_audit(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """The sync of the plan's new target failed before cutover's PostSync ran (a team's hook in an earlier wave),
+    and the team's fix changed that hook alone: the Application is Synced, ArgoCD starts no sync, and no PostSync
+    takes the cutover. The audit checks the live backend as ever, and says what is left and how to go on."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    sim_argocd.seed_application(world)
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+        "sync": {"status": "Synced", "revision": repo.head()},
+        "operationState": sim_argocd.operation_state(world, "Failed", repo.head() or "", message="hook failed")}})
+    done = await audit(kube, make_plan(), host)
+    assert (done.state, done.backend) == ("checked", "vllm")
+    (left,) = named(events, "audit.target_left")
+    assert left["level"] == "warning" and "the plan's target is candle, the Service selects vllm" in left["reason"]
+    assert "cutover-run-llm-serving" in left["hint"]
+    world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {"sync": {"status": "OutOfSync"}}})
+    events.clear()  # a sync is coming (OutOfSync): nothing to say
+    await audit(kube, make_plan(), host, 2)
+    assert not named(events, "audit.target_left")

@@ -76,6 +76,22 @@ def argocd_behind(observed: steps.Observed, *, now: datetime) -> str | None:
     return f"ArgoCD has yet to apply {newest.sha[:12]} ({newest.title})"
 
 
+def target_left(observed: steps.Observed, plan: Plan) -> str | None:
+    """Why no PostSync will take the step the plan asks for, when ArgoCD has nothing left to sync: the sync of the
+    plan's new target failed before cutover's PostSync ran (a team's hook in an earlier wave), and the fix changed a
+    hook alone, which leaves the Application Synced (hooks are no managed resource), so no sync comes. None when a
+    PostSync would do nothing, a sync is running or pending, or the Application cannot be read."""
+    app = observed.application
+    if app is None or app.operation_phase in ("Running", "Terminating") or app.sync_status != "Synced":
+        return None
+    step = decide.next_step(observed, plan)
+    if not isinstance(step, steps.Advance | steps.Restore | steps.Free):
+        return None
+    return (f"the plan's target is {plan.target}, the Service selects "
+            f"{commits.backend_of(plan, observed.live.selector) or 'no backend of the plan'}, and ArgoCD has nothing "
+            "left to sync: no PostSync will take the cutover (did the last sync fail before cutover's PostSync ran?)")
+
+
 def _hop_left(observed: steps.Observed, plan: Plan) -> steps.Continue | None:
     """The next hop of a handoff whose last hop ArgoCD synced without hooks: no PostSync will take it."""
     unhooked = synced_without_hooks(observed)

@@ -419,6 +419,8 @@ async def audit(run: Run) -> Audited:
     await verification.still_serving(dataclasses.replace(run, plan=held_to), observed.live, step.backend, gap=gap)
     if step.stalled is not None:
         await _stalled(run, observed, step.stalled)
+    if (left := audit_rules.target_left(observed, plan)) is not None:
+        log.warning("audit.target_left", reason=left, hint=f"sync the Application, or run {plan.job('run')}")
     retired = await _retire_if_due(run, observed, verified=notes.get(lease.VERIFIED))
     return Audited("checked", step.backend, "the live backend proves its names", retired=retired)
 
