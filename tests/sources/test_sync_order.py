@@ -184,3 +184,27 @@ def test_a_recreates_max_gap_shorter_than_what_the_gap_holds(rendered: list[dict
     assert found.cause == "max_gap_short" and found.hint == f"set handoff.maxGap to at least {need}s"
     assert not found.refuse
     assert sync_order.findings(rendered, example_plan(strategy="recreate", maxGap="32m")) == []
+
+
+def test_a_bridge_that_leaves_names_unanswered_says_which_and_for_how_long(rendered: list[dict[str, Any]]) -> None:
+    text = YAML(typ="safe").load((EXAMPLE / "plan-configmap.yaml").read_text())["data"]["plan.yaml"]
+    data = YAML(typ="safe").load(text)
+    data["backends"]["coder"] = {"selector": {"app.kubernetes.io/name": "coder"}, "engine": "vllm", "port": 8080,
+                                 "workload": {"kind": "Deployment", "name": "coder"}}
+    for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle")):
+        data["backends"][backend]["workload"] = {"kind": "Deployment", "name": name}
+    data["target"] = "candle"
+    data["handoff"] = {"strategy": "bridge", "bridge": "coder", "bridgeNames": ["reasoning"]}
+    out = io.StringIO()
+    YAML(typ="safe").dump(data, out)
+    (bridged,) = plan.parse(out.getvalue())
+    (found,) = sync_order.findings(rendered, bridged)
+    assert found.cause == "bridge_names_dark" and not found.refuse
+    assert found.message.startswith("reasoning-long is not among handoff.bridgeNames: the bridge coder does not "
+                                    "answer it, so from the switch to coder until the switch to candle it goes "
+                                    "unanswered, up to about 1920s (candle's startup 1800s")
+    assert "on a way back through the bridge to vllm, up to about 1920s" in found.message
+    data["handoff"]["bridgeNames"] = ["reasoning", "reasoning-long"]
+    out = io.StringIO()
+    YAML(typ="safe").dump(data, out)
+    assert sync_order.findings(rendered, plan.parse(out.getvalue())[0]) == []

@@ -68,7 +68,7 @@ def findings(docs: Sequence[Mapping[str, Any]], plan: Plan) -> list[Finding]:
     """What the render `docs` (the Application's, as ArgoCD builds it) holds that would delay or break a hop."""
     hooks = [hook for doc in docs if (hook := _hook(doc)) is not None]
     return [*_around_gate(hooks), *_around_postsync(hooks, plan), *_engines(docs, plan), *_deadlines(docs, plan),
-            *_gap(docs, plan)]
+            *_gap(docs, plan), *_dark(docs, plan)]
 
 
 def _around_gate(hooks: Sequence[_Hook]) -> Iterable[Finding]:
@@ -159,6 +159,35 @@ def _gap(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
                       f"target's startup ({min(budget, plan.verify.max_wait):g}s), two commits picked up by ArgoCD "
                       f"({how} {pickup:g}s each) and {HOOKS:g}s of hooks: {need:g}s; a gap that runs out restores "
                       "the source", f"set handoff.maxGap to at least {need:g}s")
+
+
+def _dark(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
+    """bridge: the served names the bridge does not carry (handoff.bridgeNames) go unanswered from the switch to
+    the bridge until the switch off it: the far end's startup, three commits picked up (to the bridge, the free and
+    restore, off it) and the hooks; as long again on a way back through the bridge."""
+    bridge, names = plan.handoff.bridge, plan.handoff.bridge_names
+    dark = [name for name in plan.verify.served_names if name not in names] if names else []
+    if plan.handoff.strategy != "bridge" or bridge is None or not dark:
+        return
+    nudged = plan.argocd is not None and plan.argocd.refresh
+    pickup = PICKUP if nudged else PICKUP_BY_LOOK
+
+    def lasting(backend: str) -> str:
+        doc = engine(docs, plan.backends[backend])
+        budget = max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
+        startup = min(budget, plan.verify.max_wait) if budget else plan.verify.max_wait
+        return f"up to about {startup + 3 * pickup + HOOKS:g}s ({backend}'s startup {startup:g}s, three commits " \
+               f"picked up, the hooks)"
+
+    others = [name for name in plan.backends if name not in (plan.target, bridge)]
+    back = f"; on a way back through the bridge to {others[0]}, {lasting(others[0])}" if len(others) == 1 else ""
+    yield Finding("bridge_names_dark",
+                  f"{', '.join(dark)} {'is' if len(dark) == 1 else 'are'} not among handoff.bridgeNames: the bridge "
+                  f"{bridge} does not answer {'it' if len(dark) == 1 else 'them'}, so from the switch to {bridge} "
+                  f"until the switch to {plan.target} {'it goes' if len(dark) == 1 else 'they go'} unanswered, "
+                  f"{lasting(plan.target)}{back}",
+                  "add them to handoff.bridgeNames where the bridge can serve them; otherwise this is a gap in "
+                  "service for those names, as recreate's is (docs/capacity.md)")
 
 
 def _hook(doc: Mapping[str, Any]) -> _Hook | None:
