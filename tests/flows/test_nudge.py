@@ -149,3 +149,19 @@ async def test_nothing_to_nudge_when_argocd_holds_the_commit(
     sim_argocd.seed_application(world)
     result = await nudge.nudge(Run.create(kube, make_plan(), host, identity="n-1"))
     assert isinstance(result, Nudged) and result.state == "nothing" and result.refreshes == 0
+
+
+async def test_a_dry_run_looks_once_and_asks_nothing(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    sim_argocd.seed_application(world)
+    before = repo.head()
+    operation(world, "Running", before)
+    done = await phases.postsync(Run.create(kube, the_plan, host, identity="p-1"))
+    assert isinstance(done, Advanced)
+    ended(world)
+    result = await nudge.nudge(Run.create(kube, the_plan, host, identity="n-1", dry_run=True))
+    assert isinstance(result, Nudged) and (result.state, result.refreshes) == ("not_taken", 0)
+    assert not refresh_asked(world)

@@ -26,6 +26,9 @@ REFRESHES = 3  # refreshes asked in all: one is enough unless ArgoCD was busy el
 POLL = 1.0  # seconds between looks at the Application
 
 log = structlog.get_logger("cutover")
+# `--dry-run`: what one look says, in the words of a nudge's end
+DRY = {pickup.Pickup.TAKEN: "taken", pickup.Pickup.HOOKLESS: "taken", pickup.Pickup.NOTHING: "nothing",
+       pickup.Pickup.RUNNING: "running", pickup.Pickup.BEHIND: "not_taken"}
 
 
 async def nudge(run: Run) -> Nudged | Audited:
@@ -37,6 +40,8 @@ async def nudge(run: Run) -> Nudged | Audited:
         observed = dataclasses.replace(observed, application=await sync.application(run))
         found = pickup.pickup(observed)
         waited = round(loop.time() - started, 1)
+        if run.dry_run:  # one look, no refresh: where ArgoCD stands with the newest commit
+            return Nudged(DRY[found], _newest(observed), waited, 0)
         if found is pickup.Pickup.TAKEN:
             app = observed.application
             log.info("argocd.taken", revision=((app.operation_revision if app else None) or "")[:12], waited=waited,
