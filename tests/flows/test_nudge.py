@@ -165,3 +165,4 @@ async def test_a_dry_run_looks_once_and_asks_nothing(
     result = await nudge.nudge(Run.create(kube, the_plan, host, identity="n-1", dry_run=True))
     assert isinstance(result, Nudged) and (result.state, result.refreshes) == ("not_taken", 0)
     assert not refresh_asked(world)
+

@@ -65,6 +65,12 @@ async def judge(run: Run, docs: Sequence[Mapping[str, Any]]) -> None:
         return  # nothing new to place, or the live backend's own scaling: not a cutover's
     source = plan.backends[serving] if serving is not None else None
     nodes, (bound, seen_all) = await asyncio.gather(run.cluster.nodes(), run.cluster.bound_pods(namespace))
+    # the pods of every backend this revision frees go in the same sync (a recreate's swap, a bridge's hop): not
+    # counted as holding what the target needs
+    going = [backend for backend in plan.backends.values() if backend.name != plan.target and
+             (found := sync_order.engine(docs, backend)) is not None and sync_order.replicas(found) == 0]
+    bound = [pod for pod in bound if not any(pod.namespace == namespace and pod.matches(backend.selector)
+                                              for backend in going)]
     pending = _pending(doc, namespace)
     verdict = capacity.judge(target=plan.target, pending=pending, needed=wanted - placed, nodes=nodes, bound=bound,
                              source=serving if source else None, seen_all=seen_all,
@@ -72,9 +78,7 @@ async def judge(run: Run, docs: Sequence[Mapping[str, Any]]) -> None:
                                           and pod.matches(source.selector)])
     log.info("capacity.judged", backend=plan.target, pod=pending.name, message=verdict.summary(),
              **verdict.as_data())
-    freed = source is not None and (found := sync_order.engine(docs, source)) is not None and \
-        sync_order.replicas(found) == 0
-    if verdict.fit is capacity.Fit.NOW or (freed and verdict.fit is capacity.Fit.ONCE_SOURCE_GONE):
+    if verdict.fit is capacity.Fit.NOW:
         return
     if verdict.fit not in (capacity.Fit.ONCE_SOURCE_GONE, capacity.Fit.NOWHERE):
         log.warning("presync.fit_unknown", backend=plan.target, message=verdict.summary(),
