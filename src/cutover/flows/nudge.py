@@ -65,16 +65,22 @@ async def nudge(run: Run) -> Nudged | Audited:
         await asyncio.sleep(POLL)
 
 
-async def _hookless(run: Run, waited: float) -> Audited:
+async def _hookless(run: Run, waited: float) -> Audited | Nudged:
     """A selective sync of the commit: no PostSync will take the next hop or verify it. The audit's rules do, once
     that sync has ended, now rather than at the audit CronJob's schedule."""
     log.warning("argocd.synced_without_hooks", waited=waited, hint="a refresh during the hook's operation (a Git "
                 "webhook, a person, refresh: always) made ArgoCD sync the commit as a selective self-heal, without "
                 "hooks; the audit's rules take it from here (docs/install.md, \"Git webhooks\")")
+    loop = asyncio.get_running_loop()
+    until = loop.time() + max(PICKUP_WAIT, ENDED_WAIT - waited)  # within the Job's 900 s, the audit's check after
     while True:
         app = await sync.application(run)
         if app is None or app.operation_phase not in ("Running", "Terminating"):
             return await phases.audit(run)
+        if loop.time() > until:  # said before the Job's deadline kills it mid-wait: the audit takes it later
+            log.warning("argocd.still_running", hint="the sync without hooks has not ended: the audit CronJob takes "
+                        "the switch or the next hop once it has")
+            return Nudged("running", app.operation_revision, waited, 0)
         await asyncio.sleep(POLL)
 
 
