@@ -98,17 +98,23 @@ async def test_no_nudge_without_a_hook_or_its_cronjob(
         assert "ArgoCD syncs the commit at its next look at Git" in named(events, said)[0]["hint"]
 
 
+async def committed_in_its_sync(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo,
+                                the_plan: Any) -> Advanced:
+    """Both engines serving; the PostSync commits the switch while its own sync of the revision before runs."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    sim_argocd.seed_application(world)
+    operation(world, "Running", repo.head() or "")
+    done = await phases.postsync(Run.create(kube, the_plan, host, identity="p-1"))
+    assert isinstance(done, Advanced) and done.committed
+    return done
+
+
 async def test_the_nudge_refreshes_once_the_operation_ended_and_sees_the_sync_start(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         events: list[dict[str, Any]]) -> None:
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    sim_argocd.seed_application(world)
-    before = repo.head()
-    operation(world, "Running", before)
-    done = await phases.postsync(Run.create(kube, the_plan, host, identity="p-1"))
-    assert isinstance(done, Advanced) and done.committed
+    done = await committed_in_its_sync(world, kube, host, repo, the_plan)
     nudging = asyncio.create_task(nudge.nudge(Run.create(kube, the_plan, host, identity="n-1")))
     await asyncio.sleep(5)
     assert not refresh_asked(world) and not nudging.done()  # the hook's operation still runs
@@ -153,14 +159,8 @@ async def test_nothing_to_nudge_when_argocd_holds_the_commit(
 
 async def test_a_dry_run_looks_once_and_asks_nothing(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any) -> None:
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
     the_plan = make_plan()
-    sim_argocd.seed_application(world)
-    before = repo.head()
-    operation(world, "Running", before)
-    done = await phases.postsync(Run.create(kube, the_plan, host, identity="p-1"))
-    assert isinstance(done, Advanced)
+    await committed_in_its_sync(world, kube, host, repo, the_plan)
     ended(world)
     result = await nudge.nudge(Run.create(kube, the_plan, host, identity="n-1", dry_run=True))
     assert isinstance(result, Nudged) and (result.state, result.refreshes) == ("not_taken", 0)

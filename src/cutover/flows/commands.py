@@ -220,9 +220,9 @@ async def _planned_diff(plan: Plan, source: Source | None,
                         current: FileVersion | CutoverError | None) -> dict[str, Any] | None:
     if source is None or current is None:
         return None
+    if isinstance(current, CutoverError):  # the file could not be read
+        return {"error": current.message, "cause": current.cause, "hint": current.hint}
     try:
-        if isinstance(current, CutoverError):
-            raise current
         edit = await source.edit(current, plan.backend(plan.target).selector, where=plan.git.path)
     except CutoverError as exc:
         return {"error": exc.message, "cause": exc.cause, "hint": exc.hint}

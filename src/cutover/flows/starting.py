@@ -67,8 +67,7 @@ async def judge(run: Run, docs: Sequence[Mapping[str, Any]]) -> None:
     nodes, (bound, seen_all) = await asyncio.gather(run.cluster.nodes(), run.cluster.bound_pods(namespace))
     # the pods of every backend this revision frees go in the same sync (a recreate's swap, a bridge's hop): not
     # counted as holding what the target needs
-    going = [backend for backend in plan.backends.values() if backend.name != plan.target and
-             (found := sync_order.engine(docs, backend)) is not None and sync_order.replicas(found) == 0]
+    going = sync_order.freed(docs, plan)
     bound = [pod for pod in bound if not any(pod.namespace == namespace and pod.matches(backend.selector)
                                               for backend in going)]
     pending = _pending(doc, namespace)

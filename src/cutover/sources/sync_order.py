@@ -24,7 +24,7 @@ from typing import Any
 from cutover.core.views import Probe
 from cutover.plan import Backend, Plan
 
-__all__ = ["Finding", "engine", "findings", "replicas"]
+__all__ = ["Finding", "engine", "findings", "freed", "replicas"]
 
 HOOK = "argocd.argoproj.io/hook"
 WAVE = "argocd.argoproj.io/sync-wave"
@@ -213,6 +213,13 @@ def engine(docs: Sequence[Mapping[str, Any]], backend: Backend) -> Mapping[str, 
         elif doc.get("kind") in ENGINE_KINDS and _selects(backend.selector, _pod_labels(doc)):
             return doc
     return None
+
+
+def freed(docs: Sequence[Mapping[str, Any]], plan: Plan) -> list[Backend]:
+    """The backends other than the target whose workload the render stops (replicas 0): their pods go in the sync
+    that applies it (a recreate's swap, a bridge's hop)."""
+    return [backend for backend in plan.backends.values() if backend.name != plan.target and
+            (doc := engine(docs, backend)) is not None and replicas(doc) == 0]
 
 
 def replicas(doc: Mapping[str, Any]) -> int | None:
