@@ -118,7 +118,8 @@ spec:
 def bridge_plan(target: str, drain_timeout: str = "2m") -> str:
     plan = recreate_plan(target, "1m").replace(
         "    handoff: {strategy: recreate, maxGap: 1m, drainTimeout: 10s}\n",
-        f"    handoff: {{strategy: bridge, bridge: coder, bridgeNames: [reasoning], drainTimeout: {drain_timeout}}}\n")
+        f"    handoff: {{strategy: bridge, bridge: coder, bridgeNames: [reasoning], maxGap: 10m, "
+        f"drainTimeout: {drain_timeout}}}\n")
     return plan.replace("    target: ", "      coder:\n        selector: {app.kubernetes.io/name: coder, component: "
                                       "predictor}\n        engine: vllm\n        port: 8080\n    target: ", 1)
 

@@ -501,7 +501,8 @@ def test_a_sync_that_fails_while_a_gap_is_open_gives_the_card_back() -> None:
 
 # strategy bridge: vllm → coder (the bridge) → candle, each hop decided from Git
 (BRIDGE,) = plan.parse(_world.plan_text(workloads=_WORKLOADS, coder=True,
-                                        handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"))
+                                        handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning], "
+                                                 "maxGap: 45m}"))
 CODER = dict(BRIDGE.backends["coder"].selector)
 
 
@@ -575,6 +576,30 @@ ON_BRIDGE = observed(CODER, CODER, bridged("vllm", toward="candle"),
 def test_on_the_bridge_a_free_synced_alone_waits_for_no_pod(application: ApplicationView, options: dict[str, str],
                                                             expected: steps.Step) -> None:
     assert decide.next_step(dataclasses.replace(ON_BRIDGE, application=application), BRIDGE, **options) == expected
+
+
+WHOLE_BRIDGE = dataclasses.replace(BRIDGE, verify=dataclasses.replace(BRIDGE.verify, served_names=("reasoning",)),
+                                   handoff=dataclasses.replace(BRIDGE.handoff, max_gap=None))
+
+
+def test_names_the_bridge_leaves_unanswered_are_a_gap_as_recreate_s() -> None:
+    """reasoning-long has no backend while coder serves (handoff.bridgeNames): from the switch to the bridge, once
+    vLLM is freed, a failed sync gives the card back as under recreate, and the path then goes back to vLLM
+    through the bridge; a bridge that answers every served name leaves nothing to give back."""
+    hop = bridged("vllm", toward="candle")
+    on_it = observed(CODER, CODER, hop, workloads=handed(("vllm",)))
+    assert BRIDGE.dark_names == ("reasoning-long",) and WHOLE_BRIDGE.dark_names == ()
+    assert hops.gap_opened(on_it, BRIDGE, source="vllm", to="candle") == hop
+    assert decide.syncfail_step(on_it, BRIDGE) == steps.GiveBack("vllm", "candle")
+    assert decide.syncfail_step(on_it, WHOLE_BRIDGE) == steps.Nothing("the Service keeps its selector")
+    assert decide.syncfail_step(observed(CODER, CODER, hop), BRIDGE) == \
+        steps.Nothing("the Service keeps its selector")  # vLLM still runs: the bridge's own sync failed
+    back = observed(CODER, CODER, bridged("candle", toward="vllm", hold="vllm"), workloads=handed(("candle",)))
+    assert hops.gap_opened(back, BRIDGE, source="candle", to="vllm") is None  # the way back is the remedy
+    # given back: candle freed, vLLM restored as a rollback's restore, newer than the hop: the switch back is next
+    restored = step("vllm", "restore", to="vllm", hold="vllm", at=NOW + timedelta(minutes=1))
+    given = observed(CODER, CODER, hop, workloads=handed(("candle",), vllm=restored))
+    assert decide.next_step(given, BRIDGE) == steps.Advance("coder", "vllm", "vllm", bridge="coder")
 
 
 def test_every_step_of_a_path_names_one_cutover_and_its_own_hop() -> None:

@@ -22,7 +22,7 @@ from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BRIDGE_NAMES, Script, World
-from cutover.errors import CutoverError, SyncTimeout, VerificationFailed
+from cutover.errors import CutoverError, GapExceeded, SyncTimeout, VerificationFailed
 from cutover.flows import commands, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
@@ -45,9 +45,17 @@ async def one_gpu(world: World, repo: BareRepo) -> None:
     await world.settled()
 
 
-def bridge_plan(make_plan: Any) -> plan.Plan:
+def bridge_plan(make_plan: Any, *, max_gap: str = "45m") -> plan.Plan:
+    """coder answers `reasoning`, not `reasoning-long`: the bridged names leave one dark, consented to by maxGap."""
     built: plan.Plan = make_plan(workloads=WORKLOADS, coder=True, handoff="{strategy: bridge, bridge: coder, "
-                                                                          "bridgeNames: [reasoning], drainTimeout: 1m}")
+                                 f"bridgeNames: [reasoning], maxGap: {max_gap}, drainTimeout: 1m}}")
+    return built
+
+
+def whole_bridge_plan(make_plan: Any) -> plan.Plan:
+    """The Service serves `reasoning` only, which coder answers: no name goes dark, no maxGap."""
+    built: plan.Plan = make_plan(workloads=WORKLOADS, coder=True, names=BRIDGE_NAMES,
+                                 handoff="{strategy: bridge, bridge: coder, drainTimeout: 1m}")
     return built
 
 
@@ -226,9 +234,10 @@ async def test_a_bridge_that_fails_its_check_goes_back_to_the_source_which_still
 async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_serving(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
         events: list[dict[str, Any]]) -> None:
-    """No gap to close: the bridge serves, so nothing is rolled back by itself; a rollback then frees candle
-    without draining it (it never served) and brings vLLM back."""
-    the_plan = bridge_plan(make_plan)
+    """No gap to close: the bridge serves every served name, so nothing is rolled back by itself; a rollback then
+    frees candle without draining it (it never served) and brings vLLM back."""
+    the_plan = whole_bridge_plan(make_plan)
+    assert the_plan.dark_names == () and the_plan.handoff.max_gap is None
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     sim_argocd.apply_git(world, repo, PATH)
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
@@ -251,6 +260,63 @@ async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_ser
     assert candle_freed["drain"] == {}  # never served: not drained
 
 
+async def test_a_target_failing_while_names_go_unanswered_sends_the_path_back_to_the_source(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]]) -> None:
+    """reasoning-long has no backend while coder carries the Service: that gap is consented to for the target's
+    way there only. candle crash-loops: candle is freed, vLLM restored as a rollback's restore, and the next
+    PostSync switches from the bridge back to vLLM, which then holds."""
+    the_plan = bridge_plan(make_plan)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    sim_argocd.apply_git(world, repo, PATH)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
+        world.delete_pod(pod.name)
+    world.add_pod("candle", Script(pull=5, fault="crash_loop"), gpus=1, node="gpu-1")
+    with pytest.raises(CutoverError) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+    assert caught.value.cause == "crash_loop" and "vllm restored in" in caught.value.message
+    assert "the Service goes back to vllm through coder once vllm is proven" in caught.value.message
+    assert not named(events, "handoff.bridge_serving")
+    restore, free_candle = commits(repo, ENGINES)[:2]
+    assert (free_candle.step, free_candle.backend) == ("free", "candle")
+    assert (restore.step, restore.backend, restore.to, restore.hold) == ("restore", "vllm", "vllm", "vllm")
+
+    async with engines_follow_git(world, repo):
+        back = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-4")), the_plan)
+        assert back.data["to"] == "vllm" and back.data["committed"] is True
+        switch_back, _ = commits(repo, PATH)
+        assert (switch_back.source, switch_back.to, switch_back.hold) == ("coder", "vllm", "vllm")
+        sim_argocd.apply_git(world, repo, PATH)
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-5"))
+        held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-6")), the_plan)
+    assert held.data == {"held": "vllm"}
+
+
+async def test_names_unanswered_past_max_gap_send_the_path_back(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
+    """maxGap counts from the switch to the bridge (its date in Git): candle loading for an hour is given up at
+    the consented five minutes, `gap_exceeded`, exit 6, and `cutover plan` said the gap while it was open."""
+    the_plan = bridge_plan(make_plan, max_gap="5m")
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    sim_argocd.apply_git(world, repo, PATH)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
+        world.delete_pod(pod.name)
+    world.add_pod("candle", Script(pull=5, load=3600), gpus=1, node="gpu-1")
+    state = told(await commands.show_plan(kube, the_plan, host=host), the_plan).data["handoff"]
+    assert state["gap"]["names"] == ["reasoning-long"] and state["gap"]["left"] <= 300
+    with pytest.raises(GapExceeded) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
+    assert caught.value.exit_code == 6 and loop.time() - start <= 300 + 30
+    assert "since the switch to the bridge coder in" in caught.value.message
+    assert "left reasoning-long unanswered" in caught.value.message
+    restore = commits(repo, ENGINES)[0]
+    assert (restore.step, restore.backend, restore.hold) == ("restore", "vllm", "vllm")
+
+
 async def test_cutover_plan_says_where_the_path_stands_and_the_next_hop(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
     the_plan = bridge_plan(make_plan)
@@ -269,7 +335,8 @@ async def test_cutover_plan_says_where_the_path_stands_and_the_next_hop(
     after = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
     assert after.data["handoff"]["next"] == "wait for candle, prove it and switch from the bridge coder to it"
     (line,) = [line for line in after.lines if line.startswith("  handoff: ")]
-    assert "on the bridge coder toward candle since" in line and "gap" not in line
+    assert "on the bridge coder toward candle since" in line
+    assert "(reasoning-long unanswered since the switch to the bridge)" in line and "of maxGap left" in line
     # `cutover status` says the same, with the live selector beside Git's
     status = told(await commands.status(kube, the_plan, host=host), the_plan)
     assert status.data["handoff"]["git"] == "coder" and status.data["liveBackend"] == "coder"

@@ -36,7 +36,8 @@ async def test_the_gate_counts_no_card_a_revision_frees(world: World, kube: clus
     await world.settled()
     workloads = {"vllm": "{kind: Deployment, name: llm-reasoning}", "candle": "{kind: Deployment, name: candle}"}
     (the_plan,) = plan.parse(world.plan_text(git_api_url=None, workloads=workloads, coder=True,
-                                             handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"))
+                                             handoff="{strategy: bridge, bridge: coder, bridgeNames: [reasoning], "
+                                                 "maxGap: 45m}"))
     coder = dict(the_plan.backends["coder"].selector)
     world.kube.merge("/v1/services", "llm-serving", "reasoning-long-predictor", {"spec": {"selector": coder}})
     docs = [engine_doc("llm-reasoning", vllm_replicas), engine_doc("candle", 1)]

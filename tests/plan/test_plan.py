@@ -207,8 +207,9 @@ def test_bridge_is_read_with_a_third_backend_and_the_workloads_it_frees() -> Non
         "strategy bridge frees and restores it" in caught.value.message
     named = three.replace("    engine: candle-vllm\n", "    engine: candle-vllm\n    workload: {kind: Deployment, "
                                                          "name: candle}\n")
-    (one,) = plan.parse(named + "handoff: {strategy: bridge, bridge: coder, bridgeNames: [reasoning]}\n")
-    assert one.handoff == plan.Handoff(strategy="bridge", bridge="coder", bridge_names=("reasoning",))
+    (one,) = plan.parse(named + "handoff: {strategy: bridge, bridge: coder, bridgeNames: [reasoning], maxGap: 45m}\n")
+    assert one.handoff == plan.Handoff(strategy="bridge", bridge="coder", bridge_names=("reasoning",), max_gap=2700.0)
+    assert one.dark_names == ("reasoning-long",)
     assert one.backends["coder"].workload is None  # the bridge is never freed
     bridged = one.for_bridge()
     assert bridged.verify.served_names == ("reasoning",) and one.verify.served_names == ("reasoning-long", "reasoning")

@@ -194,7 +194,7 @@ def test_a_bridge_that_leaves_names_unanswered_says_which_and_for_how_long(rende
     for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle")):
         data["backends"][backend]["workload"] = {"kind": "Deployment", "name": name}
     data["target"] = "candle"
-    data["handoff"] = {"strategy": "bridge", "bridge": "coder", "bridgeNames": ["reasoning"]}
+    data["handoff"] = {"strategy": "bridge", "bridge": "coder", "bridgeNames": ["reasoning"], "maxGap": "45m"}
     out = io.StringIO()
     YAML(typ="safe").dump(data, out)
     (bridged,) = plan.parse(out.getvalue())
@@ -204,7 +204,14 @@ def test_a_bridge_that_leaves_names_unanswered_says_which_and_for_how_long(rende
                                     "answer it, so from the switch to coder until the switch to candle it goes "
                                     "unanswered, up to about 1920s (candle's startup 1800s")
     assert "on a way back through the bridge to vllm, up to about 1920s" in found.message
+    assert "handoff.maxGap (2700s) is the consent to it" in found.message
+    data["handoff"]["maxGap"] = "10m"
+    out = io.StringIO()
+    YAML(typ="safe").dump(data, out)
+    _, short = sync_order.findings(rendered, plan.parse(out.getvalue())[0])
+    assert short.cause == "max_gap_short" and "at least 1920s" in short.hint
     data["handoff"]["bridgeNames"] = ["reasoning", "reasoning-long"]
+    del data["handoff"]["maxGap"]
     out = io.StringIO()
     YAML(typ="safe").dump(data, out)
     assert sync_order.findings(rendered, plan.parse(out.getvalue())[0]) == []

@@ -253,8 +253,9 @@ def _handoff_line(state: dict[str, Any]) -> str:
                                                                            if step.get("hold") else "")
                       for name, step in sorted(state["steps"].items()))
     gap = state.get("gap")
-    open_gap = (f"; gap open for {gap['seconds']}s since {gap['source']} was freed, {gap['left']}s of maxGap left"
-                if gap else "")
+    since = f"({', '.join(gap['names'])} unanswered since the switch to the bridge)" if gap and gap.get("names") \
+        else f"since {gap['source']} was freed" if gap else ""
+    open_gap = f"; gap open for {gap['seconds']}s {since}, {gap['left']}s of maxGap left" if gap else ""
     bridge = state.get("bridge")
     on_bridge = (f"; on the bridge {bridge['backend']} toward {bridge['toward']} since {bridge['commit'][:12]}"
                  if bridge else "")

@@ -16,15 +16,17 @@ MARGIN = 300.0  # seconds one Job needs beyond its waits: proofs, fitness rounds
 
 def longest_job(plan: Plan, *, whole_path: bool = False, sync_wait: float = 0.0) -> float:
     """The longest one Job of this plan may run: the startup wait (verify.maxWait), or the longer of it and the
-    drain (handoff.drainTimeout) where a handoff or a retirement drains (under recreate the wait within the gap:
-    handoff.maxGap, when shorter), each hop being a hook Job of its own; `whole_path` (`cutover run`, `cutover
-    rollback`: every hop in one Job) adds them up with `sync_wait`, how long ArgoCD's apply is waited for (twice
-    through a bridge); plus MARGIN."""
+    drain (handoff.drainTimeout) where a handoff or a retirement drains (within a gap, recreate's or a bridge's
+    that leaves names unanswered, the wait is bounded by handoff.maxGap, when shorter), each hop being a hook Job
+    of its own; `whole_path` (`cutover run`, `cutover rollback`: every hop in one Job) adds them up with
+    `sync_wait`, how long ArgoCD's apply is waited for (twice through a bridge); plus MARGIN."""
     wait, drain, applies = plan.verify.max_wait, 0.0, 1
     if plan.handoff.strategy == "recreate" and plan.handoff.max_gap is not None:
         wait, drain = min(wait, plan.handoff.max_gap), plan.handoff.drain_timeout
     elif plan.handoff.strategy == "bridge":  # the bridge serves already: its hop is a proof, not a startup
         drain, applies = plan.handoff.drain_timeout, 2  # ArgoCD applies the bridge, then the target
+        if plan.handoff.max_gap is not None:  # names the bridge does not answer: the wait is within the gap
+            wait = min(wait, plan.handoff.max_gap)
     if plan.handoff.retire_after is not None:  # a PostSync or an audit may drain the backend it retires
         drain = plan.handoff.drain_timeout
     if whole_path:
@@ -38,9 +40,9 @@ def warning(plan: Plan, deadline: float, *, whose: str, whole_path: bool = False
     need = longest_job(plan, whole_path=whole_path, sync_wait=sync_wait)
     if need <= deadline:
         return None
-    what = ("the drain or the wait within handoff.maxGap" if plan.handoff.strategy == "recreate"
-            and plan.handoff.max_gap is not None else "the drain or verify.maxWait" if plan.handoff.strategy ==
-            "bridge" or plan.handoff.retire_after is not None else "verify.maxWait")
+    what = ("the drain or the wait within handoff.maxGap" if plan.handoff.max_gap is not None else
+            "the drain or verify.maxWait" if plan.handoff.strategy == "bridge" or plan.handoff.retire_after is not None
+            else "verify.maxWait")
     return (f"{whose} activeDeadlineSeconds ({deadline:g}s) is shorter than one hook Job of this plan may take "
             f"({need:g}s: {what} and {MARGIN:g}s to prove and commit): the Job controller would kill it mid-wait")
 

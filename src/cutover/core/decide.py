@@ -101,17 +101,19 @@ def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> st
 
 def syncfail_step(observed: steps.Observed, plan: Plan, *,
                   tried: Mapping[str, str] | None = None) -> steps.GiveBack | steps.RollBack | steps.Nothing:
-    """A failed sync changes nothing, unless a recreate's gap is open (the target never became healthy: the card
-    goes back to the source), or rollback.auto and the failed sync held a selector it could not apply: then Git goes
-    back to what the Service still selects, so ArgoCD is not left retrying a failing revision.
+    """A failed sync changes nothing, unless a gap is open (recreate's, or a bridge's that leaves names
+    unanswered: the target never became healthy, the card goes back to the source), or rollback.auto and the
+    failed sync held a selector it could not apply: then Git goes back to what the Service still selects, so
+    ArgoCD is not left retrying a failing revision.
 
     `tried` is the selector of the revision whose sync failed (Git's head when unknown). From ArgoCD 3.4 SyncFail
     starts at once when an apply fails beside a running hook, so a PostSync may commit its switch while SyncFail
     runs: that commit was never tried, and rolling it back would undo a proven switch for a failure not its own."""
     serving = commits.backend_of(plan, observed.live.selector)
     wanted = commits.backend_of(plan, observed.in_git if tried is None else tried)
-    if serving is not None and hops.gap_opened(observed, plan, source=serving, to=plan.target) is not None:
-        return steps.GiveBack(serving, plan.target)
+    gave_up = hops.origin(observed, plan, serving)
+    if gave_up is not None and hops.gap_opened(observed, plan, source=gave_up, to=plan.target) is not None:
+        return steps.GiveBack(gave_up, plan.target)
     if not plan.rollback_auto or serving is None or wanted == serving:
         return steps.Nothing("the Service keeps its selector")
     return steps.RollBack(serving)

@@ -89,11 +89,33 @@ def on_capacity_held(observed: steps.Observed, plan: Plan, *, source: str | None
 
 
 def gap_opened(observed: steps.Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
-    """The free commit that opened the gap a switch to `to` closes: `source` freed in Git by a cutover heading for
-    `to`. None when no gap is open (the source runs, or was freed by hand; under strategy bridge the bridge serves)."""
+    """The commit that opened the gap a switch to `to` closes: under recreate, the free of `source` by a cutover
+    heading for `to`; under bridge, the switch to the bridge on a path from `source` to `to` once `source` is freed,
+    when names go unanswered meanwhile (`dark_since`). None when no gap is open (the source runs, or was freed by
+    hand; a bridge that answers every served name)."""
     if plan.handoff.strategy == "bridge":
-        return None
+        return dark_since(observed, plan, source=source, to=to)
     return gap_commit(observed.workloads, source=source, to=to)
+
+
+def dark_since(observed: steps.Observed, plan: Plan, *, source: str | None, to: str) -> Commit | None:
+    """strategy bridge: the switch to the bridge that left `plan.dark_names` unanswered, on the path from `source`
+    (freed in Git since) to `to`; handoff.maxGap bounds it from that commit's date, as recreate's from its free. A
+    rollback's way back through the bridge is not bounded: it is the remedy (docs/capacity.md)."""
+    hop = commits.bridge_hop(observed.last, plan)
+    if not plan.dark_names or hop is None or commits.backend_of(plan, observed.in_git) != plan.handoff.bridge:
+        return None
+    trailers = hop.trailers
+    if trailers.hold or trailers.source != source or trailers.toward != to or source not in observed.workloads.freed:
+        return None
+    return hop
+
+
+def origin(observed: steps.Observed, plan: Plan, serving: str | None) -> str | None:
+    """The backend a gap in service gave up, from the backend the Service selects: under bridge the path's source
+    while the bridge serves, else `serving` itself."""
+    hop = commits.bridge_hop(observed.last, plan)
+    return hop.trailers.source if hop is not None and serving == plan.handoff.bridge else serving
 
 
 def gap_commit(workloads: steps.Workloads, *, source: str | None, to: str) -> Commit | None:

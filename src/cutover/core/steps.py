@@ -153,8 +153,9 @@ Step = Hold | Advance | Restore | Free | AwaitApply | Verify | RollBack | Nothin
 
 @dataclasses.dataclass(frozen=True)
 class GiveBack:
-    """A recreate's gap is open and the handoff failed: free `to` (the target, which never served) and restore
-    `source`, holding the Service on it."""
+    """A gap is open (recreate's; a bridge's with names unanswered) and the handoff failed: free `to` (the target,
+    which never served) and restore `source`, holding the Service on it (under bridge, as a rollback's restore: the
+    switch back from the bridge follows)."""
 
     source: str
     to: str

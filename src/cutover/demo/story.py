@@ -259,7 +259,7 @@ async def _one_gpu(workdir: Path) -> float:
     return verified.gap
 
 
-BRIDGE = "{strategy: bridge, bridge: coder, bridgeNames: [reasoning], drainTimeout: 1m}"
+BRIDGE = "{strategy: bridge, bridge: coder, bridgeNames: [reasoning], maxGap: 45m, drainTimeout: 1m}"
 
 
 async def _bridged(workdir: Path) -> Asked:

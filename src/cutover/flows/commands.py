@@ -161,6 +161,11 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
     if hop is not None and commits.backend_of(plan, observed.in_git) == plan.handoff.bridge:
         state["bridge"] = {"backend": plan.handoff.bridge, "toward": hop.trailers.toward, "commit": hop.sha,
                            "hold": hop.trailers.hold}
+        dark = hops.dark_since(observed, plan, source=hop.trailers.source, to=hop.trailers.toward or "")
+        if dark is not None and dark.date is not None:
+            spent = (Clock().now() - dark.date).total_seconds()
+            state["gap"] = {"source": hop.trailers.source, "names": list(plan.dark_names), "openedBy": dark.sha,
+                            "seconds": round(spent), "left": round((plan.handoff.max_gap or 0.0) - spent)}
     state["next"] = next_hop(decide.next_step(observed, plan), plan)
     retire = await _retiring(cluster, plan, observed)
     if retire is not None:

@@ -145,14 +145,19 @@ async def gap_failed(run: Run, observed: steps.Observed, opened: Commit, failure
         return type(failure)(f"{failure.message}; giving the card back to {source} failed: {exc.message}",
                              cause="restore_failed", hint=exc.hint)
     restored = f"{to} freed and {source} restored in {back.sha[:12]}" if back.sha else f"{source} restored"
+    plan = run.plan
+    bridge = plan.handoff.bridge if plan.handoff.strategy == "bridge" else None
+    stays = f"the Service goes back to {source} through {bridge} once {source} is proven" if bridge else \
+        "the Service stays on it"
     if loop.time() >= deadline:
-        max_gap = run.plan.handoff.max_gap or 0.0
-        return GapExceeded(f"{to} was not proven within handoff.maxGap ({max_gap:g}s since {source} was freed in "
-                           f"{opened.sha[:12]}): {failure.message}; {restored}, the Service stays on it",
+        since = f"the switch to the bridge {bridge} in {opened.sha[:12]} left {', '.join(plan.dark_names)} " \
+                "unanswered" if bridge else f"{source} was freed in {opened.sha[:12]}"
+        return GapExceeded(f"{to} was not proven within handoff.maxGap ({plan.handoff.max_gap or 0.0:g}s since "
+                           f"{since}): {failure.message}; {restored}, {stays}",
                            hint=f"read why {to} did not come up in time (its pods' events and logs); then change the "
                                 "plan's target again (the restore holds the Service until then), or raise "
                                 "handoff.maxGap")
-    return type(failure)(f"{failure.message}; {restored}, the Service stays on it", cause=failure.cause,
+    return type(failure)(f"{failure.message}; {restored}, {stays}", cause=failure.cause,
                          hint=f"{failure.hint}; the restore holds the Service on {source} until the plan's target "
                               "changes")
 
@@ -160,9 +165,11 @@ async def gap_failed(run: Run, observed: steps.Observed, opened: Commit, failure
 async def give_back(run: Run, observed: steps.Observed, *, source: str, to: str,
                     before_write: Callable[[], Awaitable[None]]) -> Restored:
     """The card back to the source: the target freed (it never served: not drained), the source restored with a
-    hold on it, ArgoCD asked to refresh."""
+    hold on it, ArgoCD asked to refresh. Under bridge the restore is a rollback's (`hops.rolling_back`): the next
+    hop switches from the bridge back to the source."""
     await free(run, observed, steps.Free(to, source), before_write=before_write, serving=False)
-    back = await restore(run, observed, steps.Restore(source, to, hold=source), before_write=before_write)
+    heading = source if run.plan.handoff.strategy == "bridge" else to
+    back = await restore(run, observed, steps.Restore(source, heading, hold=source), before_write=before_write)
     await sync.refresh(run)
     return back
 

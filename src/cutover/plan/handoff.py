@@ -18,9 +18,10 @@ def read_handoff(node: Field, *, backends: Mapping[str, Backend], target: str,
         return Handoff()
     node.mapping(_KEYS)
     strategy = node.child("strategy").string(default="parallel", choices=STRATEGIES)
+    bridge_names = _bridge_names(node, strategy, served)
+    dark = tuple(name for name in served if name not in bridge_names) if strategy == "bridge" else ()
     handoff = Handoff(strategy=strategy, bridge=_bridge(node, strategy, backends=backends, target=target),
-                      bridge_names=_bridge_names(node, strategy, served),
-                      max_gap=_max_gap(node, strategy),
+                      bridge_names=bridge_names, max_gap=_max_gap(node, strategy, dark),
                       drain_timeout=node.child("drainTimeout").duration(default=DRAIN_TIMEOUT),
                       retire_after=_retire_after(node.child("retire")))
     if strategy != "parallel" or handoff.retire_after is not None:
@@ -71,14 +72,24 @@ def _bridge_names(node: Field, strategy: str, served: tuple[str, ...]) -> tuple[
     return names
 
 
-def _max_gap(node: Field, strategy: str) -> float | None:
+def _max_gap(node: Field, strategy: str, dark: tuple[str, ...]) -> float | None:
+    """The consent to a gap in service: recreate's (every name, from the free to the switch), and a bridge's that
+    leaves `dark` names unanswered (they have no backend from the switch to the bridge until the switch off it)."""
     field = node.child("maxGap")
-    if strategy != "recreate":
+    if strategy == "bridge" and not dark:
         if field.value is not None:
-            raise field.fail("no maxGap (it is for handoff.strategy: recreate only)")
+            raise field.fail("no maxGap (under bridge it bounds the names the bridge does not answer, and "
+                             "handoff.bridgeNames holds every served name: no name goes unanswered)")
+        return None
+    if strategy not in ("recreate", "bridge"):
+        if field.value is not None:
+            raise field.fail("no maxGap (it is for handoff.strategy: recreate, and bridge with names the bridge "
+                             "does not answer)")
         return None
     if field.value is None:
-        raise field.fail("a duration such as '45m': recreate opens a gap in service, and maxGap is the consent to it")
+        why = "recreate opens a gap in service" if strategy == "recreate" else \
+            f"handoff.bridgeNames leaves {', '.join(dark)} unanswered while the bridge serves"
+        raise field.fail(f"a duration such as '45m': {why}, and maxGap is the consent to it")
     return field.duration(default=0.0)
 
 

@@ -158,7 +158,7 @@ class Handoff:
     strategy: str = "parallel"  # parallel (make-before-break) | bridge | recreate
     bridge: str | None = None  # bridge: the backend that carries the bridged names while the source is freed
     bridge_names: tuple[str, ...] = ()  # the names the bridge must serve (default: every served name)
-    max_gap: float | None = None  # recreate: seconds of gap consented to
+    max_gap: float | None = None  # recreate, and bridge with dark names: seconds of gap consented to
     drain_timeout: float = DRAIN_TIMEOUT  # seconds to wait for in-flight requests before a free
     retire_after: float | None = None  # seconds after a verified switch until the source is freed
 
@@ -182,6 +182,14 @@ class Plan:
         fitness = self.verify.fitness and dataclasses.replace(self.verify.fitness, compare=False)
         return dataclasses.replace(self, verify=dataclasses.replace(
             self.verify, served_names=self.handoff.bridge_names or self.verify.served_names, fitness=fitness))
+
+    @property
+    def dark_names(self) -> tuple[str, ...]:
+        """strategy bridge: the served names the bridge does not answer (outside handoff.bridgeNames), unanswered
+        from the switch to the bridge until the switch off it: a gap for them, consented to by handoff.maxGap."""
+        if self.handoff.strategy != "bridge" or not self.handoff.bridge_names:
+            return ()
+        return tuple(name for name in self.verify.served_names if name not in self.handoff.bridge_names)
 
     def job(self, command: str) -> str:
         """How a person runs `command` (run, rollback) for this workload: a Job from its own CronJob, which the

@@ -162,32 +162,39 @@ def _gap(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
 
 
 def _dark(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
-    """bridge: the served names the bridge does not carry (handoff.bridgeNames) go unanswered from the switch to
-    the bridge until the switch off it: the far end's startup, three commits picked up (to the bridge, the free and
-    restore, off it) and the hooks; as long again on a way back through the bridge."""
-    bridge, names = plan.handoff.bridge, plan.handoff.bridge_names
-    dark = [name for name in plan.verify.served_names if name not in names] if names else []
-    if plan.handoff.strategy != "bridge" or bridge is None or not dark:
+    """bridge: the served names the bridge does not carry (`plan.dark_names`) go unanswered from the switch to the
+    bridge until the switch off it: the far end's startup, three commits picked up (to the bridge, the free and
+    restore, off it) and the hooks; as long again on a way back through the bridge. handoff.maxGap is the consent
+    to the way there (a target not proven within it sends the path back): shorter than that figure, it is said."""
+    bridge, dark = plan.handoff.bridge, plan.dark_names
+    if bridge is None or not dark:
         return
     nudged = plan.argocd is not None and plan.argocd.refresh
     pickup = PICKUP if nudged else PICKUP_BY_LOOK
 
-    def lasting(backend: str) -> str:
+    def lasting(backend: str) -> tuple[float, str]:
         doc = engine(docs, plan.backends[backend])
         budget = max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
         startup = min(budget, plan.verify.max_wait) if budget else plan.verify.max_wait
-        return f"up to about {startup + 3 * pickup + HOOKS:g}s ({backend}'s startup {startup:g}s, three commits " \
-               f"picked up, the hooks)"
+        need = startup + 3 * pickup + HOOKS
+        return need, f"up to about {need:g}s ({backend}'s startup {startup:g}s, three commits picked up, the hooks)"
 
+    there, said = lasting(plan.target)
     others = [name for name in plan.backends if name not in (plan.target, bridge)]
-    back = f"; on a way back through the bridge to {others[0]}, {lasting(others[0])}" if len(others) == 1 else ""
+    back = f"; on a way back through the bridge to {others[0]}, {lasting(others[0])[1]}" if len(others) == 1 else ""
+    one = len(dark) == 1
     yield Finding("bridge_names_dark",
-                  f"{', '.join(dark)} {'is' if len(dark) == 1 else 'are'} not among handoff.bridgeNames: the bridge "
-                  f"{bridge} does not answer {'it' if len(dark) == 1 else 'them'}, so from the switch to {bridge} "
-                  f"until the switch to {plan.target} {'it goes' if len(dark) == 1 else 'they go'} unanswered, "
-                  f"{lasting(plan.target)}{back}",
+                  f"{', '.join(dark)} {'is' if one else 'are'} not among handoff.bridgeNames: the bridge {bridge} "
+                  f"does not answer {'it' if one else 'them'}, so from the switch to {bridge} until the switch to "
+                  f"{plan.target} {'it goes' if one else 'they go'} unanswered, {said}{back}; handoff.maxGap "
+                  f"({plan.handoff.max_gap or 0.0:g}s) is the consent to it",
                   "add them to handoff.bridgeNames where the bridge can serve them; otherwise this is a gap in "
                   "service for those names, as recreate's is (docs/capacity.md)")
+    if plan.handoff.max_gap is not None and plan.handoff.max_gap < there:
+        yield Finding("max_gap_short",
+                      f"handoff.maxGap ({plan.handoff.max_gap:g}s) is shorter than the gap the bridge leaves for "
+                      f"{', '.join(dark)}: {there:g}s; a gap that runs out sends the path back to the source",
+                      f"set handoff.maxGap to at least {there:g}s")
 
 
 def _hook(doc: Mapping[str, Any]) -> _Hook | None:
