@@ -62,7 +62,7 @@ from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, World
 from cutover.engines import api as engine_api
-from cutover.flows import drain, phases, wait, writeback
+from cutover.flows import drain, explicit, phases, wait, writeback
 from cutover.flows.context import Run
 from cutover.githost.gitea import Gitea
 from cutover.githost.github import GitHub
@@ -439,7 +439,6 @@ def bench_render_checks(runs: int) -> dict[str, float]:
 
 async def _switch_once(tmp: Path, between: _Between) -> None:
     from cutover.demo import argocd as sim_argocd
-    from cutover.flows import phases
     from cutover.flows.context import Run
 
     structlog.configure(processors=[between, lambda *_: (_ for _ in ()).throw(structlog.DropEvent)])
@@ -457,7 +456,7 @@ async def _switch_once(tmp: Path, between: _Between) -> None:
         host = GitHub(url=the_plan.git.url, branch="main", token="t", api_url=fake.url)
         try:
             async with sim_argocd.running(world, repo, BASE_FILE):
-                await phases.run(Run.create(kube, the_plan, host, identity="bench"))
+                await explicit.run(Run.create(kube, the_plan, host, identity="bench"))
         finally:
             await host.aclose()
             await kube.aclose()

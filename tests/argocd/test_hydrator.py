@@ -18,7 +18,7 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, World
 from cutover.errors import InvalidInput
-from cutover.flows import phases
+from cutover.flows import explicit, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -94,7 +94,7 @@ async def test_a_cutover_through_the_source_hydrator(world: World, kube: cluster
     probing = asyncio.create_task(client.run())
     try:
         async with sim_argocd.running(world, repo, PATH):
-            result = await phases.run(Run.create(kube, the_plan, host, identity="cutover-run-1"))
+            result = await explicit.run(Run.create(kube, the_plan, host, identity="cutover-run-1"))
         await asyncio.sleep(3)
     finally:
         probing.cancel()

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from cutover import plan
 from cutover.core import milestones
@@ -23,7 +24,7 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BRIDGE_NAMES, Script, World
 from cutover.errors import CutoverError, GapExceeded, SyncTimeout, VerificationFailed
-from cutover.flows import commands, phases
+from cutover.flows import commands, explicit, phases, sync
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -197,9 +198,9 @@ async def test_run_takes_every_hop_and_rollback_takes_them_back_through_the_brid
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None) -> None:
     the_plan = bridge_plan(make_plan)
     async with probing(world) as failures, engines_follow_git(world, repo):
-        ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+        ran = told(await explicit.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
         assert ran.data["to"] == "candle" and ran.data["verified"] is True
-        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        back = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
         assert back.data["to"] == "vllm" and back.data["verified"] is True
     assert failures == []
     switches = [(t.source, t.to, t.hold) for t in commits(repo, PATH)]
@@ -211,6 +212,49 @@ async def test_run_takes_every_hop_and_rollback_takes_them_back_through_the_brid
     assert text == ENGINES_FILE  # as the person committed it
     held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-after")), the_plan)
     assert held.data == {"held": "vllm"}
+
+
+async def test_a_rollback_job_sees_its_path_end_however_fast_argocd_and_the_hooks_take_it(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
+        events: list[dict[str, Any]]) -> None:
+    """The rollback Job commits the hop to the bridge and waits for ArgoCD to apply it; ArgoCD applies it, and the
+    hooks of its sync and the next take the rest of the path (vLLM restored, the switch back) before the Job looks
+    again: the Service never selects the bridge at one of the Job's looks. The Job sees the path's end and
+    verifies it, not a timeout after a completed rollback (seen in the tier: an 8 s window, caught by luck)."""
+    the_plan = bridge_plan(make_plan)
+    async with engines_follow_git(world, repo):
+        told(await explicit.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+    waiting = asyncio.Event()
+
+    def seen(logger: Any, method: str, entry: dict[str, Any]) -> dict[str, Any]:
+        if entry.get("event") == "argocd.waiting":  # the Job, waiting for ArgoCD to apply the bridge
+            waiting.set()
+        return entry
+
+    async def argocd_and_the_hooks() -> None:
+        await waiting.wait()
+        sim_argocd.apply_git(world, repo, PATH)  # the bridge, applied
+        await phases.postsync(Run.create(kube, the_plan, host, identity="hook-1"))  # restore vLLM, free candle
+        for pod in [pod for pod in world.pods.values() if pod.backend == "candle"]:
+            world.delete_pod(pod.name)
+        world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")  # a startup of seconds, as in the tier
+        await phases.postsync(Run.create(kube, the_plan, host, identity="hook-2"))  # the switch back
+        sim_argocd.apply_git(world, repo, PATH)
+
+    processors = structlog.get_config()["processors"]
+    structlog.configure(processors=[seen, *processors])
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    try:
+        hooks = asyncio.create_task(argocd_and_the_hooks())
+        back = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        await hooks
+    finally:
+        structlog.configure(processors=processors)
+    assert back.data["to"] == "vllm" and back.data["verified"] is True
+    assert loop.time() - began < sync.SYNC_WAIT / 2  # not a timeout after a completed rollback
+    assert named(events, "run.following") or named(events, "argocd.path_ahead")
+    assert [t.to for t in commits(repo, PATH)][:2] == ["vllm", "coder"]
 
 
 async def test_a_bridge_that_fails_its_check_goes_back_to_the_source_which_still_runs(
@@ -252,7 +296,7 @@ async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_ser
     assert [t.to for t in commits(repo, PATH)] == ["coder"]  # still on the bridge
 
     async with probing(world) as failures, engines_follow_git(world, repo):
-        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        back = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
     assert back.data["to"] == "vllm" and back.data["verified"] is True and failures == []
     free_candle = next(t for t in commits(repo, ENGINES) if t.backend == "candle" and t.step == "free")
     assert free_candle.to == "vllm"

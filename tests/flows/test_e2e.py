@@ -19,7 +19,7 @@ from cutover.core.repository import Author
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import NAMESPACE, SERVICE, Script, World
-from cutover.flows import phases
+from cutover.flows import explicit, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -180,7 +180,8 @@ async def test_manual_rollback_goes_back_without_a_gap_and_holds(world: World, k
     the_plan = make_plan()
     async with running(world, kube, host, repo, the_plan) as (argocd, client):
         await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=600)
-        report = told(await phases.rollback(Run.create(kube, the_plan, host, identity="cutover-rollback-1")), the_plan)
+        report = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="cutover-rollback-1")),
+                      the_plan)
         await until(lambda: any("held" in outcome for _, outcome in argocd.outcomes), within=600)
         await asyncio.sleep(60)  # more syncs come and go: the hold keeps PostSync from re-applying
     assert report.data["to"] == "vllm" and report.data["verified"] is True
@@ -242,7 +243,7 @@ async def test_run_and_postsync_at_once_one_of_them_holds_the_lease(world: World
     async with running(world, kube, host, repo, the_plan) as (argocd, client):
         await asyncio.sleep(120)  # PostSync of the first sync holds the Lease and waits for candle
         with pytest.raises(errors.LockHeld) as caught:
-            await phases.run(Run.create(kube, the_plan, host, identity="cutover-run-1"))
+            await explicit.run(Run.create(kube, the_plan, host, identity="cutover-run-1"))
         await until(lambda: any("verified" in outcome for _, outcome in argocd.outcomes), within=1800)
     assert caught.value.exit_code == 8 and "postsync-" in caught.value.message
     assert cutover_commits(repo) == ["cutover(reasoning-long-predictor): vllm -> candle"]

@@ -24,7 +24,7 @@ from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, Script, World
 from cutover.errors import CutoverError, LockHeld, NamesNotProven, SyncTimeout, TargetNotReady, VerificationFailed
-from cutover.flows import phases, writeback
+from cutover.flows import explicit, phases, writeback
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -376,7 +376,7 @@ async def test_the_stand_in_records_a_sync_as_the_real_argocd_does(
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     async with argocd_running(world, repo):
-        await phases.run(Run.create(kube, make_plan(), host, identity="job-run"))
+        await explicit.run(Run.create(kube, make_plan(), host, identity="job-run"))
     status = world.kube.stored(sim_argocd.APPS, "argocd", "llm-serving")["status"]
     state, (commit,) = status["operationState"], [e.sha for e in repo.log(PATH) if e.message.startswith("cutover(")]
     assert state["phase"] == "Succeeded" and state["message"] == "successfully synced (no more tasks)"
@@ -447,7 +447,7 @@ async def test_run_waits_proves_commits_waits_for_argocd_and_verifies(
     loop = asyncio.get_running_loop()
     start = loop.time()
     async with argocd_running(world, repo):
-        report = told(await phases.run(Run.create(kube, make_plan(), host, identity="job-run")), make_plan())
+        report = told(await explicit.run(Run.create(kube, make_plan(), host, identity="job-run")), make_plan())
     assert report.data["verified"] is True and report.data["endpoints"] == [candle.ip]
     assert len(cutover_commits(repo)) == 1
     # Ready at 330 s plus up to one 15 s probe tick; then at most one stand-in tick (5 s) and one look (10 s).
@@ -464,10 +464,10 @@ async def test_rollback_goes_back_and_holds_until_the_target_changes(
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
     async with argocd_running(world, repo):
-        await phases.run(Run.create(kube, the_plan, host, identity="job-run"))
-        report = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        await explicit.run(Run.create(kube, the_plan, host, identity="job-run"))
+        report = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
         held = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-postsync")), the_plan)
-        lifted = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run-2"), to="candle"), the_plan)
+        lifted = told(await explicit.run(Run.create(kube, the_plan, host, identity="job-run-2"), to="candle"), the_plan)
     assert report.data["to"] == "vllm" and report.data["endpoints"] == [vllm.ip]
     lift, back, there = cutover_commits(repo)  # newest first
     assert back.startswith("cutover(reasoning-long-predictor): candle -> vllm") and "Cutover-Hold: vllm" in back
@@ -483,7 +483,7 @@ async def test_run_when_argocd_never_applies_exits_7(world: World, kube: cluster
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     with pytest.raises(SyncTimeout) as caught:
-        await phases.run(Run.create(kube, make_plan(), host, identity="job-run"))
+        await explicit.run(Run.create(kube, make_plan(), host, identity="job-run"))
     assert caught.value.exit_code == 7 and "did not apply" in caught.value.message
     assert len(cutover_commits(repo)) == 1  # committed once; re-running continues from there
 
@@ -710,7 +710,7 @@ async def test_dry_run_proves_and_shows_the_diff_but_writes_nothing(
     world.add_pod("candle", ready=True)
     the_plan = make_plan()
     for result in (await phases.postsync(Run.create(kube, the_plan, host, identity="job-1", dry_run=True)),
-                   await phases.run(Run.create(kube, the_plan, host, identity="job-2", dry_run=True))):
+                   await explicit.run(Run.create(kube, the_plan, host, identity="job-2", dry_run=True))):
         report = told(result, the_plan)
         assert report.data["dryRun"] is True and report.summary.startswith("dry run: vllm -> candle")
         assert "+    app.kubernetes.io/name: llm-reasoning-candle" in report.data["diff"]
@@ -746,7 +746,7 @@ async def test_run_asks_again_when_an_operation_that_began_during_the_wait_ends_
 
     argocd_task = asyncio.create_task(lossy_argocd())
     try:
-        report = told(await phases.run(Run.create(kube, make_plan(), host, identity="job-run")), make_plan())
+        report = told(await explicit.run(Run.create(kube, make_plan(), host, identity="job-run")), make_plan())
     finally:
         argocd_task.cancel()
         await asyncio.gather(argocd_task, return_exceptions=True)

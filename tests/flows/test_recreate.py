@@ -22,7 +22,7 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, SimPod, World
 from cutover.errors import CutoverError, GapExceeded, SyncTimeout, VerificationFailed
-from cutover.flows import commands, phases
+from cutover.flows import commands, explicit, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -341,9 +341,9 @@ async def test_run_takes_every_hop_and_a_rollback_on_one_gpu_takes_them_back(
     one hop (vLLM was freed in Git), waits for vLLM within maxGap and switches back with a hold."""
     the_plan = recreate_plan(make_plan)
     async with engines_follow_git(world, repo):
-        ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+        ran = told(await explicit.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
         assert ran.data["to"] == "candle" and ran.data["verified"] is True and "gapSeconds" in ran.data
-        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        back = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
     assert back.data["to"] == "vllm" and back.data["verified"] is True and "gapSeconds" in back.data
     steps = [(t.step, t.backend) for t in map(Trailers.parse, cutover_commits(repo, ENGINES))]
     assert steps == [("restore", "vllm"), ("free", "candle"), ("free", "vllm")]  # newest first
@@ -499,12 +499,12 @@ async def test_recreate_through_a_helm_values_key_and_an_inference_service_both_
                  "candle": f"{{kind: InferenceService, name: candle-reasoning, path: {ISVC}}}"}
     the_plan = make_plan(workloads=workloads, handoff="{strategy: recreate, maxGap: 30m, drainTimeout: 1m}")
     async with engines_follow_git(world, repo, wanted=helm_and_kserve):
-        ran = told(await phases.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
+        ran = told(await explicit.run(Run.create(kube, the_plan, host, identity="job-run")), the_plan)
         assert ran.data["to"] == "candle" and ran.data["verified"] is True
         assert helm_and_kserve(repo) == {"vllm": 0, "candle": 1}
         freed = Trailers.parse(cutover_commits(repo, VALUES)[0])
         assert (freed.step, freed.backend, freed.previous) == ("free", "vllm", "1")
-        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        back = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
     assert back.data["to"] == "vllm" and back.data["verified"] is True
     assert [Trailers.parse(t).step for t in cutover_commits(repo, VALUES)] == ["restore", "free"]
     assert [Trailers.parse(t).step for t in cutover_commits(repo, ISVC)] == ["free", "restore"]

@@ -18,7 +18,7 @@ from cutover.core.trailers import Trailers
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import World
-from cutover.flows import commands, phases
+from cutover.flows import commands, explicit, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster, lease
@@ -103,7 +103,7 @@ async def test_a_rollback_after_retirement_restores_the_source_and_waits_for_it(
     await phases.audit(Run.create(kube, the_plan, host, identity="audit-1"))
     assert steps(repo) == [("free", "vllm")]
     async with engines_follow_git(world, repo, gpu=False):  # room for both
-        back = told(await phases.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
+        back = told(await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback")), the_plan)
     assert back.data["to"] == "vllm" and back.data["verified"] is True
     assert steps(repo) == [("restore", "vllm"), ("free", "vllm")]  # newest first
     text, _ = repo.read(ENGINES)  # type: ignore[misc]

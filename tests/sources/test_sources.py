@@ -27,7 +27,7 @@ from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, World
 from cutover.errors import InvalidInput, TargetNotReady
-from cutover.flows import phases
+from cutover.flows import explicit, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from helpers import Client, named
@@ -118,7 +118,7 @@ async def run_through(kube: Any, the: Layout) -> tuple[Completed, Client]:
     probing = asyncio.create_task(client.run())
     try:
         async with sim_argocd.running(the.world, the.repo, the.path):
-            result = await phases.run(Run.create(kube, the.plan, the.host, identity="cutover-run-1"))
+            result = await explicit.run(Run.create(kube, the.plan, the.host, identity="cutover-run-1"))
         await asyncio.sleep(5)
     finally:
         probing.cancel()

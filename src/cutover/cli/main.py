@@ -494,18 +494,18 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
 
 
 async def _phase(args: argparse.Namespace, job: Run) -> Result:
-    from cutover.flows import phases  # noqa: PLC0415
+    from cutover.flows import explicit, phases  # noqa: PLC0415
 
     _say_deadline(args.command, job.plan)
     if args.command == "presync":
         return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
     if args.command == "run":
-        return await phases.run(job, to=args.to)
+        return await explicit.run(job, to=args.to)
     if args.command == "nudge":
         from cutover.flows import nudge  # noqa: PLC0415
 
         return await nudge.nudge(job)
-    writers = {"postsync": phases.postsync, "rollback": phases.rollback, "syncfail": phases.syncfail,
+    writers = {"postsync": phases.postsync, "rollback": explicit.rollback, "syncfail": phases.syncfail,
                "audit": phases.audit}
     return await writers[args.command](job)
 

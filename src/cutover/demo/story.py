@@ -41,7 +41,7 @@ from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo, LogEntry
 from cutover.demo.world import NAMESPACE, SERVICE, Asked, Script, SimPod, World
 from cutover.errors import CutoverError
-from cutover.flows import phases
+from cutover.flows import explicit, phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
@@ -319,7 +319,7 @@ async def _rollback(cast: Cast) -> None:
     say("Suppose candle misbehaves: an operator runs the rollback Job "
         "(kubectl -n cutover create job --from=cronjob/cutover-rollback-<application> ...): cutover rollback")
     async with sim_argocd.running(cast.world, cast.repo, cast.path):
-        back = await phases.rollback(cast.run("cutover-rollback-demo"))
+        back = await explicit.rollback(cast.run("cutover-rollback-demo"))
     print(cast.told(back))
     _show_commit(cast)
     say("The next sync's PostSync respects the hold until the plan's target changes: cutover postsync")

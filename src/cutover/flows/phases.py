@@ -5,13 +5,12 @@ cutover (hold the Lease, wait and prove, commit with compare-and-swap, ask ArgoC
 has applied the commit, checks the switch (`verification`); a rollback's hold stops it. `presync` is the gate:
 a revision that switches the Service to a backend of the plan must prove that backend now, or ArgoCD aborts
 the sync and the Service keeps its selector (docs/sources.md: a failed PreSync hook stops the sync); it writes nothing.
-`run` and `rollback` do the whole cutover outside a sync, waiting for ArgoCD themselves (`sync`); `syncfail` reports.
+`syncfail` reports; `explicit` (run, rollback) does the whole cutover outside a sync with the same pieces.
 Called by the CLI with a `context.Run`; each returns a typed result (`results`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 from typing import NoReturn
@@ -24,7 +23,6 @@ from cutover.core.results import (
     Advanced,
     Audited,
     Awaiting,
-    Completed,
     Freed,
     Gated,
     Held,
@@ -145,7 +143,7 @@ async def postsync(run: Run) -> Result:
     if observed.workloads.steps:  # a handoff's hops: does the sync running this hook hold them (restore_unsynced)
         observed = dataclasses.replace(observed, application=await sync.application(run))
     step = decide.next_step(observed, run.plan)
-    _in_thread(observed, run.plan, step)
+    in_thread(observed, run.plan, step)
     if isinstance(step, steps.Hold):
         log.info(milestones.HELD, on=step.on, commit=step.commit[:12], author=step.author, target=run.plan.target)
         return Held(step.on, step.commit, step.author)
@@ -162,7 +160,7 @@ async def postsync(run: Run) -> Result:
         await sync.refresh(run)
         return Awaiting(step.to)
     assert isinstance(step, steps.Verify)
-    verified = await _verified(run, observed, seen, backend=step.backend)
+    verified = await verified_switch(run, observed, seen, backend=step.backend)
     log.info(milestones.COMPLETED, to=step.backend, commit=observed.last.sha[:12] if observed.last else None)
     return verified
 
@@ -176,11 +174,11 @@ async def _take(run: Run, observed: steps.Observed, seen: writeback.Seen,
                       advance.hop(run, observed, seen, step))
     if run.dry_run:
         return await advance.would_make_room(run, step)
-    await _bridge_carries(run, observed, seen)
+    await bridge_carries(run, observed, seen)
     return await advance.make_room(run, observed, step)
 
 
-def _in_thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> None:
+def in_thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> None:
     """Every event from here on names the step's cutover (`decide.thread`) and hop: its Slack thread from the first
     word, not from its commit on, and what a re-run of the hop would say again."""
     ident = decide.thread(observed, plan, step)
@@ -188,7 +186,7 @@ def _in_thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> None:
         structlog.contextvars.bind_contextvars(cutover_id=ident, hop=decide.hop(step))
 
 
-async def _verified(run: Run, observed: steps.Observed, seen: writeback.Seen | None, *, backend: str,
+async def verified_switch(run: Run, observed: steps.Observed, seen: writeback.Seen | None, *, backend: str,
                     to: str | None = None, hold: str | None = None) -> Verified:
     """The switch checked through the Service; on failure, the rollback `decide` asks for (the outcome stays
     exit 6)."""
@@ -290,7 +288,7 @@ def _room_said(room: Restored | Freed) -> str:
     return f"{room.backend} {what} in {room.sha[:12]}" if room.sha else f"{room.backend} {what} already"
 
 
-async def _bridge_carries(run: Run, observed: steps.Observed, seen: writeback.Seen | None) -> None:
+async def bridge_carries(run: Run, observed: steps.Observed, seen: writeback.Seen | None) -> None:
     """handoff.strategy bridge: before anything is freed, the bridge the Service selects is checked through the
     Service on handoff.bridgeNames (docs/capacity.md); failing that, rollback.auto goes back to where the path
     began, which still runs."""
@@ -312,74 +310,6 @@ async def _bridge_carries(run: Run, observed: steps.Observed, seen: writeback.Se
 
 
 # --- run and rollback ------------------------------------------------------------------------------------------
-
-
-async def run(run: Run, *, to: str | None = None) -> Result:
-    """A whole cutover outside a sync: wait, prove, commit, wait for ArgoCD to apply it, verify.
-    An explicit run ignores a rollback's hold: it is how a person lifts it."""
-    run.bind("run")
-    observed, seen = await observe(run)
-    return await _run(run, observed, seen, to=to or run.plan.target)
-
-
-async def rollback(run: Run) -> Result:
-    """Back to the backend the last cutover left, by the same guarded path, then hold there."""
-    run.bind("rollback")
-    observed, seen = await observe(run)
-    previous = decide.rollback_to(observed, run.plan)
-    return await _run(run, observed, seen, to=previous, hold=previous)
-
-
-# at most: switch to a bridge, see it applied, free the source (restoring the target), switch, and one more
-# look: never a loop
-HOPS = 6
-
-
-async def _run(run: Run, observed: steps.Observed, seen: writeback.Seen, *, to: str,
-               hold: str | None = None) -> Result:
-    plan, loop = run.plan, asyncio.get_running_loop()
-    commit, committed_at = None, None
-    for _ in range(HOPS):  # the hops of a handoff (docs/capacity.md), each decided on a fresh look at Git
-        step = decide.next_step(observed, plan, to=to, hold=hold)
-        _in_thread(observed, plan, step)
-        if isinstance(step, (steps.Restore, steps.Free)):
-            if run.dry_run:
-                return await advance.would_make_room(run, step)
-            await _bridge_carries(run, observed, seen)
-            await advance.make_room(run, observed, step)
-        elif isinstance(step, steps.AwaitApply) and step.to != to and observed.last is not None:
-            # the bridge: ArgoCD applies it (and the bridge is checked) before anything is freed
-            last = observed.last
-            await sync.await_applied(run, to=step.to, commit=last.sha, committed_at=committed_at or
-                                     last.date or run.clock.now())
-        elif isinstance(step, steps.Advance):
-            if run.dry_run:
-                return await advance.would_advance(run, seen, step)
-            done = await advance.hop(run, observed, seen, step)
-            if isinstance(done, Advanced):
-                # When the commit landed, not when the run began: the wait before it may have taken 30 minutes, and
-                # an operation that began during that wait is one that can end without our commit (argo-cd#21902).
-                commit, committed_at = done.sha, run.clock.now()
-                if done.to == to:
-                    break
-        else:
-            break
-        observed, seen = await observe(run)
-    if commit is None:
-        commit = observed.last.sha if observed.last else ""
-        committed_at = observed.last.date if observed.last and observed.last.date else run.clock.now()
-    assert committed_at is not None
-    started = loop.time()
-    await sync.await_applied(run, to=to, commit=commit, committed_at=committed_at)
-    log.info(milestones.SYNCED, commit=commit[:12], waited=round(loop.time() - started))
-    after, _ = await observe(run)
-    verified = await _verified(run, after, None, backend=to, to=to, hold=hold)
-    if hold:
-        log.info(milestones.HELD, on=hold, commit=commit[:12],
-                 hint=f"to go to {run.plan.target} again once it is fixed, run {run.plan.job('run')}; to stay on "
-                      f"{hold}, set the plan's target to {hold}")
-    log.info(milestones.COMPLETED, to=to, commit=commit[:12])
-    return Completed(verified, commit, to)
 
 
 # --- audit ---------------------------------------------------------------------------------------------------
@@ -410,7 +340,7 @@ async def audit(run: Run) -> Audited:
         log.warning("audit.unverified", backend=step.backend, commit=last.sha[:12] if last else None,
                     hint=f"verifying a switch synced without its hooks: {_hookless(plan)}")
         hold = last.trailers.hold if last else None
-        done = await _verified(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
+        done = await verified_switch(run, observed, seen, backend=step.backend, to=step.backend, hold=hold)
         return Audited("verified", step.backend, "applied without a PostSync hook", last.sha if last else None,
                        retired=done.retired)
     gap = hops.gap_opened(observed, plan, source=step.backend, to=plan.target)
@@ -445,7 +375,7 @@ async def _stalled(run: Run, observed: steps.Observed, found: steps.Stalled) -> 
 async def _continued(run: Run, observed: steps.Observed, seen: writeback.Seen, found: steps.Continue) -> Audited:
     """A hop ArgoCD synced without its hooks: the next one, taken here (the CronJob's schedule is then how long the
     handoff waited; docs/capacity.md)."""
-    _in_thread(observed, run.plan, found.step)
+    in_thread(observed, run.plan, found.step)
     log.warning("audit.continuing", commit=found.commit[:12], hop=decide.hop(found.step),
                 hint=f"taking the next hop, ArgoCD having synced {found.commit[:12]} without its hooks: "
                      f"{_hookless(run.plan)}")

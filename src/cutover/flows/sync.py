@@ -110,17 +110,24 @@ async def _application(run: Run) -> ApplicationView | None:
     return app.for_source(plan.git.url, plan.git.branch)
 
 
-async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetime) -> None:
-    """Until the live Service selects `to` (ArgoCD applied our commit) and the Application is healthy."""
+async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetime,
+                        path_end: str | None = None) -> None:
+    """Until the live Service selects `to` (ArgoCD applied our commit) and the Application is healthy. `path_end`:
+    `to` is a hop on a path (a bridge) that ends there, and the hooks of ArgoCD's syncs take the path's hops too:
+    a Service that selects the path's end already is past `to`, however briefly it selected `to` between looks."""
     plan = run.plan
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SYNC_WAIT
     target = dict(plan.backend(to).selector)
+    end = dict(plan.backend(path_end).selector) if path_end is not None else None
     while True:
         live = await run.cluster.service(plan.service.namespace, plan.service.name)
         app = await _application(run)
         if dict(live.selector) == target and (app is None or (app.health == "Healthy" and
                                                               app.operation_phase != "Running")):
+            return
+        if end is not None and dict(live.selector) == end:
+            log.info("argocd.path_ahead", commit=commit[:12], hop=to, live=path_end)
             return
         if app is not None:
             await _judged(run, app, commit=commit, committed_at=committed_at)
