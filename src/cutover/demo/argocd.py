@@ -19,7 +19,7 @@ import contextlib
 import io
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -336,6 +336,21 @@ def _succeeded(world: World, head: str, *, hooked: bool) -> dict[str, Any]:
         stored = world.kube.stored(APPS, ARGOCD_NAMESPACE, APPLICATION) or {}
         return dict(stored["status"]["operationState"])
     return operation_state(world, "Succeeded", head, resources=[service_result()])
+
+
+@contextlib.contextmanager
+def syncing(world: World, repo: BareRepo) -> Iterator[None]:
+    """The Application while a sync's PostSync hook runs: its operation Running on the branch head (a commit the
+    hook pushes then is compared with only once the operation ends: cutover leaves the refresh to its nudge Job),
+    Succeeded once the hook has ended."""
+    head = repo.head() or ""
+    world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {
+        "operationState": operation_state(world, "Running", head, finished=False)}})
+    try:
+        yield
+    finally:
+        world.kube.merge(APPS, ARGOCD_NAMESPACE, APPLICATION, {"status": {
+            "operationState": operation_state(world, "Succeeded", head)}})
 
 
 @contextlib.asynccontextmanager

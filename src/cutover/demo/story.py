@@ -120,8 +120,27 @@ class Cast:
     author: Author
 
     def run(self, identity: str) -> Run:
-        """What one hook Job works with: its own identity (the pod name) on the Lease."""
+        """What one Job works with: its own identity (the pod name) on the Lease."""
         return Run.create(self.kube, self.plan, self.host, identity=identity, author=self.author)
+
+    async def postsync(self, identity: str) -> Result:
+        """A PostSync hook Job, run while ArgoCD's operation runs (as it does): a commit it makes is nudged by a Job
+        made from the workload's audit CronJob, not refreshed at once (docs/sources.md, "After the hook")."""
+        run = Run.create(self.kube, self.plan, self.host, identity=identity, author=self.author,
+                         hook_job=f"cutover-postsync-{sim_argocd.APPLICATION}")
+        with sim_argocd.syncing(self.world, self.repo):
+            return await phases.postsync(run)
+
+    def install(self) -> Cast:
+        """The workload's audit CronJob beside the hooks, as the hooks Component ships it: what a nudge is made from."""
+        self.world.kube.apply("batch/v1/cronjobs", {
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": f"cutover-audit-{sim_argocd.APPLICATION}", "namespace": self.kube.own_namespace},
+            "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "serviceAccountName": "cutover", "restartPolicy": "Never",
+                "containers": [{"name": "cutover", "image": "ghcr.io/acme/cutover", "args": ["audit", "--exit-zero"]}],
+            }}}}}})
+        return self
 
     def told(self, result: Result) -> str:
         return outcome.render(result, self.plan).summary
@@ -155,7 +174,7 @@ async def story(workdir: Path) -> int:
         kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig")))
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
         cast = Cast(world, repo, seed, path, kube, host, the_plan, Author(the_plan.git.author.name,
-                                                                          the_plan.git.author.email))
+                                                                          the_plan.git.author.email)).install()
         try:
             await _cutover(cast)
             await _rollback(cast)
@@ -223,7 +242,7 @@ async def _on_one_gpu(workdir: Path, name: str, handoff: str, *, coder: bool = F
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
         try:
             yield Cast(world, repo, "", SERVICE_FILE, kube, host, the_plan,
-                       Author(the_plan.git.author.name, the_plan.git.author.email))
+                       Author(the_plan.git.author.name, the_plan.git.author.email)).install()
         finally:
             await host.aclose()
             await kube.aclose()
@@ -242,17 +261,17 @@ async def _one_gpu(workdir: Path) -> float:
         "beside vLLM, so the operator consents to a gap: handoff " + RECREATE)
     async with _on_one_gpu(workdir, "one-gpu", RECREATE) as cast:
         say("The sync of the operator's commit runs PostSync: drain vLLM, free it, start candle, in one hop")
-        print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-1"))))
+        print(cast.told(await cast.postsync("cutover-postsync-gpu-1")))
         for entry in reversed(cast.repo.log(ENGINES_FILE, limit=2)):
             print(f"  {entry.sha[:12]} {entry.message.splitlines()[0]}")
         say("ArgoCD applies both: vLLM's pod terminates, candle-vllm's is bound to the card it left (45 s pull, "
             "11 min loading). The gap is open: the Service selects pods that are gone")
         _candle_takes_the_card(cast.world)
         say("The next sync's PostSync waits for candle within what is left of maxGap, proves it, switches")
-        print(cast.told(await phases.postsync(cast.run("cutover-postsync-gpu-2"))))
+        print(cast.told(await cast.postsync("cutover-postsync-gpu-2")))
         sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
         say("ArgoCD applies the switch; the PostSync after it verifies and says how long the gap lasted")
-        verified = await phases.postsync(cast.run("cutover-postsync-gpu-3"))
+        verified = await cast.postsync("cutover-postsync-gpu-3")
         print(cast.told(verified))
     assert isinstance(verified, Verified)
     assert verified.gap is not None
@@ -271,18 +290,18 @@ async def _bridged(workdir: Path) -> Asked:
             cast.world.client("reasoning", every=10) as asked:
         say("A client in poimen asks for reasoning through the Service every 10 s. The sync of the operator's "
             "commit runs PostSync: prove coder on reasoning, switch to it")
-        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-1"))))
+        print(cast.told(await cast.postsync("cutover-postsync-bridge-1")))
         sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
         say("ArgoCD applies it. The next PostSync checks coder through the Service, drains vLLM, frees it and "
             "starts candle, in one sync")
-        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-2"))))
+        print(cast.told(await cast.postsync("cutover-postsync-bridge-2")))
         _candle_takes_the_card(cast.world)
         say("candle-vllm loads on the card vLLM left, while coder answers reasoning; the next PostSync waits for "
             "it, proves it, switches")
-        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-3"))))
+        print(cast.told(await cast.postsync("cutover-postsync-bridge-3")))
         sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
         say("ArgoCD applies the switch; the PostSync after it verifies it through the Service")
-        print(cast.told(await phases.postsync(cast.run("cutover-postsync-bridge-4"))))
+        print(cast.told(await cast.postsync("cutover-postsync-bridge-4")))
     say(f"The client asked for reasoning {asked.answered + len(asked.failed)} times along the path: "
         f"{asked.answered} answered, {len(asked.failed)} failed")
     return asked
@@ -290,9 +309,12 @@ async def _bridged(workdir: Path) -> Asked:
 
 async def _cutover(cast: Cast) -> None:
     say("ArgoCD syncs; the PostSync hook runs: cutover postsync")
-    report = await phases.postsync(cast.run("cutover-postsync-demo"))
+    report = await cast.postsync("cutover-postsync-demo")
     print(cast.told(report))
     commit = _show_commit(cast)
+    say("The hook pushed that commit while its own sync ran, which ArgoCD compares with Git only once it ends: the "
+        "nudge Job it made (cutover nudge, from the audit CronJob) asks ArgoCD to refresh then, and ArgoCD syncs the "
+        "commit in seconds, hooks and all")
     say("ArgoCD syncs that commit; the PreSync gate proves the target again: cutover presync")
     gate = await phases.presync(cast.run("cutover-presync-demo"),
                                 job_name=f"cutover-presync-{commit.sha[:7]}-presync-1764457200")
@@ -300,7 +322,7 @@ async def _cutover(cast: Cast) -> None:
     say("ArgoCD patches the Service's selector in place (same object, same ClusterIP)")
     sim_argocd.apply_git(cast.world, cast.repo, cast.path)
     say("The PostSync hook of that sync checks the switch: cutover postsync")
-    verified = await phases.postsync(cast.run("cutover-postsync-demo-2"))
+    verified = await cast.postsync("cutover-postsync-demo-2")
     print(cast.told(verified))
 
 
@@ -323,7 +345,7 @@ async def _rollback(cast: Cast) -> None:
     print(cast.told(back))
     _show_commit(cast)
     say("The next sync's PostSync respects the hold until the plan's target changes: cutover postsync")
-    held = await phases.postsync(cast.run("cutover-postsync-demo-3"))
+    held = await cast.postsync("cutover-postsync-demo-3")
     print(cast.told(held))
 
 
