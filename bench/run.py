@@ -639,7 +639,7 @@ async def _bridge_once(pull: float, load: float) -> dict[str, float]:
     to verified) over the target's startup, API requests per pod, and what a client asking for the bridged name
     through the Service every 10 s saw."""
     loop = asyncio.get_running_loop()
-    handoff = "{strategy: bridge, bridge: coder, bridgeNames: [reasoning]}"
+    handoff = "{strategy: bridge, bridge: coder, bridgeNames: [reasoning], maxGap: 45m}"
     async with _one_gpu(handoff, coder=True) as (world, repo, kube, host, the_plan):
         before = _api_requests(world)
         async with world.client("reasoning", every=10) as asked:
@@ -672,6 +672,28 @@ def bench_recreate() -> dict[str, float]:
     finally:
         loop.close()
     return {"gap": gap, "startup": startup, "ratio": gap / startup, "requests_per_pod": api / 2}
+
+
+TIER_TIMING = Path(__file__).resolve().parents[1] / "build" / "tier-timing.json"
+
+
+def tier_timing() -> list[tuple[str, str, str]]:
+    """Row 19, from the real tier's last timing run on this machine (e2e/gitops/test_timing.py keeps its figures in
+    build/tier-timing.json): commit → live as a share of ArgoCD's scaled look, and the gate's sync against a sync with
+    a no-op PreSync hook of the same image. Ratios inside that one run; the clock of a benchmark run here could
+    not say them (no ArgoCD here)."""
+    if not TIER_TIMING.exists():
+        return [("19. commit → live / ArgoCD's scaled look, real tier", "(no tier run: make e2e TIER=gitops "
+                 "SCENARIOS=e2e/gitops/test_timing.py)", "")]
+    kept = json.loads(TIER_TIMING.read_text())
+    poll, p50, gate = kept["poll"], kept["p50"], kept.get("sync_to_live", {})
+    rows = [(f"19. commit → live / ArgoCD's scaled look ({poll:g} s), {mode}, tier run {kept['at']}",
+             f"{seconds / poll:.2f}", "< 1" if mode == "the nudge" else "")
+            for mode, seconds in p50.items() if mode not in ("baseline", "a no-op PreSync hook")]
+    if "the gate" in gate and "a no-op PreSync hook" in gate:
+        rows.append(("19. sync start → live: cutover's gate / a no-op PreSync hook, same run",
+                     f"{gate['the gate'] / gate['a no-op PreSync hook']:.2f}×", "≤ 1.25×"))
+    return rows
 
 
 def main() -> int:
@@ -742,6 +764,7 @@ def main() -> int:
          f"{bridged['failed']:.0f} of {bridged['answered'] + bridged['failed']:.0f}", "0"),
         ("18. bridge on one GPU: Kubernetes API requests per pod over the path (4 PostSyncs, 3 pods)",
          f"{bridged['requests_per_pod']:.0f}", ""),
+        *tier_timing(),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")

@@ -16,8 +16,12 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from conftest import MEASURED
 from tier import argocd, githost, gitops
@@ -30,12 +34,31 @@ POLL = float(argocd.RECONCILIATION.rstrip("s"))  # ArgoCD's scaled look: commit 
 WEBHOOK_RUNS = 3
 BASELINE_RUNS = 5
 P50: dict[str, float] = {}  # cutover's paths as this run measured them, for the baseline's ratio
+P95: dict[str, float] = {}
+# From the start of the sync that applies the commit to the live Service selecting the target: the gate's sync
+# (cutover's PreSync proving the target) against the baseline's with a no-op PreSync hook of the same image
+SYNC_TO_LIVE: dict[str, list[float]] = {"the gate": [], "a no-op PreSync hook": []}
+# what `make bench` reads back (bench/run.py, row 19): the ratios of this run, with the scaled look they divide by
+KEPT = gitops.cluster.ROOT / "build" / "tier-timing.json"
 PRESYNC = "cutover-presync-llm-serving"
 PLAIN = "e2e/timing/plain"  # the baseline's workload, in a path (and an Application) of its own
 
 
+@pytest.fixture(autouse=True, scope="module")
+def kept() -> Iterator[None]:
+    """After the scenarios, what they measured, for `make bench`: the figures of one run, never merged with
+    another's (ratios inside one run)."""
+    yield
+    if not P50:
+        return
+    KEPT.parent.mkdir(exist_ok=True)
+    medians = {mode: statistics.median(seconds) for mode, seconds in SYNC_TO_LIVE.items() if seconds}
+    KEPT.write_text(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "poll": POLL,
+                                "p50": P50, "p95": P95, "sync_to_live": medians}, indent=2) + "\n")
+
+
 def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool | str, webhook: bool = False,
-                seen: list[bool] | None = None) -> float:
+                seen: list[bool] | None = None, gated: list[float] | None = None) -> float:
     # compare: false, since vLLM's context is the shorter one: the way back is refused otherwise (context_shorter)
     plan = gitops.with_target((gitops.cluster.ROOT / gitops.PLAN).read_text(), target).replace(
         "        compare: true\n", "        compare: false\n")
@@ -56,8 +79,16 @@ def switch_once(argo: gitops.GitOpsTier, target: str, *, refresh: bool | str, we
     argo.wait(f"the Service to select {target}", lambda: argo.service().spec.selector == wanted, timeout=120,
               every=0.1)
     took = time.monotonic() - committed
+    live_at = time.time()
     argo.wait_app("llm-serving", synced=True, healthy=True, timeout=120)  # PostSync verified, nothing running
+    if gated is not None:
+        gated.append(live_at)
     return took
+
+
+def sync_to_live(state: dict[str, Any], live_at: float) -> float:
+    """Seconds from the start of the operation `state` (ArgoCD writes it to the second) to the Service live."""
+    return live_at - datetime.fromisoformat(state["startedAt"].replace("Z", "+00:00")).timestamp()
 
 
 def hooks_run(state: dict[str, Any]) -> set[str]:
@@ -86,11 +117,15 @@ def test_commit_to_live_with_the_nudge_and_by_argocds_look(argo: gitops.GitOpsTi
         targets = [other[serving], serving] * runs
         measured[refresh], hooked[refresh] = [], 0
         for target in targets[:runs]:
-            measured[refresh].append(switch_once(argo, target, refresh=refresh))
-            hooked[refresh] += ran_both_hooks(argo.wait_operation("llm-serving", argo.git.cutover_commits()[0]))
+            live_at: list[float] = []
+            measured[refresh].append(switch_once(argo, target, refresh=refresh, gated=live_at))
+            state = argo.wait_operation("llm-serving", argo.git.cutover_commits()[0])
+            hooked[refresh] += ran_both_hooks(state)
+            if ran_both_hooks(state):
+                SYNC_TO_LIVE["the gate"].append(sync_to_live(state, live_at[0]))
     for refresh, seconds in measured.items():
         mode = "the nudge" if refresh else "ArgoCD's look alone (refresh: false)"
-        P50[mode] = statistics.median(seconds)
+        P50[mode], P95[mode] = statistics.median(seconds), p95(seconds)
         MEASURED.append(f"commit → live selector switched, {mode}: p50 {P50[mode]:.1f} s, p95 {p95(seconds):.1f} s, "
                         f"max {max(seconds):.1f} s over {len(seconds)} runs ({P50[mode] / POLL:.2f} of ArgoCD's "
                         f"scaled look); {hooked[refresh]} of {len(seconds)} syncs ran both hooks")
@@ -316,6 +351,13 @@ def test_a_selector_commit_without_hooks_is_the_baseline_of_the_ratio(argo: gito
                     f"with a no-op PreSync hook: p50 {floor:.1f} s, max {max(seconds[True]):.1f} s")
     ratios = ", ".join(f"{mode} {p50 / baseline:.1f}× / {p50 / floor:.1f}×" for mode, p50 in P50.items())
     MEASURED.append(f"cutover's paths against the baseline / the no-op hook: {ratios or 'not measured in this run'}")
+    P50["baseline"], P50["a no-op PreSync hook"] = baseline, floor
+    gate, noop = SYNC_TO_LIVE["the gate"], SYNC_TO_LIVE["a no-op PreSync hook"]
+    if gate and noop:
+        MEASURED.append(f"sync start → live, the sync of cutover's commit with its gate: p50 "
+                        f"{statistics.median(gate):.1f} s; with a no-op PreSync hook of the same image: "
+                        f"{statistics.median(noop):.1f} s ({statistics.median(gate) / statistics.median(noop):.2f}×; "
+                        "ArgoCD writes the start to the second)")
 
 
 def baseline_once(argo: gitops.GitOpsTier, wanted: dict[str, str], *, hook: bool) -> float:
@@ -327,7 +369,9 @@ def baseline_once(argo: gitops.GitOpsTier, wanted: dict[str, str], *, hook: bool
     argo.refresh("timing-plain")
     argo.wait(f"the baseline's Service to select {target}", lambda: argo.core.read_namespaced_service(
         "reasoning-long-predictor", "timing-plain").spec.selector == wanted, timeout=120, every=0.1)
-    took = time.monotonic() - committed
+    took, live_at = time.monotonic() - committed, time.time()
     state = argo.wait_operation("timing-plain", sha, timeout=120)
     assert state["phase"] == "Succeeded" and hooks_run(state) == ({"PreSync"} if hook else set()), state
+    if hook:
+        SYNC_TO_LIVE["a no-op PreSync hook"].append(sync_to_live(state, live_at))
     return took
