@@ -253,6 +253,58 @@ def test_a_team_postsync_hook_failing_before_cutovers_leaves_nothing_committed(a
                     "started, nothing committed; a person's sync once the hook was fixed committed the switch")
 
 
+# A team's own PreSync hooks where ArgoCD users put them (its DB-migration example sits at wave -1; 0 is the
+# default): ConfigMaps, so that each one's creation is the marker that its wave ran.
+TEAM_PRESYNC = "".join(f"""---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: team-presync-wave{wave}
+  namespace: llm-serving
+  annotations:
+    argocd.argoproj.io/hook: PreSync
+    argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
+    argocd.argoproj.io/sync-wave: "{wave}"
+data:
+  ran: "yes"
+""" for wave in (-1, 0))
+TEAM_MARKERS = {"team-presync-wave-1", "team-presync-wave0"}
+
+
+def test_a_teams_presync_hooks_run_after_the_gate_and_not_at_all_when_it_refuses(argo: gitops.GitOpsTier) -> None:
+    """cutover's gate ships at PreSync wave -1000: a team's PreSync hooks at -1 and 0 run after it decided. A person's
+    commit points the Service at an engine that answers without generating: the gate refuses, and neither team hook
+    runs in that sync (no marker, none in the operation's result). The sync of SyncFail's commit back, which the gate
+    lets through, runs both."""
+    leaving = serving(argo)
+    target = "vllm" if leaving == "candle" else "candle"
+    engines = argo.git.repo.read(gitops.ENGINES)
+    assert engines is not None
+    argo.engines.fault(DEPLOYMENT[target], "no-token")
+    try:
+        person = argo.commit({gitops.SERVICE: argo.service_file(CANDLE if target == "candle" else VLLM),
+                              gitops.ENGINES: engines[0] + TEAM_PRESYNC},
+                             f"Point reasoning-long at {target} by hand, with the team's PreSync hooks\n")
+        state = argo.wait_operation("llm-serving", person, timeout=240)
+        markers = {cm.metadata.name for cm in argo.core.list_namespaced_config_map("llm-serving").items} & TEAM_MARKERS
+    finally:
+        argo.engines.fault(DEPLOYMENT[target], None)
+    ran = {r["name"]: r.get("hookPhase") for r in state["syncResult"]["resources"] if r.get("hookType")}
+    assert state["phase"] == "Failed" and ran.get("cutover-presync-llm-serving") == "Failed", (state, ran)
+    assert not set(ran) & TEAM_MARKERS, ran  # never started: their waves come after the refused gate
+    # SyncFail's commit back (rollback.auto) may be synced by now, with the team's hooks: only its sync may have them
+    back = argo.git.cutover_commits()[0]
+    after = argo.wait_operation("llm-serving", back, timeout=240)
+    hooks = {r["name"]: r.get("hookPhase") for r in after["syncResult"]["resources"] if r.get("hookType")}
+    assert after["phase"] == "Succeeded" and set(hooks) >= TEAM_MARKERS, hooks
+    assert serving(argo) == leaving
+    dropped = argo.commit({gitops.ENGINES: engines[0]}, "Drop the team's PreSync hooks\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=dropped, timeout=240)
+    MEASURED.append(f"a team's PreSync hooks at waves -1 and 0: the gate (wave -1000) refused the person's commit and "
+                    f"neither ran (markers seen right after: {sorted(markers) or 'none'}, possibly the next sync's); "
+                    "the sync of SyncFail's commit back ran both")
+
+
 def test_a_data_path_still_leading_to_the_old_engine_fails_the_verification(argo: gitops.GitOpsTier) -> None:
     leaving = serving(argo)
     target = "vllm" if leaving == "candle" else "candle"
