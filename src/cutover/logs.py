@@ -28,7 +28,7 @@ REDACTED = "[REDACTED]"
 TOKEN_SHAPES = re.compile(
     r"(?:gh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
     r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|glpat-[A-Za-z0-9_\-]{16,}"  # GitLab personal access tokens
+    r"|gl(?:pat|dt|rt|cbt|ptt|ft|imt|soat|oas|agent)-[A-Za-z0-9_\-]{16,}"  # GitLab's tokens, by their prefixes
     r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack tokens
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"  # Slack webhook URLs
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+"  # JWTs (service account tokens)

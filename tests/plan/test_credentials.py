@@ -86,12 +86,66 @@ def test_in_a_pod_nothing_in_its_environment_widens_where_credentials_are_read(
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("CUTOVER_SECRETS_DIR", "/var/run/secrets")  # would let tokenFile name the API token
     assert secrets.secrets_dir() == secrets.SECRETS_DIR
-    with pytest.raises(InvalidInput, match=r"git\.tokenFile: expected a file under /var/run/secrets/cutover/git/"):
+    with pytest.raises(InvalidInput, match=r"git\.tokenFile: expected /var/run/secrets/cutover/git/token "):
         plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token",
                                 "/var/run/secrets/kubernetes.io/serviceaccount/token"))
     # one Secret's file as another's credential: the Git token sent as ArgoCD's
-    with pytest.raises(InvalidInput, match=r"argocd\.tokenFile: expected a file under .*/cutover/argocd/"):
+    with pytest.raises(InvalidInput, match=r"argocd\.tokenFile: expected /var/run/secrets/cutover/argocd/token "):
         plan.parse(GOOD.replace("argocd:\n", "argocd:\n  tokenFile: /var/run/secrets/cutover/git/token\n", 1))
+    # the review's N1: a key of the Git Secret mounted under another name (`items:`) and named as the token
+    with pytest.raises(InvalidInput, match=r"git\.tokenFile: expected /var/run/secrets/cutover/git/token \(in a pod"):
+        plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/git/t"))
+    (one,) = plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/git/./token"))
+    assert one.git.token_file == "/var/run/secrets/cutover/git/token"
+
+
+def mount(root: Path, secret: str, files: dict[str, str]) -> None:
+    """A Secret's mount as the kubelet writes it: the files in a `..<timestamp>` directory, `..data` pointing at it,
+    and each key a link through `..data`."""
+    stamp = root / secret / "..2026_12_06_22_00_00.000000001"
+    stamp.mkdir(parents=True)
+    for name, text in files.items():
+        (stamp / name).write_text(text)
+    (root / secret / "..data").symlink_to(stamp.name)
+    for name in files:
+        (root / secret / name).symlink_to(f"..data/{name}")
+
+
+GIT_MOUNT = {"token": "ghp_" + "a" * 36, "repository": PLAN.git.url + "\n", "paths": PLAN.git.path + "\n"}
+
+
+def test_in_a_pod_a_key_no_bound_covers_or_bounds_left_out_refuse_the_token(tmp_path: Path) -> None:
+    """A mount that renames a key (`items: [{key: token, path: t}]`) or adds one holds a file cutover reads nothing
+    from; a mount that leaves `paths` out would widen the token to every file: in a pod both are refused before
+    any request (off a pod, a person's own directory keeps `paths` optional)."""
+    (served,) = plan.parse(GOOD)
+    mount(tmp_path, "git", GIT_MOUNT)
+    assert credentials.check(served, credentials.read(tmp_path, in_pod=True)).git == served.git
+    renamed = tmp_path / "renamed"
+    mount(renamed, "git", {**{k: v for k, v in GIT_MOUNT.items() if k != "token"}, "t": GIT_MOUNT["token"]})
+    mount(renamed, "argocd", {"token": "x" * 20, "server": "https://argocd.internal"})
+    found = credentials.read(renamed, in_pod=True)
+    assert found.strays == ("git/t",) and not found.git_credential
+    with pytest.raises(InvalidInput, match=r"hold git/t, which is no key cutover reads") as caught:
+        credentials.check(served, found)
+    assert caught.value.cause == "credential_unbound"
+    unbounded = tmp_path / "unbounded"
+    mount(unbounded, "git", {k: v for k, v in GIT_MOUNT.items() if k != "paths"})
+    with pytest.raises(InvalidInput, match=r"^git\.path: the Secret cutover-git names no files .*cutover-git/paths"):
+        credentials.check(served, credentials.read(unbounded, in_pod=True))
+    assert credentials.read(unbounded).paths == ("**",)  # a person's machine: as before
+
+
+def test_every_file_of_the_secrets_but_their_bounds_is_hidden_whatever_its_name(tmp_path: Path) -> None:
+    """Forgejo's 40-hex tokens, GitLab's deploy tokens and passwords have no shape to catch: what the mounts hold
+    is hidden by value, a renamed key included; the bounds, read in every log line, are not."""
+    mount(tmp_path, "git", {**GIT_MOUNT, "t": "0123456789abcdef0123456789abcdef01234567\n",
+                            "ssh-privatekey": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"})
+    mount(tmp_path, "slack", {"token": "hunter2hunter2"})
+    values = credentials.secret_values(tmp_path)
+    assert {"0123456789abcdef0123456789abcdef01234567", GIT_MOUNT["token"], "hunter2hunter2",
+            "b3BlbnNzaC1rZXktdjEAAAAA"} <= set(values)
+    assert not {PLAN.git.url, PLAN.git.path} & set(values)
 
 
 @pytest.mark.parametrize(("old", "new", "key"), [

@@ -232,3 +232,15 @@ def test_the_whole_shape_the_docs_show_is_a_plan() -> None:
     block = docs.split("## The whole shape", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     (shown,) = plan.parse(block, source="docs/plan.md")
     assert len(shown.backends["vllm"].selector) == 3 and shown.target == "candle"
+
+
+@pytest.mark.parametrize("text", ["ghp_" + "s" * 36 + "\n", "0123456789abcdef0123456789abcdef01234567\n",
+                                  "- hunter2hunter2\n", "'unterminated hunter2hunter2\n"])
+def test_a_file_that_is_no_plan_is_described_never_quoted(text: str) -> None:
+    """The review's N2: a plan path that names a Secret's file (CUTOVER_PLAN under /etc/cutover/) once had up to 60
+    of its characters quoted in the outcome line, which ArgoCD shows as the hook's message."""
+    with pytest.raises(InvalidInput) as caught:
+        plan.parse(text, source="/etc/cutover/../t")
+    said = caught.value.message + caught.value.hint
+    assert caught.value.exit_code == ExitCode.INVALID_INPUT and "hunter2" not in said and "sss" not in said
+    assert "0123456789" not in said

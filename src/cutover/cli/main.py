@@ -41,8 +41,6 @@ COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", 
 OFFLINE = ("demo", "completion")  # neither reads a plan nor answers in JSON
 WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit", "nudge")  # what --dry-run keeps from writing
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
-SECRET_FILES = ("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/slack/webhook",
-                "/var/run/secrets/cutover/argocd/token")  # the shipped Jobs' Secret mounts: redacted wherever read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +186,7 @@ def _start(args: argparse.Namespace, observers: Sequence[Any]) -> _Session:
     from cutover import logs  # noqa: PLC0415
 
     sinks = logs.Fanout(observers)
-    redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(SECRET_FILES),
+    redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(()),
                               sinks=[sinks])
     return _Session(redactor, sinks)
 
@@ -322,7 +320,7 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
 
     plans = plan.load(plan.resolve_path(args.plan))
     if secrets.in_cluster():  # where the Secrets say their credentials may go, before any request (docs/security.md)
-        bounds = credentials.read(Path(secrets.secrets_dir()))
+        bounds = credentials.read(Path(secrets.secrets_dir()), in_pod=True)
         plans = [credentials.check(p, bounds) for p in plans]
     named = [p.git.token_file for p in plans] + [p.argocd.token_file for p in plans if p.argocd] + [
         f for p in plans if p.slack for f in (p.slack.webhook_file, p.slack.bot_token_file)]
@@ -558,8 +556,12 @@ def _identity(namespace: str) -> str:
 
 
 def _secret_values(files: Sequence[str]) -> list[str]:
-    """Secret values this process may hold (environment and files), so the redactor can hide them anywhere."""
+    """Secret values this process may hold (environment, every file of the Secrets' mounts but their bounds, and
+    `files`), so the redactor can hide them anywhere: a credential in a file of any name or shape included."""
+    from cutover.plan import credentials, secrets  # noqa: PLC0415
+
     values = [(os.environ.get(name) or "").strip() for name in SECRET_ENV]
+    values += credentials.secret_values(Path(secrets.secrets_dir()))
     for path in files:
         with contextlib.suppress(OSError, UnicodeDecodeError):  # not mounted: nothing to hide
             values.append(Path(path).read_text(encoding="utf-8").strip())
@@ -627,7 +629,7 @@ def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool =
     pod's termination message when running in one."""
     from cutover.logs import Redactor  # noqa: PLC0415
 
-    line = (redactor or Redactor(_secret_values(SECRET_FILES))).scrub_text(" ".join(line.split()))
+    line = (redactor or Redactor(_secret_values(()))).scrub_text(" ".join(line.split()))
     sys.stdout.flush()
     sys.stderr.flush()
     _say(line, sys.stderr if json_output else sys.stdout)

@@ -23,7 +23,7 @@ def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
         refresh=refresh is not False,
         refresh_always=refresh == "always",
         server=server.value,
-        token_file=secret_file(node.child("tokenFile"), "argocd"),
+        token_file=secret_file(node.child("tokenFile"), "argocd", "token"),
     )
 
 

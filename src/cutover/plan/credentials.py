@@ -23,6 +23,11 @@ from cutover.plan.model import GitAuthor, Plan
 
 GIT_KEYS = ("repository", "branches", "paths", "apiHosts", "author")
 GIT_CREDENTIALS = ("token", "ssh-privatekey")  # what the Git Secret holds that could be sent somewhere
+# Every key each Secret may hold, by the name its mount gives the file: a file of any other name is a key renamed or
+# added by the pod's mount (`items:`), parting a credential from its bounds, and refused in a pod.
+KNOWN = {"git": (*GIT_KEYS, *GIT_CREDENTIALS, "ca.crt", "known_hosts"), "argocd": ("token", "server", "ca.crt"),
+         "slack": ("webhook", "token")}
+NOT_SECRET = {"git": (*GIT_KEYS, "ca.crt", "known_hosts"), "argocd": ("server", "ca.crt"), "slack": ()}
 CAUSE = "credential_unbound"
 HINT = ("the Secret says where its credential may go (docs/install.md, step 2); change the plan to stay there, or "
         "have the Secret's owner widen it")
@@ -40,11 +45,14 @@ class Bounds:
     author: GitAuthor | None = None
     argocd_credential: bool = False
     argocd_server: str | None = None
+    strays: tuple[str, ...] = ()  # in a pod: files of a Secret's mount that no key of it is (`<secret>/<file>`)
 
 
-def read(secrets: Path) -> Bounds:
+def read(secrets: Path, *, in_pod: bool = False) -> Bounds:
     """The bounds in the Secrets mounted under `secrets` (`git/…`, `argocd/…`); a list is one item per line (or
-    comma-separated), blank lines and `#` comments skipped."""
+    comma-separated), blank lines and `#` comments skipped. `in_pod`: the Jobs' own mounts, where `paths` has no
+    default (a mount that leaves the key out must not widen the token to every file) and a file no key of its
+    Secret is (`strays`) is refused by `check`."""
     git, argocd = secrets / "git", secrets / "argocd"
     found = {key: _text(git / key) for key in GIT_KEYS}
     author = found["author"]
@@ -52,19 +60,55 @@ def read(secrets: Path) -> Bounds:
         git_credential=any((git / name).is_file() for name in GIT_CREDENTIALS),
         repository=found["repository"],
         branches=_items(found["branches"]) or ("main",),
-        paths=_items(found["paths"]) or ("**",),
+        paths=_items(found["paths"]) or (() if in_pod else ("**",)),
         api_hosts=tuple(host.lower() for host in _items(found["apiHosts"])),
         author=_author(author) if author else None,
         argocd_credential=(argocd / "token").is_file(),
         argocd_server=_text(argocd / "server"),
+        strays=tuple(stray for secret in KNOWN for stray in mounted(secrets, secret) if
+                     stray.split("/", 1)[1] not in KNOWN[secret]) if in_pod else (),
     )
+
+
+def mounted(secrets: Path, secret: str) -> list[str]:
+    """The files of a Secret's mount, `<secret>/<name>`, without the kubelet's own (`..data`, `..<timestamp>`)."""
+    try:
+        return sorted(f"{secret}/{entry.name}" for entry in (secrets / secret).iterdir()
+                      if not entry.name.startswith(".."))
+    except OSError:
+        return []
+
+
+def secret_values(secrets: Path) -> list[str]:
+    """Everything a credential may be under `secrets`: every file of the Secrets' mounts but the bounds (which
+    name repositories, branches and files, read in every log line), whatever its name or shape; for the
+    redactor."""
+    values: list[str] = []
+    for secret in KNOWN:
+        for name in mounted(secrets, secret):
+            if name.split("/", 1)[1] in NOT_SECRET[secret]:
+                continue
+            text = _text(secrets / name, limit=1 << 16)
+            if text:
+                values += [text, *(line.strip() for line in text.splitlines() if len(line.strip()) >= 8)]
+    return values
 
 
 def check(plan: Plan, bounds: Bounds) -> Plan:
     """`plan` within what the Secrets allow, with the Secret's author when it names one; raises InvalidInput
     naming the plan key and the Secret key otherwise."""
     git = plan.git
+    if bounds.strays:
+        raise InvalidInput(f"the Secrets' mounts hold {', '.join(bounds.strays)}, which is no key cutover reads: a "
+                           "mount that renames or adds keys (`items:`) parts a credential from its bounds",
+                           cause=CAUSE, hint="mount cutover-git, cutover-argocd and cutover-slack whole, as the "
+                                             "shipped Jobs do, and keep only cutover's keys in them (docs/install.md, "
+                                             "step 2)")
     if bounds.git_credential:
+        if not bounds.paths:
+            raise _refused("git.path", "cutover-git/paths",
+                           "the Secret cutover-git names no files its credential may write: in a pod it must (a "
+                           "mount that left the key out would otherwise open every file of the repository)")
         if bounds.repository is None:
             raise _refused("git.url", "cutover-git/repository",
                            f"the Secret cutover-git names no repository its credential may go to (found {git.url})")
@@ -149,9 +193,10 @@ def _refused(plan_key: str, secret_key: str, message: str) -> InvalidInput:
     return InvalidInput(f"{plan_key}: {message} ({secret_key})", cause=CAUSE, hint=HINT)
 
 
-def _text(path: Path) -> str | None:
+def _text(path: Path, *, limit: int = 1 << 20) -> str | None:
     try:
-        return path.read_text(encoding="utf-8").strip() or None
+        with path.open(encoding="utf-8") as file:
+            return file.read(limit).strip() or None
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -171,4 +216,4 @@ def _author(text: str) -> GitAuthor:
     return GitAuthor(found[1], found[2])
 
 
-__all__ = ["CAUSE", "GIT_KEYS", "Bounds", "allows", "check", "read"]
+__all__ = ["CAUSE", "GIT_KEYS", "KNOWN", "Bounds", "allows", "check", "mounted", "read", "secret_values"]

@@ -72,7 +72,7 @@ def read_git(node: Field) -> GitSettings:
             name=author.child("name").string(default="cutover"),
             email=author.child("email").string(default="cutover@example.invalid"),
         ),
-        token_file=secret_file(node.child("tokenFile"), "git"),
+        token_file=secret_file(node.child("tokenFile"), "git", "token"),
         source=source,
         render_path=_read_render(node.child("render")),
         ca_file=node.child("caFile").string() if node.present("caFile") else None,

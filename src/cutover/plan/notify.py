@@ -20,8 +20,8 @@ def read_notify(node: Field) -> Slack | None:
     if slack.present("webhookFile") and slack.present("botTokenFile"):
         raise slack.fail("either webhookFile or botTokenFile with channel, not both")
     return Slack(
-        webhook_file=secret_file(slack.child("webhookFile"), "slack"),
-        bot_token_file=secret_file(slack.child("botTokenFile"), "slack"),
+        webhook_file=secret_file(slack.child("webhookFile"), "slack", "webhook"),
+        bot_token_file=secret_file(slack.child("botTokenFile"), "slack", "token"),
         channel=slack.child("channel").string() if slack.present("channel") else None,
         min_level=slack.child("minLevel").string(default="info", choices=LOG_LEVELS),
     )

@@ -15,7 +15,7 @@ from ruamel.yaml.error import YAMLError
 
 from cutover.errors import InvalidInput
 from cutover.plan.argocd import read_argocd
-from cutover.plan.field import Field, first_line
+from cutover.plan.field import Field
 from cutover.plan.git import read_git
 from cutover.plan.handoff import read_handoff
 from cutover.plan.model import API_VERSION, DEFAULT_PATH, KIND, SOURCES, Backend, GitSettings, Plan, ServiceRef
@@ -59,15 +59,37 @@ def parse(text: str, *, source: str = "plan") -> list[Plan]:
     try:
         data = yaml.load(io.StringIO(text))
     except YAMLError as exc:
-        raise InvalidInput(f"{source}: not valid YAML: {first_line(exc)}", cause="invalid_plan",
+        raise InvalidInput(f"{source}: not valid YAML: {_where(exc)}", cause="invalid_plan",
                            hint="fix the YAML syntax; nothing was touched") from exc
     except RecursionError as exc:
         raise InvalidInput(f"{source}: nested too deeply to read", cause="invalid_plan",
                            hint="a plan is a few levels deep; fix the file") from exc
     if _is_plan_configmap(data):  # the ConfigMap a Job mounts the plan from, checked offline as it is (docs/plan.md)
         return parse(data["data"]["plan.yaml"], source=f"{source} (data.plan.yaml)")
+    if not isinstance(data, Mapping):  # told by its shape, never quoted: the file named may hold a secret
+        raise InvalidInput(f"{source}: expected a plan (a YAML mapping: apiVersion, kind, metadata, ...), found "
+                           f"{_shape(data)}", cause="invalid_plan",
+                           hint="name the plan file (--plan, CUTOVER_PLAN); docs/plan.md shows its shape")
     root = Field(source, "", data)
     return _read_root(root)
+
+
+def _where(exc: YAMLError) -> str:
+    """The parser's complaint and where, never the text around it (the file may be a Secret's)."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if not problem:
+        return "cannot be parsed"
+    return f"{problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
+
+
+def _shape(data: Any) -> str:
+    if data is None:
+        return "nothing (an empty document)"
+    if isinstance(data, str):
+        return f"a string of {len(data)} characters (not shown)"
+    if isinstance(data, list):
+        return f"a list of {len(data)} items"
+    return f"a single {type(data).__name__} value (not shown)"
 
 
 def _is_plan_configmap(data: Any) -> bool:

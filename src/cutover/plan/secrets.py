@@ -44,13 +44,22 @@ def secrets_dir() -> str:
     return SECRETS_DIR if in_cluster() else os.environ.get("CUTOVER_SECRETS_DIR") or SECRETS_DIR
 
 
-def secret_file(node: Field, secret: str) -> str | None:
+def secret_file(node: Field, secret: str, key: str) -> str | None:
     """A file a credential is read from: only in its own Secret's directory (`git`, `argocd`, `slack` under the
     secrets directory), so that a plan can neither have the pod's own ServiceAccount token read and sent as a
-    credential nor send one Secret's token where another's goes (the Git token as ArgoCD's)."""
+    credential nor send one Secret's token where another's goes (the Git token as ArgoCD's). In a pod, only the
+    Secret's own `key`, as the shipped Jobs mount it: no plan chooses which file of a mount is the credential (a
+    mount that renames keys would otherwise hand the plan another file as the token, or the token without its
+    bounds)."""
     if node.value is None:
         return None
     path = node.string()
+    if in_cluster():
+        fixed = f"{SECRETS_DIR}/{secret}/{key}"
+        if posixpath.normpath(path) != fixed:
+            raise node.fail(f"{fixed} (in a pod the credential is its Secret's key `{key}`, where the shipped "
+                            "Jobs mount it)")
+        return fixed
     root = (secrets_dir().rstrip("/") or "") + f"/{secret}"
     normal = posixpath.normpath(path)
     mounted = f"{SECRETS_DIR}/{secret}/"
