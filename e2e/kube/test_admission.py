@@ -170,6 +170,45 @@ def _default_account(job: dict[str, Any]) -> None:
     job["spec"]["template"]["spec"]["serviceAccountName"] = "default"
 
 
+def _volume(job: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == name)
+    return found
+
+
+def _renamed_key(job: dict[str, Any]) -> None:  # the review's N1: the token under another name, its bounds left out
+    _volume(job, "git")["secret"]["items"] = [{"key": "token", "path": "t"}]
+
+
+def _secret_elsewhere(job: dict[str, Any]) -> None:  # the Git Secret where Slack's webhook is read
+    _volume(job, "slack")["secret"]["secretName"] = "cutover-git"
+
+
+def _plan_path_is_a_secret(job: dict[str, Any]) -> None:  # the Git Secret where the plan is read
+    _volume(job, "plan").clear()
+    _volume(job, "plan").update({"name": "plan", "secret": {"secretName": "cutover-git"}})
+
+
+def _token_at_a_credential_path(job: dict[str, Any]) -> None:  # the pod's own token read as the Git token
+    _volume(job, "git").clear()
+    _volume(job, "git").update({"name": "git", "projected": {"sources": [{"serviceAccountToken": {
+        "path": "token", "audience": "https://github.com"}}]}})
+
+
+def _downward_bounds(job: dict[str, Any]) -> None:  # the bounds written from the pod's own annotations
+    _volume(job, "git").clear()
+    _volume(job, "git").update({"name": "git", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token"}},
+        {"downwardAPI": {"items": [{"path": "repository", "fieldRef": {
+            "fieldPath": "metadata.annotations['repository']"}}]}}]}})
+
+
+def _literal(name: str, value: str) -> Any:
+    def change(job: dict[str, Any]) -> None:
+        env = container(job)["env"]
+        env[:] = [e for e in env if e["name"] != name] + [{"name": name, "value": value}]
+    return change
+
+
 @pytest.mark.parametrize(("why", "change", "words"), [
     ("another image", lambda job: _image(job, "busybox:1.36"), "runs the image cutover"),
     ("an image of that name from another registry", lambda job: _image(job, "evil.example/cutover:e2e"),
@@ -193,6 +232,17 @@ def _default_account(job: dict[str, Any]) -> None:
     ("a kubeconfig with an exec plugin", _kubeconfig, "one of cutover's commands"),
     ("the plan mounted as sitecustomize.py", _sitecustomize, "mounts at cutover's paths only"),
     ("a writable root", _writable_root, "keeps the shipped securityContext"),
+    # round four (N1, N2, N9): each Secret whole and at its own path, the plan's path exact, the pod's own names
+    ("the Git Secret with its key renamed (items)", _renamed_key, "whole (no items)"),
+    ("the Git Secret mounted at Slack's path", _secret_elsewhere, "each of cutover's volumes at its own path"),
+    ("the Git Secret mounted where the plan is read", _plan_path_is_a_secret,
+     "each of cutover's volumes at its own path"),
+    ("a projected token at the Git Secret's path", _token_at_a_credential_path, "the ServiceAccount's own volume"),
+    ("bounds from the pod's annotations", _downward_bounds, "the ServiceAccount's own volume"),
+    ("a plan path leaving /etc/cutover", _literal("CUTOVER_PLAN", "/etc/cutover/../var/run/secrets/cutover/git/t"),
+     "CUTOVER_PLAN /etc/cutover/plan.yaml"),
+    ("a Lease holder of another pod's name", _literal("POD_NAME", "cutover-postsync-llm-serving-x"),
+     "from the pod's own name and namespace"),
 ])
 def test_a_job_beside_the_secrets_that_is_not_cutovers_is_refused(tier: Tier, why: str, change: Any,
                                                                   words: str) -> None:
@@ -238,6 +288,25 @@ def test_a_pod_of_its_own_beside_the_secrets_is_refused(tier: Tier) -> None:
         key: value for key, value in spec["securityContext"].items() if key != "seccompProfile"}}}
     done = create(tier, unconfined, "unconfined")
     assert done.returncode != 0 and 'violates PodSecurity "restricted' in done.stderr, done.stderr
+
+
+def test_a_debug_container_beside_the_secrets_is_refused(tier: Tier) -> None:
+    """N9: `kubectl debug` adds an ephemeral container to a running pod, beside its mounts, through the pod's
+    `ephemeralcontainers` subresource: judged as the pod it changes, and refused."""
+    spec = shipped_job()["spec"]["template"]["spec"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cutover-debugged", "namespace": "cutover"},
+           "spec": spec}
+    path = tier.dir / "cutover-debugged.json"
+    path.write_text(json.dumps(pod))
+    tier.kubectl("create", "-f", str(path))
+    try:
+        debug = {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36", "command": [
+            "cat", "/proc/1/root/var/run/secrets/cutover/git/token"], "targetContainerName": "cutover"}]}}
+        done = tier.kubectl("-n", "cutover", "patch", "pod", "cutover-debugged", "--subresource", "ephemeralcontainers",
+                            "--type", "strategic", "-p", json.dumps(debug), check=False)
+        assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr, done.stderr
+    finally:
+        tier.kubectl("-n", "cutover", "delete", "pod", "cutover-debugged", "--wait=false", check=False)
 
 
 def test_the_commands_people_run_from_the_cronjobs_pass(tier: Tier) -> None:

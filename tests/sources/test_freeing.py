@@ -171,3 +171,30 @@ def test_what_a_restore_puts_back() -> None:
     assert freeing.put_back(deployment, Trailers(plan="p", step="restore", backend="vllm"), replicas=1) == \
         freeing.PutBack("1", 0, False)  # a restore records nothing to put back
     assert freeing.put_back(isvc, None, replicas=1) == freeing.PutBack("false", 0, False)
+    # the review's N4: a trailer is text anyone who may commit could write, and a restore writes it back
+    for previous, added in (("0\n    securityContext: {runAsUser: 0}", "0"), ("1000000", "0"), ("-1", "0"),
+                            ("3", "40"), ("{runAsUser: 0}", None)):
+        forged = Trailers(plan="p", step="free", backend="vllm", previous=previous, added=added)
+        assert freeing.put_back(deployment, forged, replicas=1) == freeing.PutBack("1", 0, False), previous
+    assert freeing.put_back(isvc, Trailers(plan="p", step="free", backend="vllm", previous="x: y"), replicas=1) == \
+        freeing.PutBack("false", 0, False)
+    assert freeing.put_back(isvc, Trailers(plan="p", step="free", backend="vllm", previous="absent"), replicas=1) == \
+        freeing.PutBack("absent", 0, True)
+
+
+def test_a_workload_of_another_namespace_is_never_freed() -> None:
+    """The review's N4: a plan naming another team's Deployment of the same kind and name, in the same file or a
+    kustomization that sets its namespace: only the Service's namespace is written."""
+    where = freeing.freeing(Backend("vllm", {}, "vllm", 8000, workload=Workload("Deployment", "llm-reasoning")),
+                            default_path="engines.yaml", namespace="llm-serving")
+    elsewhere = DEPLOYMENT.replace("  namespace: llm-serving\n", "  namespace: team-b\n", 1)
+    assert "namespace: team-b" in elsewhere
+    with pytest.raises(InvalidInput) as caught:
+        freeing.free(elsewhere, where, source="engines.yaml")
+    assert caught.value.cause == "workload_elsewhere" and "not the Service's (llm-serving)" in caught.value.message
+    assert freeing.free(DEPLOYMENT, where, source="engines.yaml").changed
+    kustomization = "namespace: team-b\nresources: [engines.yaml]\nreplicas:\n  - {name: llm-reasoning, count: 1}\n"
+    listed = freeing.freeing(Backend("vllm", {}, "vllm", 8000, workload=Workload("Deployment", "llm-reasoning")),
+                             default_path="kustomization.yaml", namespace="llm-serving")
+    with pytest.raises(InvalidInput, match="in namespace team-b"):
+        freeing.free(kustomization, listed, source="kustomization.yaml")

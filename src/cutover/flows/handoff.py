@@ -48,7 +48,7 @@ async def read_workloads(host: GitHost, plan: Plan, texts: dict[str, str]) -> st
     for name, backend in plan.backends.items():
         if backend.workload is None:
             continue
-        where = freeing.freeing(backend, default_path=plan.git.path)
+        where = freeing.freeing(backend, default_path=plan.git.path, namespace=plan.service.namespace)
         if where.path not in texts:
             texts[where.path] = (await host.read(where.path)).content
         if field_edit.read_field(texts[where.path], where.field, source=where.path) == str(where.freed):
@@ -69,7 +69,7 @@ async def free(run: Run, observed: steps.Observed, step: steps.Free, *,
     plan = run.plan
     backend = plan.backends[step.backend]
     drained = await _drain(run, step) if serving else None
-    where = freeing.freeing(backend, default_path=plan.git.path)
+    where = freeing.freeing(backend, default_path=plan.git.path, namespace=plan.service.namespace)
     trailers = _trailers(run, observed, step.backend, to=step.to, step="free")
 
     def message(edit: FieldEdit) -> str:
@@ -106,7 +106,7 @@ async def restore(run: Run, observed: steps.Observed, step: steps.Restore, *,
                   before_write: Callable[[], Awaitable[None]] | None = None) -> Restored:
     """Write back exactly what `step.backend`'s workload held before its free (from that commit's trailers)."""
     plan = run.plan
-    where = freeing.freeing(plan.backends[step.backend], default_path=plan.git.path)
+    where = freeing.freeing(plan.backends[step.backend], default_path=plan.git.path, namespace=plan.service.namespace)
     freed_by = observed.workloads.steps.get(step.backend)
     back = freeing.put_back(where, freed_by.trailers if freed_by else None, replicas=plan.verify.min_ready_pods)
     previous, added = back.value, back.added

@@ -102,6 +102,9 @@ def _read_selector(node: Field) -> dict[str, str]:
     return selector
 
 
+REPLICA_KEYS = ("replicas", "replicaCount")  # how charts name a Deployment's count (Helm's own starter: replicaCount)
+
+
 def _read_workload(node: Field) -> Workload:
     """docs/capacity.md: the object that holds the backend's GPUs, where it is written, and so the one field that
     frees it (spec.replicas, a kustomization's `replicas:` entry, a values key, or KServe's stop annotation)."""
@@ -116,6 +119,9 @@ def _read_workload(node: Field) -> Workload:
             raise key_field.fail("no valuesKey (an InferenceService is stopped by its annotation, not by replicas)")
         if not _VALUES_KEY.match(values_key):
             raise key_field.fail("a dotted path of keys, such as engine.vllm.replicas")
+        if values_key.rsplit(".", 1)[-1] not in REPLICA_KEYS:  # a free writes 0 there: never any other setting
+            raise key_field.fail(f"a replica count's key, ending in {' or '.join(REPLICA_KEYS)} (a handoff writes "
+                                 "0 there and puts the count back)")
         if path is None:
             raise node.child("path").fail("the values file that holds valuesKey")
     return Workload(kind=kind, name=name, path=path, values_key=values_key)

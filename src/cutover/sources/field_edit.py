@@ -51,6 +51,7 @@ class FieldRef:
 
     document: GitDocument
     path: tuple[Step, ...]
+    namespace: str | None = None  # the only namespace the document may name (a workload: its Service's)
 
     def __str__(self) -> str:
         words: list[str] = []
@@ -96,6 +97,7 @@ def set_field(text: str, field: FieldRef, value: Value, *, source: str = "file",
     """`value` written at the field (None: the field removed, and with it the `drop` mappings on the way to it that
     become empty: what an earlier `set_field` created). Every other byte of the file stays; guarded."""
     doc = _document(text, field, source)
+    _in_namespace(doc, field, source)
     parent, missing = _walk(doc, field, source)
     old = None if missing else _scalar(parent.get(field.path[-1]), field, source)
     if (None if value is None else str(value)) == old:
@@ -125,6 +127,21 @@ def _document(text: str, field: FieldRef, source: str) -> Any:
         raise InvalidInput(f"{source}: document {where[0] + 1} uses YAML anchors or aliases", cause="selector_alias",
                            hint="write the document out in full: an anchor or alias cannot be edited safely")
     return _target(docs, where)
+
+
+def _in_namespace(doc: Any, field: FieldRef, source: str) -> None:
+    """A workload's document names no namespace but its Service's (`metadata.namespace`; a kustomization's
+    `namespace:`, which sets its objects'): a handoff frees its own engines, never another team's of the same
+    name."""
+    if field.namespace is None or not isinstance(doc, Mapping):
+        return
+    metadata = doc.get("metadata")
+    named = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    named = named if named is not None else doc.get("namespace") if "resources" in doc or "replicas" in doc else None
+    if named is not None and str(named) != field.namespace:
+        raise InvalidInput(f"{source}: {field} is in namespace {named}, not the Service's ({field.namespace})",
+                           cause="workload_elsewhere", hint="a handoff frees only the engines beside its Service: "
+                           "name the workload in the Service's namespace in backends.<name>.workload")
 
 
 def _walk(doc: Any, field: FieldRef, source: str) -> tuple[CommentedMap, list[str]]:

@@ -37,13 +37,15 @@ class Freeing:
     freed: str | int
 
 
-def freeing(backend: Backend, *, default_path: str) -> Freeing:
-    """The field that frees `backend` (its `workload`), in its file (`workload.path`, else `default_path`)."""
+def freeing(backend: Backend, *, default_path: str, namespace: str | None = None) -> Freeing:
+    """The field that frees `backend` (its `workload`), in its file (`workload.path`, else `default_path`);
+    `namespace`, the Service's: the only one its document may name."""
     workload = backend.workload
     if workload is None:
         raise ValueError(f"backend {backend.name} names no workload")  # the plan reader requires one where freed
     path = workload.path or default_path
-    return Freeing(backend.name, path, _field(workload, path), "true" if workload.kind == "InferenceService" else 0)
+    field = dataclasses.replace(_field(workload, path), namespace=namespace)
+    return Freeing(backend.name, path, field, "true" if workload.kind == "InferenceService" else 0)
 
 
 def _field(workload: Workload, path: str) -> FieldRef:
@@ -94,9 +96,28 @@ def put_back(where: Freeing, freed_by: Trailers | None, *, replicas: int) -> Put
     to be started by the handoff), `replicas` for a replica count and the stop annotation `"false"` for an
     InferenceService (KServe's own word for running: one line changes, and the person's `annotations:` mapping,
     its comments and layout stay, where removing its only key would leave it empty)."""
-    if freed_by is not None and freed_by.step == "free" and freed_by.previous:
+    if freed_by is not None and freed_by.step == "free" and freed_by.previous and \
+            _plausible(where, freed_by.previous, freed_by.added):
         return PutBack(freed_by.previous, int(freed_by.added or 0), True)
     return PutBack("false" if isinstance(where.freed, str) else str(replicas), 0, False)
+
+
+MAX_REPLICAS = 1000  # a restored count above this is no engine's: the trailer is not believed
+MAX_ADDED = 8  # the free adds at most the mappings on the way to the field (spec.replicas, an annotation, a values key)
+
+
+def _plausible(where: Freeing, previous: str, added: str | None) -> bool:
+    """Whether a free commit's `Cutover-Previous` (and `Cutover-Added`) can be what the field held: a trailer is
+    text anyone who may commit could write, and a restore writes it back. A replica count from 0 to MAX_REPLICAS,
+    the stop annotation's "true" or "false", or no field at all; otherwise the restore starts the workload as one
+    committed stopped (`put_back`'s default)."""
+    if added is not None and (not added.isdigit() or int(added) > MAX_ADDED):
+        return False
+    if previous == ABSENT:
+        return True
+    if isinstance(where.freed, str):
+        return previous in ("true", "false")
+    return previous.isdigit() and int(previous) <= MAX_REPLICAS
 
 
 def previous_of(edit: FieldEdit) -> str:
