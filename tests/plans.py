@@ -158,9 +158,9 @@ BAD = [
     ("valuesKey without its file", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, "
                                                              "name: v, valuesKey: engine.replicas}\n"),
      "backends.vllm.workload.path", "the values file that holds valuesKey"),
-    ("valuesKey that is no replica count", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, "
-                                                                  "name: v, path: values.yaml, valuesKey: "
-                                                                  "engine.securityContext.runAsUser}\n"),
+    ("valuesKey that is no replica count",
+     edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: Deployment, name: v, path: values.yaml, "
+                               "valuesKey: engine.securityContext.runAsUser}\n"),
      "backends.vllm.workload.valuesKey", "a replica count's key, ending in replicas or replicaCount"),
     ("valuesKey on an InferenceService", edit("    engine: vllm\n", "    engine: vllm\n    workload: {kind: "
                                                                    "InferenceService, name: v, valuesKey: a, path: "

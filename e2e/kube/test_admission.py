@@ -184,19 +184,22 @@ def _secret_elsewhere(job: dict[str, Any]) -> None:  # the Git Secret where Slac
 
 
 def _plan_path_is_a_secret(job: dict[str, Any]) -> None:  # the Git Secret where the plan is read
-    _volume(job, "plan").clear()
-    _volume(job, "plan").update({"name": "plan", "secret": {"secretName": "cutover-git"}})
+    volume = _volume(job, "plan")
+    volume.clear()
+    volume.update({"name": "plan", "secret": {"secretName": "cutover-git"}})
 
 
 def _token_at_a_credential_path(job: dict[str, Any]) -> None:  # the pod's own token read as the Git token
-    _volume(job, "git").clear()
-    _volume(job, "git").update({"name": "git", "projected": {"sources": [{"serviceAccountToken": {
+    volume = _volume(job, "git")
+    volume.clear()
+    volume.update({"name": "git", "projected": {"sources": [{"serviceAccountToken": {
         "path": "token", "audience": "https://github.com"}}]}})
 
 
 def _downward_bounds(job: dict[str, Any]) -> None:  # the bounds written from the pod's own annotations
-    _volume(job, "git").clear()
-    _volume(job, "git").update({"name": "git", "projected": {"sources": [
+    volume = _volume(job, "git")
+    volume.clear()
+    volume.update({"name": "git", "projected": {"sources": [
         {"serviceAccountToken": {"path": "token"}},
         {"downwardAPI": {"items": [{"path": "repository", "fieldRef": {
             "fieldPath": "metadata.annotations['repository']"}}]}}]}})
@@ -300,8 +303,12 @@ def test_a_debug_container_beside_the_secrets_is_refused(tier: Tier) -> None:
     path.write_text(json.dumps(pod))
     tier.kubectl("create", "-f", str(path))
     try:
-        debug = {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36", "command": [
-            "cat", "/proc/1/root/var/run/secrets/cutover/git/token"], "targetContainerName": "cutover"}]}}
+        # as Pod Security `restricted` asks (it would refuse it first otherwise): the policy must refuse it itself
+        debug = {"spec": {"ephemeralContainers": [{
+            "name": "debugger", "image": "busybox:1.36", "targetContainerName": "cutover",
+            "command": ["cat", "/proc/1/root/var/run/secrets/cutover/git/token"],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}]}}
         done = tier.kubectl("-n", "cutover", "patch", "pod", "cutover-debugged", "--subresource", "ephemeralcontainers",
                             "--type", "strategic", "-p", json.dumps(debug), check=False)
         assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr, done.stderr
