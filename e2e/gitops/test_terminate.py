@@ -274,8 +274,8 @@ TEAM_MARKERS = {"team-presync-wave-1", "team-presync-wave0"}
 def test_a_teams_presync_hooks_run_after_the_gate_and_not_at_all_when_it_refuses(argo: gitops.GitOpsTier) -> None:
     """cutover's gate ships at PreSync wave -1000: a team's PreSync hooks at -1 and 0 run after it decided. A person's
     commit points the Service at an engine that answers without generating: the gate refuses, and neither team hook
-    runs in that sync (no marker, none in the operation's result). The sync of SyncFail's commit back, which the gate
-    lets through, runs both."""
+    runs in that sync (no marker, none in the operation's result). A sync the gate lets through runs the gate and
+    both."""
     leaving = serving(argo)
     target = "vllm" if leaving == "candle" else "candle"
     engines = argo.git.repo.read(gitops.ENGINES)
@@ -292,17 +292,21 @@ def test_a_teams_presync_hooks_run_after_the_gate_and_not_at_all_when_it_refuses
     ran = {r["name"]: r.get("hookPhase") for r in state["syncResult"]["resources"] if r.get("hookType")}
     assert state["phase"] == "Failed" and ran.get("cutover-presync-llm-serving") == "Failed", (state, ran)
     assert not set(ran) & TEAM_MARKERS, ran  # never started: their waves come after the refused gate
-    # SyncFail's commit back (rollback.auto) may be synced by now, with the team's hooks: only its sync may have them
+    # SyncFail's commit back (rollback.auto) leaves the Application Synced without a sync: its Service is as Git
+    # has it again and hooks are no managed resource. A person's sync of it, which the gate lets through, runs
+    # the gate first and both team hooks after it.
     back = argo.git.cutover_commits()[0]
+    argo.wait_app("llm-serving", synced=True, revision=back, timeout=240)
+    argo.sync("llm-serving", back)
     after = argo.wait_operation("llm-serving", back, timeout=240)
     hooks = {r["name"]: r.get("hookPhase") for r in after["syncResult"]["resources"] if r.get("hookType")}
-    assert after["phase"] == "Succeeded" and set(hooks) >= TEAM_MARKERS, hooks
+    assert after["phase"] == "Succeeded" and set(hooks) >= {*TEAM_MARKERS, "cutover-presync-llm-serving"}, hooks
     assert serving(argo) == leaving
     dropped = argo.commit({gitops.ENGINES: engines[0]}, "Drop the team's PreSync hooks\n")
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=dropped, timeout=240)
     MEASURED.append(f"a team's PreSync hooks at waves -1 and 0: the gate (wave -1000) refused the person's commit and "
-                    f"neither ran (markers seen right after: {sorted(markers) or 'none'}, possibly the next sync's); "
-                    "the sync of SyncFail's commit back ran both")
+                    f"neither ran (markers right after: {sorted(markers) or 'none'}); a person's sync the gate let "
+                    "through ran the gate and both")
 
 
 def test_a_data_path_still_leading_to_the_old_engine_fails_the_verification(argo: gitops.GitOpsTier) -> None:
