@@ -292,6 +292,7 @@ def test_a_teams_presync_hooks_run_after_the_gate_and_not_at_all_when_it_refuses
     ran = {r["name"]: r.get("hookPhase") for r in state["syncResult"]["resources"] if r.get("hookType")}
     assert state["phase"] == "Failed" and ran.get("cutover-presync-llm-serving") == "Failed", (state, ran)
     assert not set(ran) & TEAM_MARKERS, ran  # never started: their waves come after the refused gate
+    assert markers == set(), markers  # and so never wrote their marker
     # SyncFail's commit back (rollback.auto) leaves the Application Synced without a sync: its Service is as Git
     # has it again and hooks are no managed resource. A person's sync of it, which the gate lets through, runs
     # the gate first and both team hooks after it.
