@@ -159,3 +159,18 @@ def test_the_edit_is_the_plans_own_service_selector(old: str, new: str, key: str
     assert old in GOOD
     with pytest.raises(InvalidInput, match=rf": {key}: expected "):
         plan.parse(edit(old, new))
+
+
+@pytest.mark.parametrize("api_url", ["http://api.github.com:443", "https://api.github.com/repos/acme/other/contents/x?",
+                                     "https://api.github.com/repos/acme/other", "https://api.github.com/api/v3/../x"])
+def test_in_a_pod_the_api_url_is_an_https_root(api_url: str) -> None:
+    """The review's N5: an apiUrl on an allowed host still chose the scheme (the token in clear) or a path and
+    query of its own (a PUT outside `paths`)."""
+    insecure = "true" if api_url.startswith("http:") else "false"
+    (aimed,) = plan.parse(GOOD.replace("apiUrl: null\n", f"apiUrl: {api_url}\n", 1).replace(
+        "allowInsecure: false\n", f"allowInsecure: {insecure}\n", 1))
+    with pytest.raises(InvalidInput) as caught:
+        credentials.check(aimed, dataclasses.replace(BOUND, paths=("**",)))
+    assert caught.value.cause == "credential_unbound"
+    (rooted,) = plan.parse(GOOD.replace("apiUrl: null\n", "apiUrl: https://api.github.com/\n", 1))
+    assert credentials.check(rooted, dataclasses.replace(BOUND, paths=("**",))).git.api_url == "https://api.github.com/"

@@ -97,7 +97,6 @@ def secret_values(secrets: Path) -> list[str]:
 def check(plan: Plan, bounds: Bounds) -> Plan:
     """`plan` within what the Secrets allow, with the Secret's author when it names one; raises InvalidInput
     naming the plan key and the Secret key otherwise."""
-    git = plan.git
     if bounds.strays:
         raise InvalidInput(f"the Secrets' mounts hold {', '.join(bounds.strays)}, which is no key cutover reads: a "
                            "mount that renames or adds keys (`items:`) parts a credential from its bounds",
@@ -105,34 +104,47 @@ def check(plan: Plan, bounds: Bounds) -> Plan:
                                              "shipped Jobs do, and keep only cutover's keys in them (docs/install.md, "
                                              "step 2)")
     if bounds.git_credential:
-        if not bounds.paths:
-            raise _refused("git.path", "cutover-git/paths",
-                           "the Secret cutover-git names no files its credential may write: in a pod it must (a "
-                           "mount that left the key out would otherwise open every file of the repository)")
-        if bounds.repository is None:
-            raise _refused("git.url", "cutover-git/repository",
-                           f"the Secret cutover-git names no repository its credential may go to (found {git.url})")
-        if _repository(git.url) != _repository(bounds.repository):
-            raise _refused("git.url", "cutover-git/repository",
-                           f"expected the repository the Secret names ({bounds.repository}), found {git.url}")
-        if not allows(bounds.branches, git.branch):
-            raise _refused("git.branch", "cutover-git/branches",
-                           f"expected a branch the Secret allows ({', '.join(bounds.branches)}), found {git.branch}")
-        for key, path in _written(plan):
-            if not allows(bounds.paths, path):
-                raise _refused(key, "cutover-git/paths",
-                               f"expected a file the Secret allows ({', '.join(bounds.paths)}), found {path}")
-        for host in _api_hosts(plan):
-            if host not in bounds.api_hosts:
-                raise _refused("git.apiUrl", "cutover-git/apiHosts",
-                               f"expected the repository's host or one the Secret lists "
-                               f"({', '.join(bounds.api_hosts) or 'none'}), found {host}")
+        _git_within(plan, bounds)
     server = plan.argocd.server if plan.argocd is not None else None
     if bounds.argocd_credential and server is not None and (
             bounds.argocd_server is None or _server(server) != _server(bounds.argocd_server)):
         raise _refused("argocd.server", "cutover-argocd/server",
                        f"expected the server the Secret names ({bounds.argocd_server or 'none'}), found {server}")
     return _authored(plan, bounds)
+
+
+def _git_within(plan: Plan, bounds: Bounds) -> None:
+    """The Git token's bounds: its repository, branches, files, scheme and API hosts."""
+    git = plan.git
+    if not bounds.paths:
+        raise _refused("git.path", "cutover-git/paths",
+                       "the Secret cutover-git names no files its credential may write: in a pod it must (a "
+                       "mount that left the key out would otherwise open every file of the repository)")
+    if bounds.repository is None:
+        raise _refused("git.url", "cutover-git/repository",
+                       f"the Secret cutover-git names no repository its credential may go to (found {git.url})")
+    if _repository(git.url) != _repository(bounds.repository):
+        raise _refused("git.url", "cutover-git/repository",
+                       f"expected the repository the Secret names ({bounds.repository}), found {git.url}")
+    if not allows(bounds.branches, git.branch):
+        raise _refused("git.branch", "cutover-git/branches",
+                       f"expected a branch the Secret allows ({', '.join(bounds.branches)}), found {git.branch}")
+    for key, path in _written(plan):
+        if not allows(bounds.paths, path):
+            raise _refused(key, "cutover-git/paths",
+                           f"expected a file the Secret allows ({', '.join(bounds.paths)}), found {path}")
+    if git.allow_insecure or urlsplit(git.url).scheme == "http":
+        raise _refused("git.allowInsecure", "cutover-git/repository",
+                       "https:// only in a pod: plain http:// would send the token in clear")
+    if git.api_url and not _api_root(git.api_url):
+        raise _refused("git.apiUrl", "cutover-git/apiHosts",
+                       f"an https:// API root (the host, or a path ending in /api/v1, /api/v3 or /api/v4, no "
+                       f"query), found {git.api_url}")
+    for host in _api_hosts(plan):
+        if host not in bounds.api_hosts:
+            raise _refused("git.apiUrl", "cutover-git/apiHosts",
+                           f"expected the repository's host or one the Secret lists "
+                           f"({', '.join(bounds.api_hosts) or 'none'}), found {host}")
 
 
 def _authored(plan: Plan, bounds: Bounds) -> Plan:
@@ -152,6 +164,16 @@ def _written(plan: Plan) -> Iterable[tuple[str, str]]:
     for name, backend in plan.backends.items():
         if backend.workload is not None:
             yield f"backends.{name}.workload.path", backend.workload.path or plan.git.path
+
+
+def _api_root(url: str) -> bool:
+    """An API's root, where the hosts' clients append their own paths: https, no query or fragment, and a path that
+    is empty or ends in a host's API prefix (GitHub Enterprise /api/v3, GitLab /api/v4, Gitea and Forgejo
+    /api/v1), so that no plan aims the token's requests at a path of its choosing (N5)."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    return parts.scheme == "https" and not parts.query and not parts.fragment and ".." not in path.split("/") and \
+        (path == "" or re.search(r"/api/v[134]$", path) is not None)
 
 
 def _api_hosts(plan: Plan) -> Iterable[str]:
