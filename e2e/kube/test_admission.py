@@ -246,6 +246,15 @@ def _literal(name: str, value: str) -> Any:
      "CUTOVER_PLAN /etc/cutover/plan.yaml"),
     ("a Lease holder of another pod's name", _literal("POD_NAME", "cutover-postsync-llm-serving-x"),
      "from the pod's own name and namespace"),
+    ("a termination message read from the token", lambda job: container(job).update(
+        terminationMessagePath="/var/run/secrets/cutover/git/token"), "termination message at /dev/termination-log"),
+    ("a node of its choosing", lambda job: job["spec"]["template"]["spec"].update(nodeName="control-plane"),
+     "placed by the scheduler"),
+    ("a runtime of its choosing", lambda job: job["spec"]["template"]["spec"].update(runtimeClassName="runc-old"),
+     "placed by the scheduler"),
+    ("a toleration of the control plane's taint", lambda job: job["spec"]["template"]["spec"].update(tolerations=[
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]),
+     "placed by the scheduler"),
 ])
 def test_a_job_beside_the_secrets_that_is_not_cutovers_is_refused(tier: Tier, why: str, change: Any,
                                                                   words: str) -> None:
