@@ -105,7 +105,7 @@ async def test_a_live_holder_means_exit_8(world: World, kube: cluster.Cluster) -
                 pytest.fail("two holders")
     assert caught.value.exit_code == 8 and caught.value.cause == "lock_held"
     assert "job-a, renewed 2s ago while we watched" in caught.value.message
-    assert "kubectl -n cutover get jobs" in caught.value.hint
+    assert "kubectl get jobs in cutover's namespace" in caught.value.hint  # job-a is no pod: no namespace to name
     assert 10 <= loop.time() - started <= 11  # its renewal at 40 s, seen at the read at 42 s
 
 

@@ -3,6 +3,7 @@ what was found (docs/plan.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -244,3 +245,12 @@ def test_a_file_that_is_no_plan_is_described_never_quoted(text: str) -> None:
     said = caught.value.message + caught.value.hint
     assert caught.value.exit_code == ExitCode.INVALID_INPUT and "hunter2" not in said and "sss" not in said
     assert "0123456789" not in said
+
+
+def test_a_hint_names_the_namespace_of_the_workloads_own_jobs() -> None:
+    """Issue 54's C1: a further workload's Jobs live in its own credentials namespace (cutover-<application>), which
+    the CLI takes from the pod's own (POD_NAMESPACE) in a pod: every hint that says how to run a Job names it."""
+    (one,) = plan.parse(GOOD)
+    assert "kubectl -n cutover create job --from=cronjob/cutover-rollback-llm-serving" in one.job("rollback")
+    there = dataclasses.replace(one, jobs_namespace="cutover-chat-prod")
+    assert "kubectl -n cutover-chat-prod create job" in there.job("run")

@@ -407,7 +407,8 @@ async def syncfail(run: Run) -> SyncFailed:
     log.error(milestones.FAILED, cause="argocd_sync_failed", message=message, serving=serving, git=wanted,
               tried=commits.backend_of(plan, tried) if tried is not None else wanted,
               hint="read the Application's message and notice, and the hook Jobs' logs where they are kept "
-                   "(kubectl -n cutover logs job/...; docs/install.md, \"A switch sooner\")" + _runs_on(plan, waiting))
+                   f"(kubectl -n {plan.jobs_namespace} logs job/...; docs/install.md, \"A switch sooner\")"
+                   + _runs_on(plan, waiting))
     await run.event(observed.live, "CutoverSyncFailed", f"{message}; the Service still selects {serving}",
                     warning=True)
     step = decide.syncfail_step(observed, plan, tried=tried)

@@ -131,10 +131,11 @@ def _held(current: LeaseView | None, *, namespace: str, now: datetime) -> LockHe
     assert current is not None
     assert current.renewed is not None  # judge() says HELD only for a renewed Lease
     quiet = (now - current.renewed).total_seconds()
+    pod = lease_rules.holder_pod(current.holder)  # a Job's pod: its namespace is where its Job is
+    jobs = f"kubectl -n {pod[0]} get jobs" if pod is not None else "kubectl get jobs in cutover's namespace"
     return LockHeld(f"another cutover holds Lease {namespace}/{current.name}: {current.holder}, renewed "
                     f"{quiet:.0f}s ago while we watched", hint=f"wait for {current.holder} to finish "
-                    f"(kubectl -n cutover get jobs); the Lease frees itself {lease_rules.DURATION}s after its "
-                    "holder stops")
+                    f"({jobs}); the Lease frees itself {lease_rules.DURATION}s after its holder stops")
 
 
 async def _renew(cluster: Cluster, held: Held, *, me: str, now: Now) -> None:

@@ -175,6 +175,7 @@ class Plan:
     rollback_auto: bool = True
     slack: Slack | None = None
     handoff: Handoff = Handoff()
+    jobs_namespace: str = "cutover"  # where this workload's Jobs run: in a pod, the pod's own (cutover-<application>)
 
     def for_bridge(self) -> Plan:
         """The plan the bridge is held to (docs/capacity.md): handoff.bridgeNames proven, compared with no other
@@ -195,7 +196,7 @@ class Plan:
         """How a person runs `command` (run, rollback) for this workload: a Job from its own CronJob, which the
         hooks Component names after the workload's Application (jobs/, docs/install.md step 8)."""
         suffix = self.argocd.application if self.argocd else "<application>"
-        return (f"the cutover-{command}-{suffix} Job (kubectl -n cutover create job "
+        return (f"the cutover-{command}-{suffix} Job (kubectl -n {self.jobs_namespace} create job "
                 f"--from=cronjob/cutover-{command}-{suffix} cutover-{command}-$(date +%s))")
 
     def backend(self, name: str, *, field: str = "--backend") -> Backend:
