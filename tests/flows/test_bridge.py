@@ -370,6 +370,10 @@ async def test_cutover_plan_says_where_the_path_stands_and_the_next_hop(
         return state
 
     assert (await shown())["next"] == "switch to the bridge coder (proven on reasoning), toward candle"
+    # issue 54's C7: candle committed stopped is how the handoff begins, not NOT READY `no_target_pods`
+    first = told(await commands.show_plan(kube, the_plan, host=host), the_plan)
+    assert first.data["ready"] is True and first.data["targetProof"] == {"stopped": True, "strategy": "bridge"}
+    assert any("target candle: stopped in Git; the handoff starts it" in line for line in first.lines)
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     waiting = await shown()
     assert waiting["next"] == "ArgoCD applies coder's selector" and waiting["bridge"]["toward"] == "candle"

@@ -229,6 +229,10 @@ def _shown(shown: Shown, plan: Plan) -> Report:
         report.lines.append(f"  target {plan.target}: proven now on {len(shown.proven.pods)} pod(s)")
         report.lines += _table(shown.proven)
         report.data["targetProof"] = shown.proven.as_data()
+    elif shown.started_by_handoff:
+        report.lines.append(f"  target {plan.target}: stopped in Git; the handoff starts it (strategy "
+                            f"{plan.handoff.strategy}), then waits for it on its startup timeline and proves it")
+        report.data["targetProof"] = {"stopped": True, "strategy": plan.handoff.strategy}
     elif shown.unprovable is not None:
         report.lines.append(f"  target {plan.target}: not provable now: {shown.unprovable['error']} "
                             f"[{shown.unprovable['cause']}]")

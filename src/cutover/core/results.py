@@ -196,7 +196,17 @@ class Shown:
         if refused is not None:
             return {"error": refused["message"], "cause": refused["cause"], "hint": refused["hint"], "exitCode": 2}
         pending = self.status.state.get("liveBackend") != self.status.state.get("target")
+        if self.started_by_handoff:
+            return None
         return self.unprovable if pending and self.proven is None else None
+
+    @property
+    def started_by_handoff(self) -> bool:
+        """The target is stopped in Git and the strategy starts it (recreate, bridge): no pod to prove yet is how
+        such a handoff begins, not a reason to stop (issue 54's C7)."""
+        handoff = self.status.state.get("handoff") or {}
+        return self.proven is None and handoff.get("strategy") in ("recreate", "bridge") and \
+            self.status.state.get("target") in (handoff.get("freed") or ())
 
 
 @dataclasses.dataclass(frozen=True)
