@@ -55,7 +55,8 @@ SHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
     (Held("vllm", SHA, "Mallory <m@example.invalid>"), "held on vllm by rollback 0a1b2c3d4e5f (Mallory "
      "<m@example.invalid>): to go to candle again once it is fixed, run the cutover-run-llm-serving Job (kubectl -n "
      "cutover create job --from=cronjob/cutover-run-llm-serving cutover-run-$(date +%s)); to stay on vllm, set the "
-     "plan's target to vllm, or revert that commit if nobody here made it", {"held": "vllm"}),
+     "plan's target to vllm (and back to candle later: the hold ends once the target changed), or revert that "
+     "commit if nobody here made it", {"held": "vllm"}),
     (Advanced("vllm", "candle", True, SHA, "https://github.com/x", "c0ffee"), "vllm -> candle: committed "
                                                                             "0a1b2c3d4e5f",
      {"committed": True, "commit": SHA, "id": "c0ffee", "to": "candle"}),

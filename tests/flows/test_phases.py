@@ -477,6 +477,27 @@ async def test_rollback_goes_back_and_holds_until_the_target_changes(
     assert lifted.data["to"] == "candle"
 
 
+async def test_a_target_changed_away_and_back_ends_the_hold(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        events: list[dict[str, Any]]) -> None:
+    """Issue 54's C2: the hold lasts until the plan's target changes. A person sets the target to the held backend
+    (to stay, as the hint says), then back to candle once fixed: the sync of that change goes to candle, where the
+    hold was once read from the last cutover commit alone and met again."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    the_plan = make_plan()
+    async with argocd_running(world, repo):
+        await explicit.run(Run.create(kube, the_plan, host, identity="job-run"))
+        await explicit.rollback(Run.create(kube, the_plan, host, identity="job-rollback"))
+        stay = told(await phases.postsync(Run.create(kube, make_plan(target="vllm"), host, identity="job-stay")),
+                    make_plan(target="vllm"))
+        assert "held" not in stay.data
+        (lifted,) = named(events, "rollback.hold_lifted")
+        again = told(await phases.postsync(Run.create(kube, the_plan, host, identity="job-again")), the_plan)
+    assert again.data["to"] == "candle" and again.data["committed"] is True
+    assert lifted["target"] == "vllm" and len(lifted["commit"]) == 12
+
+
 async def test_run_when_argocd_never_applies_exits_7(world: World, kube: cluster.Cluster, host: GitHub,
                                                      repo: BareRepo, make_plan: Any) -> None:
     seed_application(world)  # but nobody syncs it

@@ -123,15 +123,8 @@ def _would_advance(would: WouldAdvance, plan: Plan) -> Report:
 def _held(held: Held, plan: Plan) -> Report:
     # the commit and its author, named: a Cutover-Hold trailer is only text, and anyone who can push writes it
     by = f" ({held.author})" if held.author else ""
-    return Report(f"held on {held.on} by rollback {held.commit[:12]}{by}: {resume_hint(plan, held.on)}, or revert "
+    return Report(f"held on {held.on} by rollback {held.commit[:12]}{by}: {plan.resume(held.on)}, or revert "
                   f"that commit if nobody here made it", data={"held": held.on})
-
-
-def resume_hint(plan: Plan, hold: str) -> str:
-    """How a person ends a hold: syncs keep it while the plan names the target rolled back from, so going to that
-    same target again takes a run by hand (a plan target changed away and back would meet the hold again)."""
-    return (f"to go to {plan.target} again once it is fixed, run {plan.job('run')}; to stay on {hold}, set the "
-            f"plan's target to {hold}")
 
 
 def _awaiting(awaiting: Awaiting, plan: Plan) -> Report:

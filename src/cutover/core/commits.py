@@ -53,16 +53,25 @@ def backend_of(plan: Plan, selector: Mapping[str, str]) -> str | None:
                 None)
 
 
-def held_by(last: Commit | None, plan: Plan) -> str | None:
+def held_by(last: Commit | None, plan: Plan, *, lifted: str | None = None) -> str | None:
     """The backend a rollback holds the Service on, while the plan still names the target rolled back from (on a
     path through a bridge, the switch that left it may be the bridge's: any other target than the hold's then). A
-    rollback's hop to its bridge holds nothing yet: it says where the path ends."""
-    if last is None or not last.trailers.hold or last.trailers.to != last.trailers.hold:
+    rollback's hop to its bridge holds nothing yet: it says where the path ends. The hold lasts until the plan's
+    target changes: once a run saw it changed (`lifted`, that rollback commit), a target set back is no hold."""
+    if last is None or not last.trailers.hold or last.trailers.to != last.trailers.hold or last.sha == lifted:
         return None
     trailers = last.trailers
     if trailers.source == plan.target or (trailers.bridge and trailers.hold != plan.target):
         return trailers.hold
     return None
+
+
+def hold_lifted(last: Commit | None, plan: Plan, *, lifted: str | None = None) -> str | None:
+    """The rollback commit whose hold the plan's target has just ended (its target no longer the one rolled back
+    from), for the runs that come after to remember: None when there is none, or it is remembered already."""
+    if last is None or not last.trailers.hold or last.trailers.to != last.trailers.hold or last.sha == lifted:
+        return None
+    return last.sha if held_by(last, plan) is None else None
 
 
 def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:

@@ -82,7 +82,7 @@ def _after_failed_verification(observed: steps.Observed, plan: Plan, *, to: str,
 
 def _hold(observed: steps.Observed, plan: Plan) -> steps.Hold | None:
     """A rollback's hold (on the selector's commit), or a restore's after a gap was exceeded (on the workload's)."""
-    held = commits.held_by(observed.last, plan)
+    held = commits.held_by(observed.last, plan, lifted=observed.hold_lifted)
     if held is not None and observed.last is not None:
         return steps.Hold(held, observed.last.sha, observed.last.author)
     restored = hops.restore_hold(observed, plan)

@@ -32,6 +32,7 @@ class Observed:
     lease: LeaseView | None = None
     verification_failed: bool = False  # the applied switch did not check out (set after `Verify`)
     workloads: Workloads = Workloads()
+    hold_lifted: str | None = None  # the rollback commit whose hold the plan's target ended (the Lease's note)
 
 
 @dataclasses.dataclass(frozen=True)

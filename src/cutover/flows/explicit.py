@@ -94,9 +94,7 @@ async def _run(run: Run, observed: steps.Observed, seen: writeback.Seen, *, to: 
     after, _ = await phases.observe(run)
     verified = await phases.verified_switch(run, after, None, backend=to, to=to, hold=hold)
     if hold:
-        log.info(milestones.HELD, on=hold, commit=commit[:12],
-                 hint=f"to go to {run.plan.target} again once it is fixed, run {run.plan.job('run')}; to stay on "
-                      f"{hold}, set the plan's target to {hold}")
+        log.info(milestones.HELD, on=hold, commit=commit[:12], hint=run.plan.resume(hold))
     log.info(milestones.COMPLETED, to=to, commit=commit[:12])
     return Completed(verified, commit, to)
 

@@ -34,7 +34,7 @@ from cutover.core.results import (
     runs_on,
 )
 from cutover.core.trailers import Trailers
-from cutover.core.views import ApplicationView
+from cutover.core.views import ApplicationView, Commit
 from cutover.errors import CutoverError, SyncTimeout, VerificationFailed
 from cutover.flows import advance, drain, handoff, starting, sync, verification, writeback
 from cutover.flows.context import Run
@@ -55,7 +55,27 @@ async def observe(run: Run) -> tuple[steps.Observed, writeback.Seen]:
     in_git = await run.source.selector(version, ref=None, where=plan.git.path)
     seen = writeback.Seen(version, history, in_git)
     workloads = await handoff.workloads(run, seen)
-    return steps.Observed(live, in_git, commits.last_cutover(history, plan), workloads=workloads), seen
+    last = commits.last_cutover(history, plan)
+    return steps.Observed(live, in_git, last, workloads=workloads, hold_lifted=await _hold_lifted(run, last)), seen
+
+
+async def _hold_lifted(run: Run, last: Commit | None) -> str | None:
+    """A rollback's hold lasts until the plan's target changes (docs/guarantees.md #5): the first run that sees the
+    target changed notes it on the Service's Lease, so that a target set back to the one rolled back from later is a
+    new cutover, not the old hold (issue 54's C2)."""
+    if last is None or not last.trailers.hold:
+        return None
+    plan = run.plan
+    noted = (await lease.notes(run.cluster, namespace=plan.service.namespace, service=plan.service.name)).get(
+        lease.HOLD_LIFTED)
+    lifting = commits.hold_lifted(last, plan, lifted=noted)
+    if lifting is not None and not run.dry_run:
+        await lease.annotate(run.cluster, namespace=plan.service.namespace, service=plan.service.name,
+                             notes={lease.HOLD_LIFTED: lifting})
+        log.info("rollback.hold_lifted", commit=lifting[:12], target=plan.target,
+                 reason="the plan's target changed since the rollback")
+        return lifting
+    return noted
 
 
 # --- presync ---------------------------------------------------------------------------------------------------
@@ -270,7 +290,7 @@ async def _roll_back_after(run: Run, failure: VerificationFailed, observed: step
             return VerificationFailed(f"{failure.message}; rolling back to {to}: {_room_said(room)}",
                                       cause="verification_failed_rolled_back",
                                       hint=f"the next syncs switch the Service back to {to} once it is proven; fix "
-                                           "the target, then change the plan's target to try again")
+                                           f"the target; {run.plan.resume(to)}")
         hop = step if isinstance(step, steps.Advance) else steps.Advance(source, to, hold=to)
         back = await advance.advance(run, observed, seen, hop)
     except CutoverError as exc:
@@ -279,8 +299,8 @@ async def _roll_back_after(run: Run, failure: VerificationFailed, observed: step
     by = f" through the bridge {back.to}" if back.to != to else ""
     return VerificationFailed(f"{failure.message}; rolled back to {to}{by} in {back.sha[:12]}",
                               cause="verification_failed_rolled_back",
-                              hint="the Service goes back once ArgoCD syncs the rollback; fix the target, then "
-                                   "change the plan's target to try again")
+                              hint="the Service goes back once ArgoCD syncs the rollback; fix the target; "
+                                   f"{run.plan.resume(to)}")
 
 
 def _room_said(room: Restored | Freed) -> str:

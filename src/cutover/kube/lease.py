@@ -188,6 +188,7 @@ async def _give_back(cluster: Cluster, held: Held, *, now: Now) -> None:
 
 
 VERIFIED = "cutover.dev/verified"  # the cutover commit whose switch was last verified through the Service
+HOLD_LIFTED = "cutover.dev/hold-lifted"  # the rollback commit whose hold a change of the plan's target ended
 RETIRE_AT = "cutover.dev/retire-at"  # handoff.retire: when the backend that switch left is retired (docs/capacity.md)
 
 

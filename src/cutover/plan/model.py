@@ -199,6 +199,12 @@ class Plan:
         return (f"the cutover-{command}-{suffix} Job (kubectl -n {self.jobs_namespace} create job "
                 f"--from=cronjob/cutover-{command}-{suffix} cutover-{command}-$(date +%s))")
 
+    def resume(self, hold: str) -> str:
+        """How a person goes on after a rollback to `hold`: a run by hand lifts its hold, and so does a change of the
+        plan's target (noted once seen: set back later, it does not hold again)."""
+        return (f"to go to {self.target} again once it is fixed, run {self.job('run')}; to stay on {hold}, set the "
+                f"plan's target to {hold} (and back to {self.target} later: the hold ends once the target changed)")
+
     def backend(self, name: str, *, field: str = "--backend") -> Backend:
         if name not in self.backends:
             raise InvalidInput(
