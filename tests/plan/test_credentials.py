@@ -97,6 +97,12 @@ def test_in_a_pod_nothing_in_its_environment_widens_where_credentials_are_read(
         plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/git/t"))
     (one,) = plan.parse(GOOD.replace("/var/run/secrets/cutover/git/token", "/var/run/secrets/cutover/git/./token"))
     assert one.git.token_file == "/var/run/secrets/cutover/git/token"
+    # the review's N6: a trust anchor from the plan's own ConfigMap would let its writers read the token on the way
+    with pytest.raises(InvalidInput, match=r"git\.caFile: expected /var/run/secrets/cutover/git/ca\.crt "):
+        plan.parse(GOOD.replace("  tokenFile:", "  caFile: /etc/cutover/ca.crt\n  tokenFile:", 1))
+    (trusting,) = plan.parse(GOOD.replace("  tokenFile:", "  caFile: /var/run/secrets/cutover/git/ca.crt\n"
+                                                          "  tokenFile:", 1))
+    assert trusting.git.ca_file == "/var/run/secrets/cutover/git/ca.crt"
 
 
 def mount(root: Path, secret: str, files: dict[str, str]) -> None:

@@ -165,6 +165,9 @@ def test_blocks_stay_within_slacks_limits_and_carry_cause_and_hint() -> None:
     assert all(len(field["text"]) <= 2000 for field in rendered[1]["fields"]) and len(rendered[1]["fields"]) <= 10
     assert len(rendered[2]["text"]["text"]) <= 3000 and "`crash_loop`" in rendered[2]["text"]["text"]
     assert len(rendered) <= 50
+    # the review's N7: Slack links bare URLs and channel names in mrkdwn unless it is verbatim
+    texts = [*rendered[1]["fields"], *(block["text"] for block in rendered[2:])]
+    assert all(text["type"] == "mrkdwn" and text["verbatim"] is True for text in texts)
 
 
 def test_the_fitness_table_is_a_code_block_of_escaped_lines() -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from cutover.plan.field import Field
 from cutover.plan.model import GIT_MODES, PROVIDERS, PUBLIC_HOSTS, SOURCES, GitAuthor, GitDocument, GitSettings
-from cutover.plan.secrets import secret_file
+from cutover.plan.secrets import SECRETS_DIR, in_cluster, secret_file
 
 _GIT_KEYS = ("provider", "url", "apiUrl", "apiHosts", "allowInsecure", "branch", "path", "document", "selectorPath",
              "mode", "author", "tokenFile", "source", "render", "caFile")
@@ -75,7 +76,7 @@ def read_git(node: Field) -> GitSettings:
         token_file=secret_file(node.child("tokenFile"), "git", "token"),
         source=source,
         render_path=_read_render(node.child("render")),
-        ca_file=node.child("caFile").string() if node.present("caFile") else None,
+        ca_file=_ca_file(node.child("caFile")),
     )
 
 
@@ -84,6 +85,19 @@ def _read_render(node: Field) -> str | None:
         return None
     node.mapping(("path",), required=("path",))
     return read_repo_path(node.child("path")).rstrip("/") or "."
+
+
+def _ca_file(node: Field) -> str | None:
+    """The CA the Git host's certificate is checked against. In a pod, only the Git Secret's own `ca.crt`: a trust
+    anchor in a file the plan's writers control (the plan's own ConfigMap) would let them read the token on the
+    way (the review's N6)."""
+    if node.value is None:
+        return None
+    path = node.string()
+    fixed = f"{SECRETS_DIR}/git/ca.crt"
+    if in_cluster() and posixpath.normpath(path) != fixed:
+        raise node.fail(f"{fixed} (in a pod the Git host's CA is the Git Secret's key `ca.crt`)")
+    return path
 
 
 def check_url(node: Field, url: str, *, allow_insecure: bool, ssh_ok: bool) -> None:

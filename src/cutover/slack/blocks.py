@@ -1,7 +1,8 @@
 """Block Kit: how a milestone reads in Slack, pure (no I/O).
 
 A message is a header, up to 10 fields and, on failure, the cause and the hint; text from outside is escaped so
-it can neither mention nor link. The transports post what this module builds.
+it can neither mention nor link, and every mrkdwn text is `verbatim` (Slack links no bare URL or channel name in
+it: an engine's answer shows as it came). The transports post what this module builds.
 """
 
 from __future__ import annotations
@@ -57,16 +58,17 @@ def blocks(message: Message) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _clip(escaped(f"cutover {service} {move}".strip()),
                                                                          150)}},
-        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000)}
-                                       for label, value in fields[:10]]},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f"*{label}*\n{value}", 2000),
+                                        "verbatim": True} for label, value in fields[:10]]},
     ]
     if event.get("table"):  # the fitness table, old beside new (docs/fitness.md); a code block keeps its columns
         lines = "\n".join(escaped(line) for line in event["table"])
-        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"```\n{lines}\n```", 3000)}})
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"```\n{lines}\n```", 3000),
+                                                   "verbatim": True}})
     if event.get("cause"):
         detail = (f"*Cause* `{escaped(event['cause'])}`: {escaped(event.get('message', ''))}\n"
                   f"*Hint* {escaped(event.get('hint', ''))}")
-        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(detail, 3000)}})
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(detail, 3000), "verbatim": True}})
     return result[:50]
 
 
