@@ -180,3 +180,16 @@ def test_in_a_pod_the_api_url_is_an_https_root(api_url: str) -> None:
     assert caught.value.cause == "credential_unbound"
     (rooted,) = plan.parse(GOOD.replace("apiUrl: null\n", "apiUrl: https://api.github.com/\n", 1))
     assert credentials.check(rooted, dataclasses.replace(BOUND, paths=("**",))).git.api_url == "https://api.github.com/"
+
+
+def test_the_slack_bot_posts_only_to_the_channels_its_secret_lists() -> None:
+    """The review's N7: the bot token's channel was the plan's alone; `channels` in cutover-slack bounds it (none:
+    any channel the bot was invited to, as before)."""
+    (posting,) = plan.parse(GOOD.replace("    webhookFile: /var/run/secrets/cutover/slack/webhook\n",
+                                         "    botTokenFile: /var/run/secrets/cutover/slack/token\n"
+                                         "    channel: C0OTHER\n", 1))
+    assert posting.slack is not None and posting.slack.channel == "C0OTHER"
+    with pytest.raises(InvalidInput, match=r"^notify\.slack\.channel: .*\(cutover-slack/channels\)"):
+        credentials.check(posting, Bounds(slack_channels=("C0OPS",)))
+    assert credentials.check(posting, Bounds(slack_channels=("C0OPS", "C0OTHER"))) == posting
+    assert credentials.check(posting, Bounds()) == posting

@@ -26,8 +26,8 @@ GIT_CREDENTIALS = ("token", "ssh-privatekey")  # what the Git Secret holds that 
 # Every key each Secret may hold, by the name its mount gives the file: a file of any other name is a key renamed or
 # added by the pod's mount (`items:`), parting a credential from its bounds, and refused in a pod.
 KNOWN = {"git": (*GIT_KEYS, *GIT_CREDENTIALS, "ca.crt", "known_hosts"), "argocd": ("token", "server", "ca.crt"),
-         "slack": ("webhook", "token")}
-NOT_SECRET = {"git": (*GIT_KEYS, "ca.crt", "known_hosts"), "argocd": ("server", "ca.crt"), "slack": ()}
+         "slack": ("webhook", "token", "channels")}
+NOT_SECRET = {"git": (*GIT_KEYS, "ca.crt", "known_hosts"), "argocd": ("server", "ca.crt"), "slack": ("channels",)}
 CAUSE = "credential_unbound"
 HINT = ("the Secret says where its credential may go (docs/install.md, step 2); change the plan to stay there, or "
         "have the Secret's owner widen it")
@@ -46,6 +46,7 @@ class Bounds:
     argocd_credential: bool = False
     argocd_server: str | None = None
     strays: tuple[str, ...] = ()  # in a pod: files of a Secret's mount that no key of it is (`<secret>/<file>`)
+    slack_channels: tuple[str, ...] = ()  # the channels the Slack bot token may post to (none: any)
 
 
 def read(secrets: Path, *, in_pod: bool = False) -> Bounds:
@@ -65,6 +66,7 @@ def read(secrets: Path, *, in_pod: bool = False) -> Bounds:
         author=_author(author) if author else None,
         argocd_credential=(argocd / "token").is_file(),
         argocd_server=_text(argocd / "server"),
+        slack_channels=_items(_text(secrets / "slack" / "channels")),
         strays=tuple(stray for secret in KNOWN for stray in mounted(secrets, secret) if
                      stray.split("/", 1)[1] not in KNOWN[secret]) if in_pod else (),
     )
@@ -105,6 +107,10 @@ def check(plan: Plan, bounds: Bounds) -> Plan:
                                              "step 2)")
     if bounds.git_credential:
         _git_within(plan, bounds)
+    channel = plan.slack.channel if plan.slack is not None else None
+    if channel is not None and bounds.slack_channels and channel not in bounds.slack_channels:
+        raise _refused("notify.slack.channel", "cutover-slack/channels",
+                       f"expected a channel the Secret lists ({', '.join(bounds.slack_channels)}), found {channel}")
     server = plan.argocd.server if plan.argocd is not None else None
     if bounds.argocd_credential and server is not None and (
             bounds.argocd_server is None or _server(server) != _server(bounds.argocd_server)):
