@@ -40,19 +40,15 @@ SYNCFAIL = "cutover-syncfail-llm-serving"
 # A team's own PostSync hook in cutover's wave (1000, hooks/postsync-job.yaml), which the apiserver refuses (a
 # ConfigMap key holds no space) while ArgoCD's dry run, always client-side (gitops-engine sync_context.go,
 # applyObject), lets it through. BROKEN_EARLIER: the same at wave 0, where a team's smoke test sits by default.
-BROKEN_HOOK = """---
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: smoke-test-results
-  namespace: llm-serving
-  annotations:
-    argocd.argoproj.io/hook: PostSync
-    argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
-    argocd.argoproj.io/sync-wave: "1000"
-data:
-  last run: never
-"""
+def team_hook(name: str, phase: str, wave: int | None, data: str) -> str:
+    """A team's own hook as a ConfigMap in the workload's file: ArgoCD creates it when its phase and wave run."""
+    at = f'    argocd.argoproj.io/sync-wave: "{wave}"\n' if wave is not None else ""
+    return (f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: llm-serving\n"
+            f"  annotations:\n    argocd.argoproj.io/hook: {phase}\n"
+            f"    argocd.argoproj.io/hook-delete-policy: BeforeHookCreation\n{at}data:\n  {data}\n")
+
+
+BROKEN_HOOK = team_hook("smoke-test-results", "PostSync", 1000, "last run: never")
 BROKEN_EARLIER = BROKEN_HOOK.replace('    argocd.argoproj.io/sync-wave: "1000"\n', "")
 
 
@@ -255,19 +251,7 @@ def test_a_team_postsync_hook_failing_before_cutovers_leaves_nothing_committed(a
 
 # A team's own PreSync hooks where ArgoCD users put them (its DB-migration example sits at wave -1; 0 is the
 # default): ConfigMaps, so that each one's creation is the marker that its wave ran.
-TEAM_PRESYNC = "".join(f"""---
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: team-presync-wave{wave}
-  namespace: llm-serving
-  annotations:
-    argocd.argoproj.io/hook: PreSync
-    argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
-    argocd.argoproj.io/sync-wave: "{wave}"
-data:
-  ran: "yes"
-""" for wave in (-1, 0))
+TEAM_PRESYNC = "".join(team_hook(f"team-presync-wave{wave}", "PreSync", wave, 'ran: "yes"') for wave in (-1, 0))
 TEAM_MARKERS = {"team-presync-wave-1", "team-presync-wave0"}
 
 

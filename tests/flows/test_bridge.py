@@ -275,6 +275,18 @@ async def test_a_bridge_that_fails_its_check_goes_back_to_the_source_which_still
     assert held.data == {"held": "vllm"}
 
 
+async def to_the_last_hop(world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, the_plan: plan.Plan,
+                          candle: Script) -> None:
+    """The path up to its last hop: the switch to coder applied, vLLM freed and candle restored; ArgoCD's sync of
+    that takes vLLM's pod and starts candle's, as `candle` scripts it, on the card vLLM left."""
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    sim_argocd.apply_git(world, repo, PATH)
+    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
+    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
+        world.delete_pod(pod.name)
+    world.add_pod("candle", candle, gpus=1, node="gpu-1")
+
+
 async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_serving(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any, one_gpu: None,
         events: list[dict[str, Any]]) -> None:
@@ -282,12 +294,7 @@ async def test_a_target_failing_after_the_source_was_freed_leaves_the_bridge_ser
     frees candle without draining it (it never served) and brings vLLM back."""
     the_plan = whole_bridge_plan(make_plan)
     assert the_plan.dark_names == () and the_plan.handoff.max_gap is None
-    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
-    sim_argocd.apply_git(world, repo, PATH)
-    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
-    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
-        world.delete_pod(pod.name)
-    world.add_pod("candle", Script(pull=5, fault="crash_loop"), gpus=1, node="gpu-1")
+    await to_the_last_hop(world, kube, host, repo, the_plan, Script(pull=5, fault="crash_loop"))
     with pytest.raises(CutoverError) as caught:
         await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
     assert caught.value.cause == "crash_loop"
@@ -311,12 +318,7 @@ async def test_a_target_failing_while_names_go_unanswered_sends_the_path_back_to
     way there only. candle crash-loops: candle is freed, vLLM restored as a rollback's restore, and the next
     PostSync switches from the bridge back to vLLM, which then holds."""
     the_plan = bridge_plan(make_plan)
-    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
-    sim_argocd.apply_git(world, repo, PATH)
-    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
-    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
-        world.delete_pod(pod.name)
-    world.add_pod("candle", Script(pull=5, fault="crash_loop"), gpus=1, node="gpu-1")
+    await to_the_last_hop(world, kube, host, repo, the_plan, Script(pull=5, fault="crash_loop"))
     with pytest.raises(CutoverError) as caught:
         await phases.postsync(Run.create(kube, the_plan, host, identity="job-3"))
     assert caught.value.cause == "crash_loop" and "vllm restored in" in caught.value.message
@@ -342,14 +344,9 @@ async def test_names_unanswered_past_max_gap_send_the_path_back(
     """maxGap counts from the switch to the bridge (its date in Git): candle loading for an hour is given up at
     the consented five minutes, `gap_exceeded`, exit 6, and `cutover plan` said the gap while it was open."""
     the_plan = bridge_plan(make_plan, max_gap="5m")
-    await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
     loop = asyncio.get_running_loop()
     start = loop.time()
-    sim_argocd.apply_git(world, repo, PATH)
-    await phases.postsync(Run.create(kube, the_plan, host, identity="job-2"))
-    for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
-        world.delete_pod(pod.name)
-    world.add_pod("candle", Script(pull=5, load=3600), gpus=1, node="gpu-1")
+    await to_the_last_hop(world, kube, host, repo, the_plan, Script(pull=5, load=3600))
     state = told(await commands.show_plan(kube, the_plan, host=host), the_plan).data["handoff"]
     assert state["gap"]["names"] == ["reasoning-long"] and state["gap"]["left"] <= 300
     with pytest.raises(GapExceeded) as caught:
