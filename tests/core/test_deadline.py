@@ -42,6 +42,15 @@ def test_the_longest_job(the_plan: plan.Plan, whole: bool, need: float) -> None:
             in said
 
 
+def test_a_pull_request_s_merge_wait_is_counted_and_said() -> None:
+    """Issue 54's C9: pull-request mode waits up to an hour for a merge inside the PostSync Job that opened it, which
+    the shipped deadline (40 minutes) kills first: `cutover plan` says so."""
+    (one,) = plan.parse(_world.plan_text(git_more="mode: pull-request"))
+    assert deadline.longest_job(one) == 1800 + deadline.MERGE_WAIT + 300
+    said = deadline.warning(one, deadline.SHIPPED, whose="the shipped hook Jobs'")
+    assert said is not None and "then up to 3600s for the pull request's merge" in said
+
+
 def test_the_sync_timeout_a_plan_needs() -> None:
     """ArgoCD's sync timeout cannot be read from the cluster by cutover: `cutover plan` says the least it needs."""
     assert deadline.sync_timeout(planned()) == 1800 + 300 + 300

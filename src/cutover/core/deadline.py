@@ -12,6 +12,7 @@ from cutover.plan import Plan
 
 SHIPPED = 2400.0  # seconds: the shipped hook Jobs' and CronJobs' activeDeadlineSeconds
 MARGIN = 300.0  # seconds one Job needs beyond its waits: proofs, fitness rounds, the commit, the refresh, Events
+MERGE_WAIT = 3600.0  # seconds a pull-request-mode commit waits for someone to merge it, in the Job that opened it
 
 
 def longest_job(plan: Plan, *, whole_path: bool = False, sync_wait: float = 0.0) -> float:
@@ -19,7 +20,8 @@ def longest_job(plan: Plan, *, whole_path: bool = False, sync_wait: float = 0.0)
     drain (handoff.drainTimeout) where a handoff or a retirement drains (within a gap, recreate's or a bridge's
     that leaves names unanswered, the wait is bounded by handoff.maxGap, when shorter), each hop being a hook Job
     of its own; `whole_path` (`cutover run`, `cutover rollback`: every hop in one Job) adds them up with
-    `sync_wait`, how long ArgoCD's apply is waited for (twice through a bridge); plus MARGIN."""
+    `sync_wait`, how long ArgoCD's apply is waited for (twice through a bridge); the wait for a pull request's
+    merge (git.mode pull-request: the Job that opens it waits for it); plus MARGIN."""
     wait, drain, applies = plan.verify.max_wait, 0.0, 1
     if plan.handoff.strategy == "recreate" and plan.handoff.max_gap is not None:
         wait, drain = min(wait, plan.handoff.max_gap), plan.handoff.drain_timeout
@@ -29,9 +31,10 @@ def longest_job(plan: Plan, *, whole_path: bool = False, sync_wait: float = 0.0)
             wait = min(wait, plan.handoff.max_gap)
     if plan.handoff.retire_after is not None:  # a PostSync or an audit may drain the backend it retires
         drain = plan.handoff.drain_timeout
+    merge = MERGE_WAIT if plan.git.mode == "pull-request" else 0.0  # after the proof, before the apply
     if whole_path:
-        return drain + wait + applies * sync_wait + MARGIN
-    return max(drain, wait) + MARGIN
+        return drain + wait + merge + applies * sync_wait + MARGIN
+    return max(drain, wait) + merge + MARGIN
 
 
 def warning(plan: Plan, deadline: float, *, whose: str, whole_path: bool = False,
@@ -40,11 +43,13 @@ def warning(plan: Plan, deadline: float, *, whose: str, whole_path: bool = False
     need = longest_job(plan, whole_path=whole_path, sync_wait=sync_wait)
     if need <= deadline:
         return None
+    merged = ", then up to 3600s for the pull request's merge" if plan.git.mode == "pull-request" else ""
     what = ("the drain or the wait within handoff.maxGap" if plan.handoff.max_gap is not None else
             "the drain or verify.maxWait" if plan.handoff.strategy == "bridge" or plan.handoff.retire_after is not None
             else "verify.maxWait")
     return (f"{whose} activeDeadlineSeconds ({deadline:g}s) is shorter than one hook Job of this plan may take "
-            f"({need:g}s: {what} and {MARGIN:g}s to prove and commit): the Job controller would kill it mid-wait")
+            f"({need:g}s: {what}{merged} and {MARGIN:g}s to prove and commit): the Job controller would kill it "
+            "mid-wait")
 
 
 def sync_timeout(plan: Plan) -> float:

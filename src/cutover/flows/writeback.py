@@ -20,6 +20,7 @@ import tenacity
 
 from cutover import sources
 from cutover.core import commits, milestones, switch
+from cutover.core.deadline import MERGE_WAIT  # how long a pull-request-mode cutover waits for a merge
 from cutover.core.repository import Author, ChangeRequest, FileVersion, GitHost
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
@@ -34,7 +35,6 @@ log = structlog.get_logger("cutover")
 CONFLICT_TRIES = 10
 HISTORY_PAGE, HISTORY_PAGES = 20, 25  # the file's history is read a page at a time, up to 500 commits back
 MERGE_POLL = 30.0  # seconds between looks at an open pull request (Kargo's git-wait-for-pr polls every 30 s)
-MERGE_WAIT = 3600.0  # how long a pull-request-mode cutover waits for someone to merge
 
 
 @dataclasses.dataclass(frozen=True)
