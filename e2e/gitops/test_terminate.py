@@ -257,14 +257,14 @@ TEAM_MARKERS = {"team-presync-wave-1", "team-presync-wave0"}
 
 def test_a_teams_presync_hooks_run_after_the_gate_and_not_at_all_when_it_refuses(argo: gitops.GitOpsTier) -> None:
     """cutover's gate ships at PreSync wave -1000: a team's PreSync hooks at -1 and 0 run after it decided. A person's
-    commit points the Service at an engine that answers without generating: the gate refuses, and neither team hook
+    commit points the Service at an engine that answers 503: the gate refuses, and neither team hook
     runs in that sync (no marker, none in the operation's result). A sync the gate lets through runs the gate and
     both."""
     leaving = serving(argo)
     target = "vllm" if leaving == "candle" else "candle"
     engines = argo.git.repo.read(gitops.ENGINES)
     assert engines is not None
-    argo.engines.fault(DEPLOYMENT[target], "no-token")
+    argo.engines.fault(DEPLOYMENT[target], "503")  # what the real vLLM (vllm's pods) and the double both do
     try:
         person = argo.commit({gitops.SERVICE: argo.service_file(CANDLE if target == "candle" else VLLM),
                               gitops.ENGINES: engines[0] + TEAM_PRESYNC},
