@@ -353,6 +353,9 @@ def test_the_service_account_creates_only_its_own_leases(tier: Tier, name: str, 
     ("the workload's Application", {"annotations": {
         "argocd.argoproj.io/tracking-id": "llm-serving:networking.k8s.io/NetworkPolicy:cutover/open"}}, False),
     ("the workload's Application, label tracking", {"labels": {"app.kubernetes.io/instance": "llm-serving"}}, False),
+    # the review's N8: ArgoCD's instanceLabelKey set to the key its docs suggest
+    ("the workload's Application, label tracking on argocd.argoproj.io/instance",
+     {"labels": {"argocd.argoproj.io/instance": "llm-serving"}}, False),
 ])
 def test_only_cutovers_application_writes_the_network_policies_beside_the_secrets(
         tier: Tier, why: str, metadata: dict[str, Any], allowed: bool) -> None:
