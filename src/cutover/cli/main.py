@@ -186,7 +186,7 @@ def _start(args: argparse.Namespace, observers: Sequence[Any]) -> _Session:
     from cutover import logs  # noqa: PLC0415
 
     sinks = logs.Fanout(observers)
-    redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(()),
+    redactor = logs.configure(fmt=args.log_format, level=args.log_level, secrets=_secret_values(),
                               sinks=[sinks])
     return _Session(redactor, sinks)
 
@@ -326,7 +326,7 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
         plans = [dataclasses.replace(p, jobs_namespace=here) for p in plans] if here else plans
     named = [p.git.token_file for p in plans] + [p.argocd.token_file for p in plans if p.argocd] + [
         f for p in plans if p.slack for f in (p.slack.webhook_file, p.slack.bot_token_file)]
-    session.redactor.add(_secret_values([path for path in named if path]))  # the plan may name secret files
+    session.redactor.add(_file_values([path for path in named if path]))  # the plan may name secret files
     if args.name:
         plans = [p for p in plans if p.name == args.name]
         if not plans:
@@ -557,13 +557,19 @@ def _identity(namespace: str) -> str:
     return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}#{nonce}"
 
 
-def _secret_values(files: Sequence[str]) -> list[str]:
-    """Secret values this process may hold (environment, every file of the Secrets' mounts but their bounds, and
-    `files`), so the redactor can hide them anywhere: a credential in a file of any name or shape included."""
+def _secret_values() -> list[str]:
+    """Secret values this process may hold from its start (environment, every file of the Secrets' mounts but their
+    bounds), so the redactor can hide them anywhere: a credential in a file of any name or shape included."""
     from cutover.plan import credentials, secrets  # noqa: PLC0415
 
     values = [(os.environ.get(name) or "").strip() for name in SECRET_ENV]
     values += credentials.secret_values(Path(secrets.secrets_dir()))
+    return [value for value in values if value]
+
+
+def _file_values(files: Sequence[str]) -> list[str]:
+    """What the files a plan names as secret hold (off a pod, anywhere under CUTOVER_SECRETS_DIR)."""
+    values = []
     for path in files:
         with contextlib.suppress(OSError, UnicodeDecodeError):  # not mounted: nothing to hide
             values.append(Path(path).read_text(encoding="utf-8").strip())
@@ -631,7 +637,7 @@ def _outcome(line: str, redactor: Redactor | None = None, *, json_output: bool =
     pod's termination message when running in one."""
     from cutover.logs import Redactor  # noqa: PLC0415
 
-    line = (redactor or Redactor(_secret_values(()))).scrub_text(" ".join(line.split()))
+    line = (redactor or Redactor(_secret_values())).scrub_text(" ".join(line.split()))
     sys.stdout.flush()
     sys.stderr.flush()
     _say(line, sys.stderr if json_output else sys.stdout)

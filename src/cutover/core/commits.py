@@ -58,7 +58,7 @@ def held_by(last: Commit | None, plan: Plan, *, lifted: str | None = None) -> st
     path through a bridge, the switch that left it may be the bridge's: any other target than the hold's then). A
     rollback's hop to its bridge holds nothing yet: it says where the path ends. The hold lasts until the plan's
     target changes: once a run saw it changed (`lifted`, that rollback commit), a target set back is no hold."""
-    if last is None or not last.trailers.hold or last.trailers.to != last.trailers.hold or last.sha == lifted:
+    if last is None or not _holding(last) or last.sha == lifted:
         return None
     trailers = last.trailers
     if trailers.source == plan.target or (trailers.bridge and trailers.hold != plan.target):
@@ -69,9 +69,15 @@ def held_by(last: Commit | None, plan: Plan, *, lifted: str | None = None) -> st
 def hold_lifted(last: Commit | None, plan: Plan, *, lifted: str | None = None) -> str | None:
     """The rollback commit whose hold the plan's target has just ended (its target no longer the one rolled back
     from), for the runs that come after to remember: None when there is none, or it is remembered already."""
-    if last is None or not last.trailers.hold or last.trailers.to != last.trailers.hold or last.sha == lifted:
+    if last is None or not _holding(last) or last.sha == lifted:
         return None
     return last.sha if held_by(last, plan) is None else None
+
+
+def _holding(last: Commit) -> bool:
+    """A rollback's switch, holding on where it went (its hop to a bridge says where the path ends, holding
+    nothing yet)."""
+    return bool(last.trailers.hold) and last.trailers.to == last.trailers.hold
 
 
 def previous_backend(plan: Plan, now: str | None, last: Commit | None) -> str:

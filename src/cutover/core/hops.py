@@ -118,6 +118,13 @@ def origin(observed: steps.Observed, plan: Plan, serving: str | None) -> str | N
     return hop.trailers.source if hop is not None and serving == plan.handoff.bridge else serving
 
 
+def given_back(plan: Plan, *, source: str, to: str) -> steps.Restore:
+    """The restore that gives the card back to `source` once a gap failed, holding on it: under recreate it names
+    the target given up on (`restore_hold` holds the Service there); under bridge it is a rollback's restore
+    (`rolling_back`), so that the next hop switches from the bridge back to `source`."""
+    return steps.Restore(source, source if plan.handoff.strategy == "bridge" else to, hold=source)
+
+
 def gap_commit(workloads: steps.Workloads, *, source: str | None, to: str) -> Commit | None:
     """`gap_opened`, on what Git says of the workloads alone (`cutover plan` has no more)."""
     if source is None or source not in workloads.freed:

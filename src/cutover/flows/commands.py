@@ -18,7 +18,7 @@ from cutover.core import commits, deadline, decide, hops, steps
 from cutover.core.clock import Clock
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
-from cutover.core.views import ServiceView
+from cutover.core.views import Commit, ServiceView
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
 from cutover.flows import drain, handoff, writeback
@@ -147,10 +147,8 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
         for name, commit in workloads.steps.items()}}
     serving = commits.backend_of(plan, live.selector)
     opened = hops.gap_commit(workloads, source=serving, to=plan.target)
-    if opened is not None and opened.date is not None and plan.handoff.strategy != "bridge":
-        spent = (Clock().now() - opened.date).total_seconds()
-        state["gap"] = {"source": serving, "openedBy": opened.sha, "seconds": round(spent),
-                        "left": round((plan.handoff.max_gap or 0.0) - spent)}
+    if opened is not None and plan.handoff.strategy != "bridge":
+        state.update(_open_gap(plan, opened, source=serving))
     try:
         observed = await _observed(plan, host, live, workloads)
     except CutoverError as exc:
@@ -162,15 +160,23 @@ async def _handoff(cluster: Cluster, plan: Plan, host: GitHost, *, live: Service
         state["bridge"] = {"backend": plan.handoff.bridge, "toward": hop.trailers.toward, "commit": hop.sha,
                            "hold": hop.trailers.hold}
         dark = hops.dark_since(observed, plan, source=hop.trailers.source, to=hop.trailers.toward or "")
-        if dark is not None and dark.date is not None:
-            spent = (Clock().now() - dark.date).total_seconds()
-            state["gap"] = {"source": hop.trailers.source, "names": list(plan.dark_names), "openedBy": dark.sha,
-                            "seconds": round(spent), "left": round((plan.handoff.max_gap or 0.0) - spent)}
+        if dark is not None:
+            state.update(_open_gap(plan, dark, source=hop.trailers.source, names=plan.dark_names))
     state["next"] = next_hop(decide.next_step(observed, plan), plan)
     retire = await _retiring(cluster, plan, observed)
     if retire is not None:
         state["retire"] = retire
     return state
+
+
+def _open_gap(plan: Plan, opened: Commit, *, source: str | None, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`gap`: the commit that opened a gap in service (recreate's free; the switch to a bridge leaving `names`
+    unanswered), how long ago, and what is left of handoff.maxGap; nothing when Git gives the commit no date."""
+    if opened.date is None:
+        return {}
+    spent = (Clock().now() - opened.date).total_seconds()
+    return {"gap": {"source": source, **({"names": list(names)} if names else {}), "openedBy": opened.sha,
+                    "seconds": round(spent), "left": round((plan.handoff.max_gap or 0.0) - spent)}}
 
 
 async def _retiring(cluster: Cluster, plan: Plan, observed: steps.Observed) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from cutover.engines import api
 from cutover.errors import CutoverError, GapExceeded
 from cutover.flows import drain, sync, writeback
 from cutover.flows.context import Run
-from cutover.plan import Plan
+from cutover.plan import Backend, Plan
 from cutover.sources import field_edit, freeing
 from cutover.sources.field_edit import FieldEdit
 from cutover.sources.kustomize import KustomizeSource
@@ -48,7 +48,7 @@ async def read_workloads(host: GitHost, plan: Plan, texts: dict[str, str]) -> st
     for name, backend in plan.backends.items():
         if backend.workload is None:
             continue
-        where = freeing.freeing(backend, default_path=plan.git.path, namespace=plan.service.namespace)
+        where = _where(plan, backend)
         if where.path not in texts:
             texts[where.path] = (await host.read(where.path)).content
         if field_edit.read_field(texts[where.path], where.field, source=where.path) == str(where.freed):
@@ -69,7 +69,7 @@ async def free(run: Run, observed: steps.Observed, step: steps.Free, *,
     plan = run.plan
     backend = plan.backends[step.backend]
     drained = await _drain(run, step) if serving else None
-    where = freeing.freeing(backend, default_path=plan.git.path, namespace=plan.service.namespace)
+    where = _where(plan, backend)
     trailers = _trailers(run, observed, step.backend, to=step.to, step="free")
 
     def message(edit: FieldEdit) -> str:
@@ -106,7 +106,7 @@ async def restore(run: Run, observed: steps.Observed, step: steps.Restore, *,
                   before_write: Callable[[], Awaitable[None]] | None = None) -> Restored:
     """Write back exactly what `step.backend`'s workload held before its free (from that commit's trailers)."""
     plan = run.plan
-    where = freeing.freeing(plan.backends[step.backend], default_path=plan.git.path, namespace=plan.service.namespace)
+    where = _where(plan, plan.backends[step.backend])
     freed_by = observed.workloads.steps.get(step.backend)
     back = freeing.put_back(where, freed_by.trailers if freed_by else None, replicas=plan.verify.min_ready_pods)
     previous, added = back.value, back.added
@@ -168,10 +168,15 @@ async def give_back(run: Run, observed: steps.Observed, *, source: str, to: str,
     hold on it, ArgoCD asked to refresh. Under bridge the restore is a rollback's (`hops.rolling_back`): the next
     hop switches from the bridge back to the source."""
     await free(run, observed, steps.Free(to, source), before_write=before_write, serving=False)
-    heading = source if run.plan.handoff.strategy == "bridge" else to
-    back = await restore(run, observed, steps.Restore(source, heading, hold=source), before_write=before_write)
+    back = await restore(run, observed, hops.given_back(run.plan, source=source, to=to), before_write=before_write)
     await sync.refresh(run)
     return back
+
+
+def _where(plan: Plan, backend: Backend) -> freeing.Freeing:
+    """Where `backend`'s workload is freed: its file (the plan's Service file by default), the one field, and the
+    Service's namespace, the only one its document may name."""
+    return freeing.freeing(backend, default_path=plan.git.path, namespace=plan.service.namespace)
 
 
 def _render_check(run: Run, backend: str, where: freeing.Freeing, *,

@@ -207,7 +207,7 @@ def in_thread(observed: steps.Observed, plan: Plan, step: steps.Step) -> None:
 
 
 async def verified_switch(run: Run, observed: steps.Observed, seen: writeback.Seen | None, *, backend: str,
-                    to: str | None = None, hold: str | None = None) -> Verified:
+                          to: str | None = None, hold: str | None = None) -> Verified:
     """The switch checked through the Service; on failure, the rollback `decide` asks for (the outcome stays
     exit 6)."""
     trailers = observed.last.trailers if observed.last else Trailers()
@@ -327,9 +327,6 @@ async def bridge_carries(run: Run, observed: steps.Observed, seen: writeback.See
         raise await _roll_back_after(run, failure, observed, seen, source=bridge, to=step.to) from failure
     log.info(milestones.BRIDGE_VERIFIED, bridge=bridge, names=list(plan.handoff.bridge_names),
              commit=observed.last.sha[:12])
-
-
-# --- run and rollback ------------------------------------------------------------------------------------------
 
 
 # --- audit ---------------------------------------------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from cutover.plan.field import Field
 from cutover.plan.model import GIT_MODES, PROVIDERS, PUBLIC_HOSTS, SOURCES, GitAuthor, GitDocument, GitSettings
-from cutover.plan.secrets import SECRETS_DIR, in_cluster, secret_file
+from cutover.plan.secrets import pod_key, secret_file
 
 _GIT_KEYS = ("provider", "url", "apiUrl", "apiHosts", "allowInsecure", "branch", "path", "document", "selectorPath",
              "mode", "author", "tokenFile", "source", "render", "caFile")
@@ -94,10 +93,7 @@ def _ca_file(node: Field) -> str | None:
     if node.value is None:
         return None
     path = node.string()
-    fixed = f"{SECRETS_DIR}/git/ca.crt"
-    if in_cluster() and posixpath.normpath(path) != fixed:
-        raise node.fail(f"{fixed} (in a pod the Git host's CA is the Git Secret's key `ca.crt`)")
-    return path
+    return pod_key(node, path, "git", "ca.crt", what="the Git host's CA") or path
 
 
 def check_url(node: Field, url: str, *, allow_insecure: bool, ssh_ok: bool) -> None:

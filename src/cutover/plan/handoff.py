@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cutover.plan.field import Field
-from cutover.plan.model import DRAIN_TIMEOUT, STRATEGIES, Backend, Handoff
+from cutover.plan.model import DRAIN_TIMEOUT, STRATEGIES, Backend, Handoff, unanswered
 
 _KEYS = ("strategy", "bridge", "bridgeNames", "maxGap", "drainTimeout", "retire")
 
@@ -19,7 +19,7 @@ def read_handoff(node: Field, *, backends: Mapping[str, Backend], target: str,
     node.mapping(_KEYS)
     strategy = node.child("strategy").string(default="parallel", choices=STRATEGIES)
     bridge_names = _bridge_names(node, strategy, served)
-    dark = tuple(name for name in served if name not in bridge_names) if strategy == "bridge" else ()
+    dark = unanswered(served, bridge_names) if strategy == "bridge" else ()
     handoff = Handoff(strategy=strategy, bridge=_bridge(node, strategy, backends=backends, target=target),
                       bridge_names=bridge_names, max_gap=_max_gap(node, strategy, dark),
                       drain_timeout=node.child("drainTimeout").duration(default=DRAIN_TIMEOUT),

@@ -151,6 +151,11 @@ STRATEGIES = ("parallel", "bridge", "recreate")  # docs/capacity.md: how a hando
 DRAIN_TIMEOUT = 300.0  # seconds: handoff.drainTimeout's default
 
 
+def unanswered(served: tuple[str, ...], bridged: tuple[str, ...]) -> tuple[str, ...]:
+    """The served names a bridge that answers `bridged` leaves without an answer."""
+    return tuple(name for name in served if name not in bridged)
+
+
 @dataclasses.dataclass(frozen=True)
 class Handoff:
     """docs/capacity.md: how the target gets room (`strategy`), and what happens to the source after the switch."""
@@ -190,7 +195,7 @@ class Plan:
         from the switch to the bridge until the switch off it: a gap for them, consented to by handoff.maxGap."""
         if self.handoff.strategy != "bridge" or not self.handoff.bridge_names:
             return ()
-        return tuple(name for name in self.verify.served_names if name not in self.handoff.bridge_names)
+        return unanswered(self.verify.served_names, self.handoff.bridge_names)
 
     def job(self, command: str) -> str:
         """How a person runs `command` (run, rollback) for this workload: a Job from its own CronJob, which the

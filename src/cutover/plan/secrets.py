@@ -13,7 +13,7 @@ from pathlib import Path
 from cutover.errors import InvalidInput
 from cutover.plan.field import Field
 
-__all__ = ["SECRETS_DIR", "from_env", "from_file", "in_cluster", "secret_file", "secrets_dir"]
+__all__ = ["SECRETS_DIR", "from_env", "from_file", "in_cluster", "pod_key", "secret_file", "secrets_dir"]
 
 SECRETS_DIR = "/var/run/secrets/cutover"  # where the Jobs mount the Secrets; CUTOVER_SECRETS_DIR elsewhere
 
@@ -54,11 +54,8 @@ def secret_file(node: Field, secret: str, key: str) -> str | None:
     if node.value is None:
         return None
     path = node.string()
-    if in_cluster():
-        fixed = f"{SECRETS_DIR}/{secret}/{key}"
-        if posixpath.normpath(path) != fixed:
-            raise node.fail(f"{fixed} (in a pod the credential is its Secret's key `{key}`, where the shipped "
-                            "Jobs mount it)")
+    fixed = pod_key(node, path, secret, key, what="the credential")
+    if fixed is not None:
         return fixed
     root = (secrets_dir().rstrip("/") or "") + f"/{secret}"
     normal = posixpath.normpath(path)
@@ -70,3 +67,14 @@ def secret_file(node: Field, secret: str, key: str) -> str | None:
         raise node.fail(f"a file under {root}/ (its Secret's mount"
                         + ("" if in_cluster() else "; CUTOVER_SECRETS_DIR names another root") + ")")
     return normal
+
+
+def pod_key(node: Field, path: str, secret: str, key: str, *, what: str) -> str | None:
+    """In a pod, the one file `path` may be: `secret`'s own `key` where the shipped Jobs mount it (else the plan
+    key `node` fails); None off a pod, where the caller's own rule applies."""
+    if not in_cluster():
+        return None
+    fixed = f"{SECRETS_DIR}/{secret}/{key}"
+    if posixpath.normpath(path) != fixed:
+        raise node.fail(f"{fixed} (in a pod {what} is the Secret's key `{key}`, where the shipped Jobs mount it)")
+    return fixed

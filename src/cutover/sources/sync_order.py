@@ -129,7 +129,7 @@ def _deadlines(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Findin
             continue
         spec = doc.get("spec") or {}
         deadline = float(spec.get("progressDeadlineSeconds", PROGRESS_DEADLINE))
-        budget = max((probe.budget for probe in _probes(doc)), default=0.0)
+        budget = _budget(doc)
         startup = min(budget, plan.verify.max_wait) if budget else 0.0
         if startup > deadline:
             unset = "" if "progressDeadlineSeconds" in spec else ", the default"
@@ -145,12 +145,10 @@ def _gap(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
     target's startup, two commits picked up by ArgoCD (the free's, the switch's) and the hooks around them."""
     if plan.handoff.strategy != "recreate" or plan.handoff.max_gap is None:
         return
-    doc = engine(docs, plan.backends[plan.target])
-    budget = max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
+    budget = _budget(engine(docs, plan.backends[plan.target]))
     if not budget:
         return  # no startup probe in the render: nothing to add up
-    nudged = plan.argocd is not None and plan.argocd.refresh
-    pickup = PICKUP if nudged else PICKUP_BY_LOOK
+    nudged, pickup = _pickup(plan)
     need = min(budget, plan.verify.max_wait) + 2 * pickup + HOOKS
     if plan.handoff.max_gap < need:
         how = "the nudge's" if nudged else "ArgoCD's own look at Git (argocd.refresh: false), up to"
@@ -169,12 +167,10 @@ def _dark(docs: Sequence[Mapping[str, Any]], plan: Plan) -> Iterable[Finding]:
     bridge, dark = plan.handoff.bridge, plan.dark_names
     if bridge is None or not dark:
         return
-    nudged = plan.argocd is not None and plan.argocd.refresh
-    pickup = PICKUP if nudged else PICKUP_BY_LOOK
+    _, pickup = _pickup(plan)
 
     def lasting(backend: str) -> tuple[float, str]:
-        doc = engine(docs, plan.backends[backend])
-        budget = max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
+        budget = _budget(engine(docs, plan.backends[backend]))
         startup = min(budget, plan.verify.max_wait) if budget else plan.verify.max_wait
         need = startup + 3 * pickup + HOOKS
         return need, f"up to about {need:g}s ({backend}'s startup {startup:g}s, three commits picked up, the hooks)"
@@ -244,6 +240,17 @@ def _selects(selector: Mapping[str, str], labels: Mapping[str, Any]) -> bool:
 
 def _pod_labels(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((((doc.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {})
+
+
+def _budget(doc: Mapping[str, Any] | None) -> float:
+    """An engine's startup budget, by its longest startup probe (0: no engine, or no startup probe in it)."""
+    return max((probe.budget for probe in _probes(doc)), default=0.0) if doc is not None else 0.0
+
+
+def _pickup(plan: Plan) -> tuple[bool, float]:
+    """Whether a hop's commit is nudged (argocd.refresh), and so how long ArgoCD takes to pick it up at most."""
+    nudged = plan.argocd is not None and plan.argocd.refresh
+    return nudged, PICKUP if nudged else PICKUP_BY_LOOK
 
 
 def _probes(doc: Mapping[str, Any]) -> Iterable[Probe]:
