@@ -137,6 +137,9 @@ def test_crlf_files_stay_crlf() -> None:
      "empty or written inline"),
     ("an anchor in the document", "a: &x 1\nb: *x\n", FieldRef(GitDocument("", ""), ("a",)), "selector_alias",
      "anchors or aliases"),
+    ("an object read as a values file (F3)", DEPLOYMENT.split("---")[0],
+     FieldRef(GitDocument("", ""), ("spec", "replicas"), values=True),
+     "not_values_file", "expected a Helm values file, found a Kubernetes object"),
 ])
 def test_what_cannot_be_edited_safely_is_refused_by_name(why: str, text: str, field: FieldRef, cause: str,
                                                         words: str) -> None:

@@ -81,3 +81,18 @@ def test_gitvalues_are_validated_in_the_plan() -> None:
     backends = _source("engine", {"vllm": "vllm", "candle": "candle"}).backends
     assert {name: backend.git_value for name, backend in backends.items()} == {"vllm": "vllm", "candle": "candle"}
     assert dataclasses.replace(backends["vllm"], git_value=None).git_value is None
+
+
+@pytest.mark.parametrize("text", [
+    "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n  labels:\n    enforce: restricted\n",
+    "kind: Secret\nmetadata:\n  labels:\n    enforce: restricted\n",
+])
+def test_a_kubernetes_object_is_never_read_as_a_values_file(text: str) -> None:
+    """The review's F3: a helm-values plan aimed at another team's Namespace turned its Pod Security label from
+    restricted to privileged. A values key lives in a values file, never in an object."""
+    for act in (lambda: yaml_edit.read_value(text, value_path="metadata.labels.enforce", source="ns.yaml"),
+                lambda: yaml_edit.edit_value(text, value_path="metadata.labels.enforce", value="privileged",
+                                             source="ns.yaml")):
+        with pytest.raises(InvalidInput) as caught:
+            act()
+        assert caught.value.cause == "not_values_file" and "restricted" not in str(caught.value)

@@ -31,6 +31,7 @@ from cutover.sources.yaml_edit import (
     parsed_pair,
     render_scalar,
     unified_diff,
+    values_file,
 )
 
 
@@ -52,6 +53,7 @@ class FieldRef:
     document: GitDocument
     path: tuple[Step, ...]
     namespace: str | None = None  # the only namespace the document may name (a workload: its Service's)
+    values: bool = False  # a Helm values file's key: the file must be one, never an object (docs/security.md)
 
     def __str__(self) -> str:
         words: list[str] = []
@@ -126,6 +128,8 @@ def _document(text: str, field: FieldRef, source: str) -> Any:
     if _aliased(docs[where[0]]):
         raise InvalidInput(f"{source}: document {where[0] + 1} uses YAML anchors or aliases", cause="selector_alias",
                            hint="write the document out in full: an anchor or alias cannot be edited safely")
+    if field.values:
+        values_file(docs[where[0]], source)
     return _target(docs, where)
 
 

@@ -52,7 +52,7 @@ def _field(workload: Workload, path: str) -> FieldRef:
     if workload.kind == "InferenceService":
         return FieldRef(GitDocument("InferenceService", workload.name), ("metadata", "annotations", KSERVE_STOP))
     if workload.values_key is not None:
-        return FieldRef(GitDocument("", ""), tuple(workload.values_key.split(".")))
+        return FieldRef(GitDocument("", ""), tuple(workload.values_key.split(".")), values=True)
     if PurePosixPath(path).name in _KUSTOMIZATIONS:
         return FieldRef(GitDocument("", ""), ("replicas", Item("name", workload.name), "count"))
     return FieldRef(GitDocument(workload.kind, workload.name), ("spec", "replicas"))

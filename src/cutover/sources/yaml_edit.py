@@ -187,6 +187,16 @@ def _matching(docs: list[Any], document: GitDocument, source: str) -> tuple[int,
     return found[0]
 
 
+def values_file(doc: Any, source: str) -> None:
+    """A values key is edited only in a values file: a Kubernetes object (another team's Namespace, a Secret) read as
+    one would let a plan rewrite any of its fields through `selectorPath` or `valuesKey` (docs/security.md)."""
+    if isinstance(doc, Mapping) and ("kind" in doc or "apiVersion" in doc):
+        raise InvalidInput(f"{source}: expected a Helm values file, found a Kubernetes object (it has "
+                           f"{'kind' if 'kind' in doc else 'apiVersion'})", cause="not_values_file",
+                           hint="point git.path (or the workload's path) at the chart's values file; objects are "
+                                "edited as git.source manifest")
+
+
 def _target(docs: list[Any], where: tuple[int, int | None]) -> Any:
     doc = docs[where[0]]
     return doc if where[1] is None else doc["items"][where[1]]
@@ -411,7 +421,9 @@ def _only_selector_lines_changed(edit: SelectorEdit, *, document: GitDocument, s
 def read_value(text: str, *, value_path: str, source: str = "file") -> Any:
     """What the file's only document holds at `value_path`: a mapping (as a dict) or a scalar (as a string)."""
     docs = _load_all(text, source=source, typ="rt")
-    parent, key = _walk(_target(docs, _matching(docs, GitDocument("", ""), source)), value_path, source)
+    values = _target(docs, _matching(docs, GitDocument("", ""), source))
+    values_file(values, source)
+    parent, key = _walk(values, value_path, source)
     value = parent[key]
     if isinstance(value, Mapping):
         return {str(k): str(v) for k, v in value.items()}
@@ -426,7 +438,9 @@ def edit_value(text: str, *, value_path: str, value: str, source: str = "file") 
     """The scalar at `value_path` replaced in place (its quoting and inline comment kept); guarded: every other
     byte of the file unchanged, and the documents equal except at that key."""
     docs = _load_all(text, source=source, typ="rt")
-    parent, key = _walk(_target(docs, _matching(docs, GitDocument("", ""), source)), value_path, source)
+    values = _target(docs, _matching(docs, GitDocument("", ""), source))
+    values_file(values, source)
+    parent, key = _walk(values, value_path, source)
     old = parent[key]
     if isinstance(old, Mapping | list) or old is None:
         raise InvalidInput(f"{source}: {value_path}: expected a scalar to write {value!r} into, found "
