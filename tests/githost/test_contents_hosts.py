@@ -370,6 +370,21 @@ async def test_a_rerun_finds_its_open_pull_request(host: GitHost, fake: FakeHost
 
 
 @pytest.mark.looptime
+async def test_in_a_pod_the_branches_cutover_makes_are_its_own_workloads(host: GitHost, fake: FakeHost,
+                                                                        repo: BareRepo, the_plan: plan.Plan) -> None:
+    """The review's N10: a plan names its branches by metadata.name, which another workload's plan may share; in a
+    pod they sit under the pod's own namespace (one per workload), so no plan can reset another's."""
+    reviewed = dataclasses.replace(pr_plan(the_plan), branch_scope="cutover-chat/")
+    with pytest.raises(GitError):
+        await writeback.commit_selector(host, reviewed, to_backend="candle", text=text(reviewed), author=AUTHOR,
+                                        merge_wait=30)
+    assert fake.pulls[1].head == "cutover/cutover-chat/reasoning-long-to-candle"
+    assert repo.head("cutover/cutover-chat/reasoning-long-to-candle") is not None
+    assert repo.head("cutover/reasoning-long-to-candle") is None
+    assert reviewed.branch("check-reasoning-long") == "cutover/cutover-chat/check-reasoning-long"
+
+
+@pytest.mark.looptime
 async def test_a_rerun_while_the_request_is_open_waits_on_the_same_one(host: GitHost, fake: FakeHost,
                                                                        the_plan: plan.Plan) -> None:
     reviewed = pr_plan(the_plan)

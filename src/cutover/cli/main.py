@@ -323,7 +323,8 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
         bounds = credentials.read(Path(secrets.secrets_dir()), in_pod=True)
         plans = [credentials.check(p, bounds) for p in plans]
         here = os.environ.get("POD_NAMESPACE")  # the pod's own (fieldRef, cutover-pod-pinned): where its Jobs are
-        plans = [dataclasses.replace(p, jobs_namespace=here) for p in plans] if here else plans
+        plans = [dataclasses.replace(p, jobs_namespace=here, branch_scope=f"{here}/") for p in plans] if here \
+            else plans
     named = [p.git.token_file for p in plans] + [p.argocd.token_file for p in plans if p.argocd] + [
         f for p in plans if p.slack for f in (p.slack.webhook_file, p.slack.bot_token_file)]
     session.redactor.add(_file_values([path for path in named if path]))  # the plan may name secret files

@@ -54,7 +54,7 @@ class ApiChecked:
 
     async def edit(self, version: FileVersion, selector: Mapping[str, str], *, where: str) -> SelectorEdit:
         edit = self.inner.rewrite(version.content, selector, where=where)  # the file edit; the check is here
-        branch = f"cutover/check-{self.plan.name}"
+        branch = self.plan.branch(f"check-{self.plan.name}")
         author = Author(self.plan.git.author.name, self.plan.git.author.email)
         candidate = await self.host.scratch(self.plan.git.path, edit.after, author=author, branch=branch,
                                             message=f"cutover: render check of {self.plan.name} (never merged)\n")

@@ -81,7 +81,7 @@ async def free(run: Run, observed: steps.Observed, step: steps.Free, *,
                                             added=str(edit.created) if edit.created else None))
 
     change = writeback.FieldChange(where.path, lambda text: freeing.free(text, where, source=where.path), message,
-                                   branch=f"cutover/{plan.name}-free-{step.backend}",
+                                   branch=plan.branch(f"{plan.name}-free-{step.backend}"),
                                    check=_render_check(run, step.backend, where, wanted=str(where.freed)))
     result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
     measured = drained.as_data() if drained else {}
@@ -120,7 +120,7 @@ async def restore(run: Run, observed: steps.Observed, step: steps.Restore, *,
 
     change = writeback.FieldChange(where.path, lambda text: freeing.restore(text, where, previous=previous,
                                                                             added=added, source=where.path),
-                                   message, branch=f"cutover/{plan.name}-restore-{step.backend}",
+                                   message, branch=plan.branch(f"{plan.name}-restore-{step.backend}"),
                                    check=_render_check(run, step.backend, where, wanted=None))
     result = await writeback.commit_field(run.host, plan, change, author=run.author, before_write=before_write)
     log.info(milestones.RESTORED, backend=step.backend, to=step.to, commit=result.sha or None,

@@ -277,7 +277,7 @@ async def _foreign(host: GitHost, plan: Plan, now: dict[str, str]) -> GitError:
 
 def change_branch(plan: Plan, to_backend: str) -> str:
     """One branch per cutover target, so that a re-run finds its own open pull request."""
-    return f"cutover/{plan.name}-to-{to_backend}"
+    return plan.branch(f"{plan.name}-to-{to_backend}")
 
 
 async def _merged(host: GitHost, change: ChangeRequest, *, merge_wait: float) -> str | None:

@@ -181,6 +181,7 @@ class Plan:
     slack: Slack | None = None
     handoff: Handoff = Handoff()
     jobs_namespace: str = "cutover"  # where this workload's Jobs run: in a pod, the pod's own (cutover-<application>)
+    branch_scope: str = ""  # in a pod "<its namespace>/": the branches cutover makes are this workload's alone
 
     def for_bridge(self) -> Plan:
         """The plan the bridge is held to (docs/capacity.md): handoff.bridgeNames proven, compared with no other
@@ -203,6 +204,12 @@ class Plan:
         suffix = self.argocd.application if self.argocd else "<application>"
         return (f"the cutover-{command}-{suffix} Job (kubectl -n {self.jobs_namespace} create job "
                 f"--from=cronjob/cutover-{command}-{suffix} cutover-{command}-$(date +%s))")
+
+    def branch(self, name: str) -> str:
+        """A branch cutover makes, moves and deletes (a pull request's, a render check's scratch branch): under
+        `cutover/`, and in a pod under the workload's own credentials namespace, which the pod reads from its own
+        fields, so that no plan can name (and reset) another workload's branch (docs/security.md)."""
+        return f"cutover/{self.branch_scope}{name}"
 
     def resume(self, hold: str) -> str:
         """How a person goes on after a rollback to `hold`: a run by hand lifts its hold, and so does a change of the
