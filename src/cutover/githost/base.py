@@ -17,6 +17,7 @@ import asyncio
 import base64
 import binascii
 import email.utils
+import gzip
 import io
 import shutil
 import tarfile
@@ -93,6 +94,7 @@ def decoded(content: str, *, where: str) -> str:
 
 ARCHIVE_CAP = 32 << 20  # bytes of a repository archive we take (on disk, never in memory): a GitOps repo is text
 UNPACKED_CAP = 64 << 20  # bytes it may unpack to: two trees (candidate, current) fit the Jobs' 256 Mi /tmp
+INFLATED_CAP = UNPACKED_CAP + (32 << 20)  # bytes of tar stream it may inflate: the files, headers and padding
 MEMBERS_CAP = 20_000  # entries it may hold: a tar of millions of empty files is a bomb of another kind
 ANSWER_CAP = 16 << 20  # bytes of any other answer: a file (1 MiB at most, base64) or a page of history
 DEADLINE = 60.0  # seconds for one whole answer: httpx's timeout bounds each read, not a body dripped slowly
@@ -124,7 +126,7 @@ def unpack(archive: bytes | IO[bytes], into: Path, *, what: str) -> Path:
     here rather than by tarfile's `data` filter, which some 3.11 releases let links slip past (CVE-2025-4517)."""
     source = io.BytesIO(archive) if isinstance(archive, bytes | bytearray) else archive
     try:
-        with tarfile.open(fileobj=source, mode="r:gz") as tar:
+        with _Inflated(source, what=what) as stream, tarfile.open(fileobj=stream, mode="r:") as tar:
             members = _members(tar, what=what)
             tops = {member.name.split("/", 1)[0] for member in members}
             strip = len(tops) == 1 and all("/" in m.name or m.isdir() for m in members)
@@ -135,6 +137,45 @@ def unpack(archive: bytes | IO[bytes], into: Path, *, what: str) -> Path:
     if skipped:
         log.info("git.archive_skipped", what=what, entries=skipped, why="links and special files are not unpacked")
     return into
+
+
+class _Inflated:
+    """An archive's tar stream, inflated as tarfile reads and skips it and never past INFLATED_CAP: tarfile inflates
+    every member's data to reach the next header, so the sizes checked before writing came too late for one member
+    of 2 GiB in 2 MiB of gzip (6.5 s of CPU before the refusal); a skip beyond the cap is refused before it inflates
+    a byte (docs/security.md)."""
+
+    def __init__(self, source: IO[bytes], *, what: str) -> None:
+        self._gzip = gzip.GzipFile(fileobj=source, mode="rb")
+        self._what = what
+
+    def __enter__(self) -> _Inflated:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._gzip.close()
+
+    def write(self, _: bytes, /) -> int:
+        raise io.UnsupportedOperation("an archive is only read")
+
+    def tell(self) -> int:
+        return self._gzip.tell()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset if whence == io.SEEK_SET else self.tell() + offset if whence == io.SEEK_CUR else -1
+        if target < 0 or target > INFLATED_CAP:
+            raise too_large(self._what, f"more than {UNPACKED_CAP >> 20} MiB unpacked")
+        return self._gzip.seek(target)
+
+    def read(self, size: int = -1) -> bytes:
+        room = INFLATED_CAP - self.tell()
+        data = self._gzip.read(room + 1 if size < 0 else min(size, room + 1))
+        if self.tell() > INFLATED_CAP:
+            raise too_large(self._what, f"more than {UNPACKED_CAP >> 20} MiB unpacked")
+        return data
 
 
 def _members(tar: tarfile.TarFile, *, what: str) -> list[tarfile.TarInfo]:
