@@ -12,6 +12,7 @@ import time
 import argocd_observed
 from conftest import MEASURED
 from tier import gitops
+from tier.images import IMAGE_GIT
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
 
@@ -197,7 +198,7 @@ def test_g_argocd_server_mode_with_an_account_that_may_only_get(argo: gitops.Git
 
 def test_i_plain_git_pushed_by_the_with_git_image(argo: gitops.GitOpsTier) -> None:
     """`git.provider: git`: a person's commit sets the target, turns the plan to plain Git over HTTPS and the
-    workload's hooks to the image's with-git target (`cutover.invalid/cutover:e2e-git`; with CUTOVER_E2E_IMAGE the
+    workload's hooks to the image's with-git target (its digest, the pod policy's `also`; with CUTOVER_E2E_IMAGE the
     shim runs `cutover:dev-git`). The PostSync proves the target and pushes the switch with git itself (the token as the
     password of `x-access-token`, the Git host's CA from the Secret) to the smart HTTP server ArgoCD fetches from;
     ArgoCD syncs it. Two more commits put the plan, then the hooks, back as the later scenarios expect them (found in
@@ -210,7 +211,8 @@ def test_i_plain_git_pushed_by_the_with_git_image(argo: gitops.GitOpsTier) -> No
         "      apiUrl: https://10.250.0.20:8443\n", "")
     assert "provider: git\n" in plain and "apiUrl" not in plain
     workload = (gitops.cluster.ROOT / gitops.WORKLOAD).read_text()
-    with_git = workload + "images:\n  - {name: cutover.invalid/cutover, newTag: e2e-git}   # the with-git target\n"
+    digest = IMAGE_GIT.split("@")[1]
+    with_git = workload + f"images:\n  - {{name: cutover.invalid/cutover, digest: '{digest}'}}   # with-git\n"
 
     def pushes() -> int:
         return sum(1 for method, path, header in argo.git.smart.requests if method == "POST"
@@ -225,7 +227,7 @@ def test_i_plain_git_pushed_by_the_with_git_image(argo: gitops.GitOpsTier) -> No
     assert argo.service().spec.selector == (VLLM if target == "vllm" else CANDLE)
     assert pushes() > pushed  # through git-receive-pack, as the token's user
     job = argo.batch.read_namespaced_job("cutover-postsync-llm-serving", "cutover")
-    assert job.spec.template.spec.containers[0].image == "cutover.invalid/cutover:e2e-git"
+    assert job.spec.template.spec.containers[0].image == IMAGE_GIT
 
     # back in two commits, the plan first: PreSync runs its commit's image with the live plan (the sync applies the
     # new plan after it), so one commit leaving both has the default image read Git with git (`git_missing`)

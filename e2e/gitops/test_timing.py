@@ -25,6 +25,7 @@ import pytest
 
 from conftest import MEASURED
 from tier import argocd, githost, gitops
+from tier.images import IMAGE
 
 CANDLE, VLLM = gitops.CANDLE, gitops.VLLM
 # with the nudge, and with ArgoCD's look alone; more runs: CUTOVER_TIMING_RUNS=20 make e2e TIER=gitops
@@ -278,7 +279,7 @@ NOOP_HOOK = {
         "restartPolicy": "Never", "automountServiceAccountToken": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{"name": "noop", "image": "cutover.invalid/cutover:e2e", "args": ["--version"],
+        "containers": [{"name": "noop", "image": IMAGE, "args": ["--version"],
                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "capabilities": {"drop": ["ALL"]}}}]}}}}
 

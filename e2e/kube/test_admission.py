@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 
 from cutover.kube import nudge_job
 from tier.cluster import ROOT, Tier
+from tier.images import IMAGE, IMAGE_GIT
 
 REFRESH = {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
 
@@ -83,7 +84,7 @@ def shipped_job() -> dict[str, Any]:
     cronjob = YAML(typ="safe").load((ROOT / "jobs" / "cutover-run.yaml").read_text())
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "borrowed", "namespace": "cutover"},
            "spec": copy.deepcopy(cronjob["spec"]["jobTemplate"]["spec"])}
-    job["spec"]["template"]["spec"]["containers"][0]["image"] = "cutover.invalid/cutover:e2e"
+    job["spec"]["template"]["spec"]["containers"][0]["image"] = IMAGE
     return job
 
 
@@ -111,9 +112,13 @@ def test_every_shipped_job_and_cronjob_passes(tier: Tier, path: str) -> None:
     obj = YAML(typ="safe").load((ROOT / path).read_text())
     pod = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"] if obj["kind"] == "CronJob" else \
         obj["spec"]["template"]["spec"]
-    pod["containers"][0]["image"] = "cutover.invalid/cutover:e2e"
+    pod["containers"][0]["image"] = IMAGE
     done = create(tier, obj, path.replace("/", "-"))
     assert done.returncode == 0, done.stderr
+
+
+DIGEST = IMAGE.split("@")[1]
+DIGEST_LISTED = "runs cutover's image by a digest the operator lists"
 
 
 def _image(job: dict[str, Any], image: str) -> None:
@@ -213,9 +218,15 @@ def _literal(name: str, value: str) -> Any:
 
 
 @pytest.mark.parametrize(("why", "change", "words"), [
-    ("another image", lambda job: _image(job, "busybox:1.36"), "runs the image cutover"),
-    ("an image of that name from another registry", lambda job: _image(job, "evil.example/cutover:e2e"),
-     "runs the image cutover"),
+    ("another image", lambda job: _image(job, "busybox:1.36"), DIGEST_LISTED),
+    ("an image of that name from another registry", lambda job: _image(job, f"evil.example/cutover@{DIGEST}"),
+     DIGEST_LISTED),
+    # the review's N3: a tag names whatever was pushed under it last (an older release, a CI build)
+    ("cutover's image by a tag", lambda job: _image(job, "cutover.invalid/cutover:e2e"), DIGEST_LISTED),
+    ("cutover's image by a tag and the digest", lambda job: _image(job, f"cutover.invalid/cutover:0.1.0@{DIGEST}"),
+     DIGEST_LISTED),
+    ("cutover's image by a digest not listed", lambda job: _image(job, f"cutover.invalid/cutover@sha256:{'0' * 64}"),
+     DIGEST_LISTED),
     ("a command of its own", _command, "the image's own entrypoint"),
     ("an init container", _init_container, "the image's own entrypoint"),
     ("the host's filesystem", _host_path, "mounts only the plan"),
@@ -375,26 +386,26 @@ def test_only_cutovers_application_writes_the_network_policies_beside_the_secret
 
 
 PORT, PLAIN = "registry.example.com:5000/platform/cutover", "registry.example.com/platform/cutover"
-RENAMED = [  # the image variable as the replacement writes it (a tag, a registry's port, a digest): its repository,
-    # images admitted, images refused
-    (f"{PORT}:0.1.0", PORT, [f"{PORT}:0.1.0", f"{PORT}:0.2.0"],
-     ["cutover.invalid/cutover:e2e", f"{PORT}/evil:1", "registry.example.com:5000/platform/x:1"]),
-    (PORT, PORT, [f"{PORT}:0.1.0"], [f"{PORT}-evil:1"]),
-    (f"{PLAIN}@sha256:{'a' * 64}", PLAIN, [f"{PLAIN}@sha256:{'a' * 64}", f"{PLAIN}:0.1.0"],
-     ["registry.example.com/cutover:0.1.0"]),
+A, B, C = (f"sha256:{digit * 64}" for digit in "abc")
+UNLISTED = "cutover.invalid/cutover-also"  # `also` as shipped: renamed by no `images:` entry, it admits nothing
+RENAMED = [  # the image and also variables as the replacements write them: images admitted, images refused
+    (f"{PORT}@{A}", UNLISTED, [f"{PORT}@{A}"],
+     [f"{PORT}:0.1.0", f"{PORT}@{B}", f"{PORT}-evil@{A}", f"{PORT}/evil@{A}", UNLISTED]),
+    (f"{PLAIN}@{A}", f"{PLAIN}@{B}", [f"{PLAIN}@{A}", f"{PLAIN}@{B}"], [f"{PLAIN}@{C}", f"{PLAIN}:0.1.0"]),
+    (f"{PLAIN}:0.1.0", UNLISTED, [], [f"{PLAIN}:0.1.0", f"{PLAIN}@{A}"]),  # a tag listed: no pod at all
 ]
 
 
-def _renamed_policy(tier: Tier, shipped: dict[str, Any], number: int, image: str) -> None:
-    """The shipped pod policy under another name, its `image` variable as a rename writes it, for a namespace of
-    this test's own."""
+def _renamed_policy(tier: Tier, shipped: dict[str, Any], number: int, image: str, also: str) -> None:
+    """The shipped pod policy under another name, its `image` and `also` variables as a rename writes them, for a
+    namespace of this test's own."""
     name, namespace = f"cutover-pod-pinned-renamed-{number}", f"renamed-{number}"
     policy = {"apiVersion": shipped["apiVersion"], "kind": shipped["kind"], "metadata": {"name": name},
               "spec": copy.deepcopy(shipped["spec"])}
     policy["spec"]["matchConstraints"]["namespaceSelector"] = {"matchLabels": {"cutover.dev/renamed": str(number)}}
     for variable in policy["spec"]["variables"]:
-        if variable["name"] == "image":
-            variable["expression"] = f"'{image}'"
+        if variable["name"] in ("image", "also"):
+            variable["expression"] = f"'{image if variable['name'] == 'image' else also}'"
     binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
                "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
     for obj, file in ((policy, "policy"), (binding, "binding")):
@@ -405,12 +416,12 @@ def _renamed_policy(tier: Tier, shipped: dict[str, Any], number: int, image: str
 
 
 def test_a_renamed_image_is_the_one_the_pod_policy_admits(tier: Tier) -> None:
-    """The pod policy's `image` variable holds what kustomize's `images:` made of image.yaml, tag or digest
-    included; its repository, derived in CEL, is what pods must run. Judged by the real apiserver (the CEL
-    compiles, and means what it says)."""
+    """The pod policy's `image` and `also` variables hold what kustomize's `images:` made of image.yaml; a pod runs
+    exactly one of them, by its digest, never a tag (the review's N3: any older release or CI build pushed under a
+    tag would run beside the Secrets). Judged by the real apiserver (the CEL compiles, and means what it says)."""
     shipped = json.loads(tier.kubectl("get", "validatingadmissionpolicy", "cutover-pod-pinned", "-o", "json").stdout)
-    for number, (image, *_) in enumerate(RENAMED):
-        _renamed_policy(tier, shipped, number, image)
+    for number, (image, also, *_) in enumerate(RENAMED):
+        _renamed_policy(tier, shipped, number, image, also)
 
     def judged(number: int, image: str) -> Any:
         job = shipped_job()
@@ -420,13 +431,25 @@ def test_a_renamed_image_is_the_one_the_pod_policy_admits(tier: Tier) -> None:
 
     tier.wait("the renamed policies enforced", lambda: all(
         judged(number, refused[0]).returncode != 0 for number, (*_, refused) in enumerate(RENAMED)), 60)
-    for number, (image, repository, admitted, refused) in enumerate(RENAMED):
+    for number, (image, _, admitted, refused) in enumerate(RENAMED):
         for allowed in admitted:
             done = judged(number, allowed)
             assert done.returncode == 0, (image, allowed, done.stderr)
         for other in refused:
             done = judged(number, other)
-            assert done.returncode != 0 and f"runs the image {repository} " in done.stderr, (image, other, done.stderr)
+            assert done.returncode != 0 and DIGEST_LISTED in done.stderr, (image, other, done.stderr)
+    done = judged(2, f"{PLAIN}:0.1.0")
+    assert "none listed" in done.stderr, done.stderr  # says why no pod passes
+
+
+def test_the_with_git_target_is_admitted_as_also(tier: Tier) -> None:
+    """The tier lists the with-git target's digest as `also`, as an operator lists the release before during an
+    upgrade: both pass, by digest."""
+    for image in (IMAGE, IMAGE_GIT):
+        job = shipped_job()
+        _image(job, image)
+        done = create(tier, job, "also")
+        assert done.returncode == 0, (image, done.stderr)
 
 
 def nudge_of_the_shipped_audit() -> dict[str, Any]:
@@ -434,7 +457,7 @@ def nudge_of_the_shipped_audit() -> dict[str, Any]:
     image."""
     cronjob = YAML(typ="safe").load((ROOT / "jobs" / "cutover-audit.yaml").read_text())
     cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] = \
-        "cutover.invalid/cutover:e2e"
+        IMAGE
     return nudge_job.nudge_job(cronjob, name=nudge_job.job_name("cutover-audit", 1765000000))
 
 

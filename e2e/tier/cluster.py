@@ -31,6 +31,7 @@ WRITABLE = {"cutover": "manifests/examples/llm-serving/workload/*",
             "cutover-chat-prod": "manifests/examples/kustomize-overlay/**",
             "cutover-chat-helm": "manifests/examples/helm-values/*"}
 FIXTURES = ROOT / "e2e" / "fixtures"
+
 SA = "system:serviceaccount:cutover:cutover"
 GIT_HOST_IP = "10.250.0.20"
 

@@ -36,6 +36,7 @@ from typing import Any
 import kubernetes
 
 from tier.controlplane import SERVICE_IP
+from tier.images import IMAGE_GIT
 
 IMAGE = re.compile(r"(^|/)cutover[:@]")  # the image the shim runs; every other pod is kwok's
 MESSAGE_LIMIT = 4096  # bytes of termination message the kubelet keeps
@@ -228,10 +229,11 @@ class Shim:
         return Container(pod, process, log, message, started)
 
     def _image_of(self, asked: str) -> str:
-        """The built image a pod's image stands for: the with-git target (`make image`'s `<image>-git`) for a tag
-        that ends in `-git`, as `git.provider: git` needs, else the default target."""
+        """The built image a pod's image stands for: the with-git target (`make image`'s `<image>-git`) for its
+        digest (tier/images.py) or a tag that ends in `-git`, as `git.provider: git` needs, else the default."""
         assert self.image is not None
-        return f"{self.image}-git" if asked.rsplit(":", 1)[-1].endswith("-git") else self.image
+        with_git = asked == IMAGE_GIT or asked.rsplit(":", 1)[-1].endswith("-git")
+        return f"{self.image}-git" if with_git else self.image
 
     def _argv(self, c: Mapping[str, Any]) -> list[str]:
         command = list(c.get("command") or ["cutover"])  # the image's ENTRYPOINT (Dockerfile)

@@ -256,13 +256,15 @@ def test_a_consumer_overlay_with_its_own_namespace_builds_and_keeps_each_role_in
 def test_renaming_the_image_is_one_change_that_the_pod_policy_follows(tmp_path: Path) -> None:
     """An install trap: renaming the image (`images: newName`) got every hook pod denied until a JSON pointer into
     the admission policy was patched too. Now one image Component names it for the hooks' kustomization and for
-    cutover's, whose replacement (copied from the example's) writes it into cutover-pod-pinned."""
-    renamed = "registry.example.com:5000/platform/cutover"
+    cutover's, whose replacements (copied from the example's) write it into cutover-pod-pinned, by digest, with
+    a second digest (the release before, during an upgrade) beside it."""
+    renamed, digest, before = "registry.example.com:5000/platform/cutover", f"sha256:{'a' * 64}", f"sha256:{'b' * 64}"
     image = tmp_path / "image"
     image.mkdir()
     (image / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
-        f"images:\n  - {{name: cutover.invalid/cutover, newName: {renamed}}}\n")
+        f"images:\n  - {{name: cutover.invalid/cutover, newName: {renamed}, digest: '{digest}'}}\n"
+        f"  - {{name: cutover.invalid/cutover-also, newName: {renamed}, digest: '{before}'}}\n")
     overlay = _overlay(tmp_path, {"namespace": "chat", "service": "chat-main", "port": 9000,
                                   "cutoverNamespace": "cutover"}, namespace=None)
     spec = YAML(typ="safe").load((overlay / "kustomization.yaml").read_text())
@@ -271,7 +273,7 @@ def test_renaming_the_image_is_one_change_that_the_pod_policy_follows(tmp_path: 
     (policy,) = [doc for doc in build(overlay) if doc["metadata"]["name"] == "cutover-pod-pinned"
                  and doc["kind"] == "ValidatingAdmissionPolicy"]
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
-    assert variables["image"] == f"'{renamed}'"
+    assert variables["image"] == f"'{renamed}@{digest}'" and variables["also"] == f"'{renamed}@{before}'"
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "kustomization.yaml").write_text(
@@ -279,7 +281,7 @@ def test_renaming_the_image_is_one_change_that_the_pod_policy_follows(tmp_path: 
     images = {doc["spec"]["template"]["spec"]["containers"][0]["image"] if doc["kind"] == "Job" else
               doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
               for doc in build(hooks)}
-    assert images == {f"{renamed}:0.1.0"}  # the release's tag, the one name
+    assert images == {f"{renamed}@{digest}"}  # the one name, by the digest the policy admits
 
 
 def test_the_documented_faster_switch_removes_the_gates_job_once_read_and_changes_nothing_else(
