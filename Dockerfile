@@ -34,10 +34,14 @@ RUN pip install --no-cache-dir --require-hashes -r packaging/build.lock \
  && find /install -name '__pycache__' -prune -exec rm -rf {} + \
  && python -m compileall -q /install
 
+# The final images carry no installer: pip (and the setuptools and wheel beside it) could fetch and run code that is
+# not the locked set. /bin/sh stays (Debian's maintainer scripts and `RUN` need it): the pod policy pins the
+# entrypoint and args, and no role may exec into the Jobs' pods (docs/security.md).
 FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}} AS with-git
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git openssh-client \
  && rm -rf /var/lib/apt/lists/* \
+ && python -m pip uninstall --yes --quiet pip setuptools wheel \
  && groupadd --gid 65532 cutover \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
@@ -49,7 +53,8 @@ CMD ["--help"]
 
 # The default (last) stage: the hosting-API providers need no git program.
 FROM python:3.11-slim${PYTHON_DIGEST:+@${PYTHON_DIGEST}}
-RUN groupadd --gid 65532 cutover \
+RUN python -m pip uninstall --yes --quiet pip setuptools wheel \
+ && groupadd --gid 65532 cutover \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin cutover
 COPY --from=build /install /usr/local
 COPY --from=kustomize /app/kustomize /usr/local/bin/kustomize

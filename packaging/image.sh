@@ -12,7 +12,8 @@
 #
 # It fails on every defect it can see in a built image: the user is not 65532:65532 with a group of its own,
 # something outside /tmp is written at run time (the root filesystem is read-only), the kustomize is not the tests'
-# version, the version is not the package's, the pruned packages are back, or the with-git target lacks git or ssh.
+# version, the version is not the package's, the pruned packages are back, pip is there, or the with-git target lacks
+# git or ssh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source e2e/versions.env
@@ -122,6 +123,10 @@ import importlib.util, sys
 back = [name for name in ("aiohttp", "kubernetes.aio", "cutover.demo", "kubernetes.client.api.apps_v1_api")
         if importlib.util.find_spec(name)]
 sys.exit("not pruned: " + ", ".join(back) if back else 0)' || die "$image: packaging/prune.py's work is undone"
+  run "$image" python3 -c '
+import importlib.util, sys
+back = [name for name in ("pip", "setuptools", "wheel") if importlib.util.find_spec(name)]
+sys.exit("an installer in the image: " + ", ".join(back) if back else 0)' || die "$image carries an installer"
 }
 check cutover:dev
 check cutover:dev-git

@@ -46,6 +46,18 @@ PLAIN = "e2e/timing/plain"  # the baseline's workload, in a path (and an Applica
 
 
 @pytest.fixture(autouse=True, scope="module")
+def both_engines(argo: gitops.GitOpsTier) -> None:
+    """Both engines committed, as scenario a leaves them: run alone (a shard of its own, `SCENARIOS=` this file), the
+    module starts from the seed, vLLM alone, and its first switch waited for candle pods that never came."""
+    found = argo.git.repo.read(gitops.ENGINES)
+    if found is not None and "name: llm-reasoning-candle" in found[0]:
+        return
+    sha = argo.commit({gitops.ENGINES: (gitops.cluster.ROOT / gitops.ENGINES).read_text()},
+                      "Both engines, as the first cutover leaves them\n")
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=sha, timeout=180)
+
+
+@pytest.fixture(autouse=True, scope="module")
 def kept() -> Iterator[None]:
     """After the scenarios, what they measured, for `make bench`: the figures of one run, never merged with
     another's (ratios inside one run)."""

@@ -292,7 +292,8 @@ def test_the_documented_faster_switch_removes_the_gates_job_once_read_and_change
     import re
 
     text = (ROOT / "docs" / "install.md").read_text()
-    (patch,) = re.findall(r"# workload/hooks/kustomization.yaml, beside components:\n(.*?)```", text, re.S)
+    (patch,) = re.findall(r"# workload/hooks/kustomization.yaml, added:\n(patches: +# beside components: the gate's "
+                          r"Job removed.*?)```", text, re.S)
     hooks = os.path.relpath(ROOT / "hooks", tmp_path / "plain")
     for name, extra in (("plain", ""), ("sooner", patch)):
         (tmp_path / name).mkdir()

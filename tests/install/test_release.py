@@ -75,26 +75,31 @@ def test_make_release_renders_the_install_files_at_the_one_version(tmp_path: Pat
     assert {doc["kind"] for doc in capacity} == {"ClusterRole", "ClusterRoleBinding"}
 
 
-def test_install_md_step_3_works_from_the_release_files(tmp_path: Path) -> None:
-    """docs/install.md, "Without kustomize remote bases": install.yaml and image.yaml in place of the base's URL,
-    the Component and the example's replacements as they are, the image renamed once: it builds, every Role in its
-    place, and the pod policy names the renamed image."""
+def test_install_yaml_and_image_yaml_stand_for_the_base(tmp_path: Path) -> None:
+    """docs/install.md, "What is published": install.yaml and image.yaml in place of the base's URL (as the real
+    tier installs cutover's Application), the example's kustomization otherwise as it is, the image renamed once:
+    it builds, every Role in its place, and the pod policy names the renamed image by its digest."""
     release = _release_script()
     assert release.main(["release.py", str(tmp_path / "dist")]) == 0
     files = tmp_path / "dist" / cutover.__version__
     overlay = tmp_path / "cutover"
-    (overlay / "image").mkdir(parents=True)
+    (overlay / "llm-serving").mkdir(parents=True)
+    (tmp_path / "image").mkdir()
     for name in ("install.yaml", "image.yaml"):
         (overlay / name).write_text((files / name).read_text())
-    (overlay / "image" / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
-        "images:\n  - {name: cutover.invalid/cutover, newName: registry.example.com/platform/cutover}\n")
+    digest = f"sha256:{'c' * 64}"
+    (tmp_path / "image" / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nimages:\n  - {name: cutover.invalid/cutover, "
+        f"newName: registry.example.com/platform/cutover, digest: '{digest}'}}\n")
     example = ROOT / "manifests" / "examples" / "llm-serving" / "cutover"
-    (overlay / "workload.yaml").write_text((example / "workload.yaml").read_text())
-    spec = YAML(typ="safe").load((example / "kustomization.yaml").read_text())
-    YAML().dump({"resources": ["install.yaml", "image.yaml", "workload.yaml"],
-                 "components": [os.path.relpath(ROOT / "manifests" / "workload", overlay), "image"],
-                 "replacements": spec["replacements"]}, overlay / "kustomization.yaml")
+    (overlay / "llm-serving" / "workload.yaml").write_text((example / "llm-serving" / "workload.yaml").read_text())
+    YAML().dump({"resources": ["workload.yaml"],
+                 "components": [os.path.relpath(ROOT / "manifests" / "workload", overlay / "llm-serving")]},
+                overlay / "llm-serving" / "kustomization.yaml")
+    top = (example / "kustomization.yaml").read_text()
+    assert top.count("  - ../../../base\n") == 1
+    release_files = "  - install.yaml\n  - image.yaml\n"
+    (overlay / "kustomization.yaml").write_text(top.replace("  - ../../../base\n", release_files))
     done = subprocess.run([*kustomize_build.require(), str(overlay)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     docs = [doc for doc in YAML(typ="safe").load_all(done.stdout) if doc]
@@ -103,8 +108,19 @@ def test_install_md_step_3_works_from_the_release_files(tmp_path: Path) -> None:
     (policy,) = [doc for doc in docs if doc["metadata"]["name"] == "cutover-pod-pinned"
                  and doc["kind"] == "ValidatingAdmissionPolicy"]
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
-    assert variables["image"] == "'registry.example.com/platform/cutover'"
+    assert variables["image"] == f"'registry.example.com/platform/cutover@{digest}'"
     assert not [doc for doc in docs if doc["kind"] == "Image"]  # local-config: never applied
+
+
+def test_the_release_archive_is_the_same_bytes_from_the_same_tree(tmp_path: Path) -> None:
+    """Its SHA256SUMS mean something only if a second `make release` of the tag makes the same archive."""
+    release = _release_script()
+    assert release.archived(cutover.__version__) == release.archived(cutover.__version__)
+    assert release.main(["release.py", str(tmp_path)]) == 0
+    sums = (tmp_path / cutover.__version__ / "SHA256SUMS").read_text().splitlines()
+    done = subprocess.run(["sha256sum", "--check", "--strict"], input="\n".join(sums) + "\n", text=True,
+                          cwd=tmp_path / cutover.__version__, capture_output=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_a_doc_that_names_another_release_is_refused_before_anything_is_written() -> None:

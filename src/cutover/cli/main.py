@@ -539,8 +539,9 @@ def _demo(args: argparse.Namespace) -> int:
         from cutover.errors import InvalidInput  # noqa: PLC0415
 
         raise InvalidInput("the demo needs the demo extra", cause="demo_extra_missing",
-                           hint="pip install 'llm-cutover[demo]' (the distribution's name; the command is "
-                                "cutover)") from exc
+                           hint="in a checkout of cutover: `make demo`, or pip install '.[demo]' (the "
+                                "distribution is llm-cutover, not published on PyPI, where `cutover` is another "
+                                "project)") from exc
     return story.main(args)
 
 
