@@ -99,6 +99,30 @@ async def test_recreate_frees_the_source_then_switches_and_says_the_gap(
     assert reasons.count("CutoverFreed") == 1 and reasons.count("CutoverGapClosed") == 1
 
 
+async def test_a_plan_that_names_another_teams_deployment_frees_nothing(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
+        one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:
+    """The review's N4: vLLM's `workload` aimed at another team's Deployment in the Service's namespace, whose file
+    cutover's token may write: the free would set it to zero. Its live pods do not carry vLLM's selector, so the
+    hook refuses before draining or writing anything."""
+    world.add_pod("coder", ready=True, name="team-b-api-7d9f8c6b5-x2x9z",
+                  labels={"app": "team-b", "pod-template-hash": "7d9f8c6b5"})
+    await world.settled()
+    engines, _ = repo.read(ENGINES)  # type: ignore[misc]
+    repo.commit({ENGINES: engines + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: team-b-api\n"
+                                    "spec:\n  replicas: 3\n  template: {}\n"}, "Team B's API beside the engines\n")
+    before, _ = repo.read(ENGINES)  # type: ignore[misc]
+    aimed = dict(WORKLOADS, vllm=WORKLOADS["vllm"].replace("name: llm-reasoning", "name: team-b-api"))
+    the_plan = make_plan(workloads=aimed, handoff="{strategy: recreate, maxGap: 30m, drainTimeout: 1m}")
+    with pytest.raises(CutoverError) as caught:
+        await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
+    assert caught.value.cause == "workload_not_backend" and caught.value.exit_code == 2
+    assert "Deployment team-b-api (team-b-api-7d9f8c6b5-x2x9z) do not carry the backend's selector" in \
+        caught.value.message
+    assert repo.read(ENGINES)[0] == before and cutover_commits(repo, ENGINES) == []  # type: ignore[index]
+    assert not named(events, milestones.DRAINING)
+
+
 async def test_a_target_not_proven_within_max_gap_restores_the_source_and_holds(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, make_plan: Any,
         one_gpu: dict[str, SimPod], events: list[dict[str, Any]]) -> None:

@@ -262,4 +262,4 @@ def test_what_an_unschedulable_pod_means_once_capacity_is_judged(nodes_extra: li
 ])
 def test_the_figures_name_the_workloads_that_hold_the_cards(name: str, labels: dict[str, str], workload: str) -> None:
     held = PodView("coder", name, "u", labels)
-    assert capacity.workload_of(held) == workload
+    assert held.workload == workload

@@ -114,6 +114,17 @@ class PodView:
         return all(self.labels.get(key) == value for key, value in selector.items())
 
     @property
+    def workload(self) -> str:
+        """<namespace>/<workload> from the pod's name: a Deployment's pods end in -<pod-template-hash>-<suffix>, a
+        StatefulSet's in -<ordinal>; another pod is named as it is."""
+        name, template = self.name, self.labels.get("pod-template-hash")
+        if template and f"-{template}-" in name:
+            name = name[:name.rindex(f"-{template}-")]
+        elif "statefulset.kubernetes.io/pod-name" in self.labels and name.rpartition("-")[2].isdigit():
+            name = name.rpartition("-")[0]
+        return f"{self.namespace}/{name}"
+
+    @property
     def restarts(self) -> int:
         return sum(container.restarts for container in self.containers)
 

@@ -298,12 +298,14 @@ class World:
                                                                  "nvidia.com/gpu": str(gpus)}}})
 
     def add_pod(self, backend: str, script: Script | None = None, *, ready: bool = False,
-                labels: Mapping[str, str] | None = None, gpus: int = 0, node: str | None = None) -> SimPod:
+                labels: Mapping[str, str] | None = None, gpus: int = 0, node: str | None = None,
+                name: str | None = None) -> SimPod:
         """A pod of `backend` that starts now on its script; `ready=True` makes one already serving. `labels`
         are added to the backend's (the scale run tells many Services' pods apart by one); `gpus` it requests,
-        on `node` where it is bound."""
+        on `node` where it is bound; `name` as a controller would name it (a Deployment's `<name>-<hash>-<x>`
+        with the `pod-template-hash` label), else one of the world's own."""
         number = next(self._names)
-        name = f"{SERVICE}-{backend}-{number:05x}"
+        name = name or f"{SERVICE}-{backend}-{number:05x}"
         pod = SimPod(self, backend, name, f"127.77.{self.number}.{number}", script or Script())
         pod.extra_labels = dict(labels or {})
         pod.gpus, pod.node = gpus, node

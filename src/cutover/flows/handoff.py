@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from cutover.core import commits, hops, milestones, steps
+from cutover.core import commits, hops, milestones, ownership, steps
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Freed, Restored
 from cutover.core.trailers import Trailers
 from cutover.core.views import Commit
 from cutover.engines import api
-from cutover.errors import CutoverError, GapExceeded
+from cutover.errors import CutoverError, GapExceeded, InvalidInput
 from cutover.flows import drain, sync, writeback
 from cutover.flows.context import Run
 from cutover.plan import Backend, Plan
@@ -68,6 +68,7 @@ async def free(run: Run, observed: steps.Observed, step: steps.Free, *,
     (`serving` False: a target given up on) is not drained."""
     plan = run.plan
     backend = plan.backends[step.backend]
+    await _own_engine(run, step.backend)
     drained = await _drain(run, step) if serving else None
     where = _where(plan, backend)
     trailers = _trailers(run, observed, step.backend, to=step.to, step="free")
@@ -90,6 +91,24 @@ async def free(run: Run, observed: steps.Observed, step: steps.Free, *,
     await run.event(observed.live, "CutoverFreed", f"{step.backend} {'drained and ' if drained else ''}freed for "
                     f"{step.to}" + (f" in {result.sha[:12]}" if result.sha else " (already in Git)"))
     return Freed(step.backend, step.to, result.committed, result.sha, result.url, measured)
+
+
+async def _own_engine(run: Run, name: str) -> None:
+    """The workload a free would stop is the backend's own (its pods carry its selector, and no other runs it):
+    checked on the live pods before anything is drained or written, so a plan cannot have another team's
+    Deployment of its choosing set to zero (docs/security.md)."""
+    plan = run.plan
+    backend = plan.backends[name]
+    workload = backend.workload
+    assert workload is not None  # the plan reader requires one where a handoff frees
+    pods, _ = await run.cluster.pods(plan.service.namespace, {})
+    why = ownership.stranger(pods, kind=workload.kind, name=workload.name, namespace=plan.service.namespace,
+                             selector=backend.selector)
+    if why is not None:
+        raise InvalidInput(f"backends.{name}.workload: {why}; nothing drained or written",
+                           cause="workload_not_backend",
+                           hint=f"name the {workload.kind} whose pods {name}'s selector selects (kubectl -n "
+                                f"{plan.service.namespace} get pods --show-labels)")
 
 
 async def _drain(run: Run, step: steps.Free) -> drain.Drained:

@@ -174,7 +174,7 @@ def _held(pods: Iterable[PodView]) -> dict[str, dict[str, int]]:
 
 
 def _holders(pods: Iterable[PodView]) -> dict[str, dict[str, dict[str, int]]]:
-    """Per node and resource, what each workload other than the source holds there (`workload_of`): who a person
+    """Per node and resource, what each workload other than the source holds there (`PodView.workload`): who a person
     would ask for a card, or which engine could bridge."""
     found: dict[str, dict[str, dict[str, int]]] = {}
     for pod in pods:
@@ -182,19 +182,8 @@ def _holders(pods: Iterable[PodView]) -> dict[str, dict[str, dict[str, int]]]:
             for name, amount in pod.requests.items():
                 if amount > 0:
                     by = found.setdefault(pod.node_name, {}).setdefault(name, {})
-                    by[workload_of(pod)] = by.get(workload_of(pod), 0) + amount
+                    by[pod.workload] = by.get(pod.workload, 0) + amount
     return found
-
-
-def workload_of(pod: PodView) -> str:
-    """<namespace>/<workload> from a pod's name: a Deployment's pods end in -<pod-template-hash>-<suffix>, a
-    StatefulSet's in -<ordinal>; another pod is named as it is."""
-    name, template = pod.name, pod.labels.get("pod-template-hash")
-    if template and f"-{template}-" in name:
-        name = name[:name.rindex(f"-{template}-")]
-    elif "statefulset.kubernetes.io/pod-name" in pod.labels and name.rpartition("-")[2].isdigit():
-        name = name.rpartition("-")[0]
-    return f"{pod.namespace}/{name}"
 
 
 def _holds_short(by_source: Mapping[str, Mapping[str, int]], eligible: Sequence[NodeView],
