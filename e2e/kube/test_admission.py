@@ -145,6 +145,21 @@ def _host_network(job: dict[str, Any]) -> None:
     job["spec"]["template"]["spec"]["hostNetwork"] = True
 
 
+def _pod_field(name: str, value: Any) -> Any:
+    def change(job: dict[str, Any]) -> None:
+        job["spec"]["template"]["spec"][name] = value
+    return change
+
+
+def _container_field(name: str, value: Any) -> Any:
+    def change(job: dict[str, Any]) -> None:
+        container(job)[name] = value
+    return change
+
+
+NOT_SHIPPED = "sets no field the shipped template does not"
+
+
 def _env(name: str, value: str) -> Any:
     return lambda job: container(job)["env"].append({"name": name, "value": value})
 
@@ -232,6 +247,16 @@ def _literal(name: str, value: str) -> Any:
     ("the host's filesystem", _host_path, "mounts only the plan"),
     ("someone else's Secret", _other_secret, "mounts only the plan"),
     ("the host's network", _host_network, "shares no host namespace"),
+    # field by field: what the shipped template does not set (the review's "compare with the shipped template")
+    ("a node of the writer's choosing by its labels", _pod_field("nodeSelector", {"kubernetes.io/hostname": "n1"}),
+     NOT_SHIPPED),
+    ("a node of the writer's choosing by affinity", _pod_field("affinity", {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}}), NOT_SHIPPED),
+    ("a shared process namespace", _pod_field("shareProcessNamespace", True), NOT_SHIPPED),
+    ("a hostname of its own", _pod_field("hostname", "api"), NOT_SHIPPED),
+    ("a terminal", _container_field("tty", True), NOT_SHIPPED),
+    ("a port", _container_field("ports", [{"containerPort": 8080}]), NOT_SHIPPED),
     # the review's routes to code running as the ServiceAccount, beside its Secrets
     ("the default ServiceAccount beside the Secrets", _default_account, "runs as the cutover ServiceAccount"),
     ("an exec probe", _exec_probe, "no probes, lifecycle hooks"),
