@@ -13,7 +13,7 @@ import ssl
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import structlog
@@ -23,8 +23,10 @@ from cutover import logs
 from cutover.core.views import ServiceView
 from cutover.demo.world import BACKENDS, NAMESPACE, SERVICE, Script, World
 from cutover.errors import ClusterError, ClusterUnavailable, InvalidInput
+from cutover.flows import context
+from cutover.flows.context import Run
 from cutover.kube import cluster
-from helpers import PODS, fail_first, kubeconfig_at, requests
+from helpers import PODS, fail_first, kubeconfig_at, named, requests
 
 
 async def test_pods_by_selector_service_slices_and_policies(world: World, kube: cluster.Cluster) -> None:
@@ -252,6 +254,39 @@ def test_an_event_that_hangs_never_holds_the_exit(tmp_path: Path) -> None:
         assert stuck and all(thread.daemon and thread.is_alive() for thread in stuck)  # left behind, not joined
     finally:
         listener.close()
+
+
+@pytest.mark.looptime
+async def test_a_silent_events_api_holds_the_run_once_and_is_asked_once(tmp_path: Path, make_plan: Any,
+                                                                         events: list[dict[str, Any]],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newcomer's review: with the Events API silent, `cutover syncfail` ended 8 s later than without (the write
+    retried after its read timeout, and the next Event waited again). Now one try per Event, and the first Event
+    whose budget ran out mutes the run's others: the exit is held once, within the 5 s promised."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])  # accepted, never answered
+
+    threading.Thread(target=accept, daemon=True).start()
+    kube = cluster.connect(kubeconfig=str(kubeconfig_at(tmp_path / "kubeconfig",
+                                                        f"http://127.0.0.1:{listener.getsockname()[1]}")))
+    monkeypatch.setattr(context, "SIDE_EFFECT_BUDGET", 0.05)  # its 5 s spent at once: no wall-clock wait here
+    run = Run.create(kube, make_plan(), cast(Any, None))
+    service = ServiceView("llm-serving", "svc", "uid-1", "10.0.0.1", {"a": "b"}, ())
+    try:
+        for reason in ("CutoverSyncFailed", "CutoverRolledBack", "CutoverHeld"):
+            await run.event(service, reason, "m")
+    finally:
+        listener.close()
+        for connection in accepted:
+            connection.close()
+        kube.close()
+    assert run.muted == ["CutoverSyncFailed"] and len(named(events, "event.failed")) == 1
+    assert len(accepted) <= 1  # asked once, never again after it fell silent
 
 
 @pytest.mark.looptime

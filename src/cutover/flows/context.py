@@ -41,6 +41,7 @@ class Run:
     dry_run: bool = False
     api: ArgoCDApi | None = None  # the ArgoCD API, with argocd.server: refreshes and renders through it
     hook_job: str | None = None  # the hook Job this runs in (CUTOVER_JOB_NAME): a commit made in it is nudged
+    muted: list[str] = dataclasses.field(default_factory=list)  # the Event whose write found the API silent, if any
 
     @classmethod
     def create(cls, cluster: Cluster, plan: Plan, host: GitHost, *, identity: str = "cutover",
@@ -80,12 +81,17 @@ class Run:
                                                cutover=self.plan.name, phase=phase)
 
     async def event(self, service: ServiceView, reason: str, message: str, *, warning: bool = False) -> None:
-        """A Kubernetes Event on the Service, best effort; none in a dry run."""
-        if self.dry_run:
+        """A Kubernetes Event on the Service, best effort; none in a dry run. One that found the Events API silent
+        (its budget spent) mutes the rest of the run's: reporting holds the exit once, never once per Event."""
+        if self.dry_run or self.muted:
             return
         try:
             async with asyncio.timeout(SIDE_EFFECT_BUDGET):
                 await self.cluster.record_event(service, reason=reason, message=message, warning=warning,
                                                 at=self.clock.now())
-        except (ClusterError, TimeoutError) as exc:
+        except TimeoutError:
+            self.muted.append(reason)
+            log.warning("event.failed", reason=reason, error=f"no answer within {SIDE_EFFECT_BUDGET:g}s",
+                        hint="the Kubernetes Events API is silent: this run records no further Event")
+        except ClusterError as exc:
             log.warning("event.failed", reason=reason, error=str(exc))
