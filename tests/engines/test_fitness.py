@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -317,6 +318,15 @@ async def test_a_round_is_bounded_by_what_is_left_of_the_budget(
         await wait.prove_backend(kube, plan, plan.backends["candle"], wait=True)
     assert caught.value.cause == "too_slow"
     assert loop.time() - began <= 60 + 1  # the second round cut at the budget's end, not run to its own
+    # what the round cut short saw, not only that time ran out (the newcomer's f3)
+    assert re.search(r"did not end within the \d+s left of .*: \d+ of 6 trial\(s\) answered, in 9\.00s",
+                     caught.value.message), caught.value.message
+    assert "(maxLatency 5s); the rest did not answer in time" in caught.value.message
+
+
+def test_a_round_that_saw_no_answer_says_so() -> None:
+    assert fitness.seen([], asked=6, max_latency=2.0) == "no answer came from any of the 6 trial(s) asked " \
+                                                         "(maxLatency 2s)"
 
 
 @pytest.mark.looptime

@@ -79,6 +79,15 @@ def judge(trials: Sequence[PodTrial], *, max_latency: float) -> Judged:
     return Judged(State.WARM)
 
 
+def seen(samples: Sequence[Sample], *, asked: int, max_latency: float) -> str:
+    """What a round cut short by the budget saw, for `too_slow`: the answers that came, against maxLatency, or
+    that none did (an operator wants the engine's latencies, not only that time ran out)."""
+    if not samples:
+        return f"no answer came from any of the {asked} trial(s) asked (maxLatency {max_latency:g}s)"
+    return (f"{len(samples)} of {asked} trial(s) answered, in {_seconds_list(samples)} (maxLatency "
+            f"{max_latency:g}s); the rest did not answer in time")
+
+
 def _seconds_list(samples: Iterable[Sample]) -> str:
     return ", ".join(f"{s.seconds:.2f}s" + ("" if s.problem is None else f" ({s.problem.kind})") for s in samples)
 

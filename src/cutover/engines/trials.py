@@ -29,9 +29,9 @@ MAX_TOKENS = 8  # fitness generations are short (docs/fitness.md: at most 16)
 
 
 async def trial(client: api.Client, *, pod: str, ip: str, port: int, engine: str, names: Sequence[str],
-                fitness: Fitness, stream: bool, context: bool) -> PodTrial:
+                fitness: Fitness, stream: bool, context: bool, seen: list[Sample] | None = None) -> PodTrial:
     """`fitness.requests` generations per name on one pod, the first streamed when `stream`; its context
-    from /v1/models when `context`."""
+    from /v1/models when `context`. Each sample is also put in `seen` as it ends, for a round cut short."""
     profile, base = ENGINES[engine], api.base_url(ip, port)
     samples: list[Sample] = []
     check: StreamCheck | None = None
@@ -42,6 +42,8 @@ async def trial(client: api.Client, *, pod: str, ip: str, port: int, engine: str
         else:
             sample = await _timed(client, base, profile, name)
         samples.append(sample)
+        if seen is not None:
+            seen.append(sample)
     reported = await _context(client, base, names) if context else None
     return PodTrial(pod, tuple(samples), check, reported, sent=len(samples) + int(context))
 

@@ -303,17 +303,20 @@ class _Wait:
         # the live side is measured once, beside the target's first round: its time is not added to the wait;
         # with --wait, a round (each request in it) is bounded by what is left of the budget
         left = max(self._left(found), 0.0) if self.keep_waiting else None
+        seen: list[fitness.Sample] = []
         try:
             async with asyncio.timeout(left) as scope, asyncio.TaskGroup() as group:
                 live = group.create_task(self._live_side(measure=settings.compare))
                 rounds = [group.create_task(trials.trial(
                     self.client, pod=pod.name, ip=pod.ip or "", port=self.backend.port, engine=self.backend.engine,
                     names=self.plan.verify.served_names, fitness=settings, stream=settings.stream,
-                    context=settings.compare)) for pod in found.ready]
+                    context=settings.compare, seen=seen)) for pod in found.ready]
         except TimeoutError:
             if not scope.expired():
                 raise
-            cut = f"a round of fitness trials did not end within the {left:.0f}s left of {self.settings.bound}"
+            asked = settings.requests * len(self.plan.verify.served_names) * len(found.ready)
+            cut = (f"a round of fitness trials did not end within the {left:.0f}s left of {self.settings.bound}: "
+                   f"{fitness.seen(seen, asked=asked, max_latency=settings.max_latency)}")
             raise self._unfit("too_slow", f"{self.last_slow}; then {cut}" if self.last_slow else cut,
                               fitness.HINTS["too_slow"]) from None
         old, tried = live.result(), [task.result() for task in rounds]
