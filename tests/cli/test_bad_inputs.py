@@ -16,13 +16,16 @@ FIXTURE = (Path(__file__).parent.parent / "fixtures" / "reasoning-long-service.y
 
 
 def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str,
-        plan: str = GOOD, service: str | None = None) -> tuple[int, str]:
+        plan: str = GOOD, service: str | None = None, pod: bool = False) -> tuple[int, str]:
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(plan)
     monkeypatch.setenv("CUTOVER_PLAN", str(plan_file))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     monkeypatch.setenv("CUTOVER_TERMINATION_LOG", str(tmp_path / "termination-log"))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    if pod:  # the kubelet's address: one of cutover's pods
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    else:
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     if service is not None:
         (tmp_path / "svc.yaml").write_text(service)
     try:
@@ -187,6 +190,22 @@ def test_diff_of_a_plan_with_several_cutovers_needs_name(
     code, outcome = run(capsys, tmp_path, monkeypatch, "--name", "reasoning-long", "diff", "--file",
                         str(tmp_path / "svc.yaml"), plan=several, service=FIXTURE)
     assert code == 0, outcome
+
+
+def test_in_a_pod_a_plan_of_several_services_is_refused_unless_one_is_named(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newcomer's C10: the shipped Jobs serve one Service (its Lease, its Role), and a rollback Job reading a
+    `cutovers:` plan acted on every Service in it. In a pod such a plan is refused before anything is read."""
+    import textwrap
+
+    body = GOOD.split("kind: CutoverPlan\n", 1)[1]
+    second = body.replace("name: reasoning-long-predictor", "name: chat-predictor").replace(
+        "name: reasoning-long\n", "name: chat\n")
+    several = "apiVersion: cutover/v1alpha1\nkind: CutoverPlan\ncutovers:\n" + "".join(
+        "  - " + textwrap.indent(doc, "    ").lstrip() for doc in (body, second))
+    code, outcome = run(capsys, tmp_path, monkeypatch, "rollback", plan=several, service=FIXTURE, pod=True)
+    assert code == 2 and "cutovers: 2 Services in one plan, and this pod serves one" in outcome, outcome
+    assert "cause invalid_plan" in outcome and "--name" in outcome
 
 
 def test_global_options_after_the_command_are_read_and_override(

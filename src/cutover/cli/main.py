@@ -319,6 +319,11 @@ def _plans(args: argparse.Namespace, session: _Session) -> list[Plan]:
     from cutover.plan import credentials, secrets  # noqa: PLC0415
 
     plans = plan.load(plan.resolve_path(args.plan))
+    if len(plans) > 1 and not args.name and secrets.in_cluster():
+        # the shipped Jobs serve one Service (its Lease, its Role): a rollback Job would act on every one listed
+        raise InvalidInput(f"cutovers: {len(plans)} Services in one plan, and this pod serves one",
+                           cause="invalid_plan", hint="one plan per workload (docs/install.md, \"More Services\"); "
+                                                      "cutovers: is the command-line form, or pick one with --name")
     if secrets.in_cluster():  # where the Secrets say their credentials may go, before any request (docs/security.md)
         bounds = credentials.read(Path(secrets.secrets_dir()), in_pod=True)
         plans = [credentials.check(p, bounds) for p in plans]
