@@ -57,3 +57,11 @@ async def test_cutover_runs_on_the_pruned_packages(world: World, tmp_path: Path)
     assert process.returncode == 0, err.decode()[-2000:]
     assert "cutover verify: OK — backend vllm proven" in out.decode()
     assert f"PRUNED-IMPORTS [] FROM {site}" in out.decode()
+    # a pod's start imports the client alone: not the kubeconfig loader, the dynamic client, watch or stream
+    started = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys, cutover.cli.main, cutover.flows.commands; print(sorted(m for m in "
+        "sys.modules if m.split('.')[:2][-1] in ('config', 'dynamic', 'watch', 'stream', 'leaderelection', "
+        "'informer') and m.startswith('kubernetes.')))", env=environ, stdout=asyncio.subprocess.PIPE)
+    async with asyncio.timeout(30):
+        listed, _ = await started.communicate()
+    assert listed.decode().strip() == "[]"

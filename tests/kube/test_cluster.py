@@ -83,6 +83,9 @@ async def test_in_cluster_over_https_with_the_service_account_token(tmp_path: Pa
             assert kube.own_namespace == "cutover"
             pods, _ = await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
             assert len(pods) == 1
+            (account / "token").write_text("rotated-token-9876543210")  # the kubelet rotates a bound token in place
+            await kube.pods(NAMESPACE, BACKENDS["vllm"]["labels"])
+            (account / "token").write_text("in-cluster-token-0123456789")
             async with kube.watch_pods(NAMESPACE, BACKENDS["vllm"]["labels"]) as watch:
                 await watch.synced.wait()
                 world.add_pod("vllm")
@@ -91,7 +94,7 @@ async def test_in_cluster_over_https_with_the_service_account_token(tmp_path: Pa
         finally:
             await kube.aclose()
         seen = {r.headers.get("Authorization", "").lower() for r in world.kube if r.url.path.endswith("/pods")}
-        assert seen == {"bearer in-cluster-token-0123456789"}  # the list and the watch alike
+        assert seen == {"bearer in-cluster-token-0123456789", "bearer rotated-token-9876543210"}  # read afresh
         assert len(requests(world, watch=True)) == 1
 
 
