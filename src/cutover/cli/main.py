@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 TERMINATION_LOG = "/dev/termination-log"
 COMMANDS = ("plan", "diff", "verify", "presync", "postsync", "syncfail", "run", "rollback", "status", "audit",
-            "nudge", "demo", "completion")
-OFFLINE = ("demo", "completion")  # neither reads a plan nor answers in JSON
+            "nudge", "demo", "completion", "init")
+OFFLINE = ("demo", "completion", "init")  # none reads a plan or answers in JSON
 WRITERS = ("presync", "postsync", "syncfail", "run", "rollback", "audit", "nudge")  # what --dry-run keeps from writing
 SECRET_ENV = ("CUTOVER_GIT_TOKEN", "CUTOVER_SLACK_WEBHOOK", "CUTOVER_SLACK_BOT_TOKEN", "CUTOVER_ARGOCD_TOKEN")
 
@@ -96,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "to look at Git and see the sync start",
         "demo": "a whole cutover on an embedded simulated cluster",
         "completion": "print a completion script for the shell (bash: source <(cutover completion bash))",
+        "init": "offline: write one workload's layout (docs/install.md, steps 3 and 4) and print the commands an "
+                "administrator runs for it",
     }
     for name in COMMANDS:
         command = sub.add_parser(name, help=helps[name], description=helps[name], epilog=EPILOG)
@@ -123,10 +126,28 @@ def build_parser() -> argparse.ArgumentParser:
                                       "last Job failed as Degraded and then fails the Application's syncs")
         if name == "completion":
             command.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+        if name == "init":
+            _init_options(command)
         if name == "verify":
             command.add_argument("--backend", required=True, help="the backend to prove")
             command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
     return parser
+
+
+def _init_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--application", required=True, help="the workload's ArgoCD Application")
+    command.add_argument("--namespace", required=True, help="the Service's namespace")
+    command.add_argument("--service", required=True, help="the Service whose name is handed over")
+    command.add_argument("--port", required=True, type=int, help="the engines' port")
+    command.add_argument("--repository", required=True, help="the workload's GitOps repository (https URL)")
+    command.add_argument("--credentials-namespace", help="where its Jobs and Secrets live (default: cutover for "
+                                                         "--first, else cutover-<application>)")
+    command.add_argument("--first", action="store_true", help="the repository's first workload: also write "
+                                                              "cutover/kustomization.yaml and image/")
+    command.add_argument("--release", default=None, help="where the release's directories are: a repository URL "
+                                                         "(default https://github.com/<org>/cutover) or the "
+                                                         "directory its archive was unpacked into")
+    command.add_argument("--into", default=".", help="the repository's root (default: here)")
 
 
 def _global_options(parser: argparse.ArgumentParser, *, after: bool = False) -> None:
@@ -257,6 +278,8 @@ def _dispatch(args: argparse.Namespace, session: _Session) -> int:
 
         sys.stdout.write(completion.script(build_parser(), args.shell))
         return 0
+    if args.command == "init":
+        return _init(args)
     if args.command == "diff":  # offline: no cluster, no Git host
         _print(args, session, [_diff(args, session)])
         return 0
@@ -535,6 +558,41 @@ def _say_deadline(command: str, plan: Plan) -> None:
             "job.deadline_short", message=found, cause="deadline_short",
             hint="raise activeDeadlineSeconds (and CUTOVER_DEADLINE_SECONDS) of the Jobs above it, or lower "
                  "verify.maxWait / handoff.maxGap")
+
+
+def _init(args: argparse.Namespace) -> int:
+    """`cutover init` (cli/scaffold.py): the files written, the administrator's commands printed."""
+    from cutover.cli import scaffold  # noqa: PLC0415
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+
+    label = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+    for flag in ("application", "namespace", "service", "credentials_namespace"):
+        value = getattr(args, flag)
+        if value is not None and not label.fullmatch(value):
+            raise InvalidInput(f"--{flag.replace('_', '-')}: expected a DNS label (lowercase alphanumerics and '-', "
+                               f"at most 63), found {value!r}", cause="invalid_arguments",
+                               hint="the names Kubernetes and ArgoCD give them")
+    if not 1 <= args.port <= 65535:
+        raise InvalidInput(f"--port: expected a port from 1 to 65535, found {args.port}", cause="invalid_arguments",
+                           hint="the engines' container port")
+    if not args.repository.startswith("https://"):
+        raise InvalidInput(f"--repository: expected an https:// URL, found {args.repository!r}",
+                           cause="invalid_arguments", hint="the repository ArgoCD reads and cutover's token writes")
+    credentials = args.credentials_namespace or ("cutover" if args.first else f"cutover-{args.application}")
+    workload = scaffold.Workload(args.application, args.namespace, args.service, args.port, args.repository,
+                                 credentials, release=args.release or scaffold.RELEASE)
+    into = Path(args.into)
+    written = scaffold.write(scaffold.files(workload, into=into, first=args.first), into=into)
+    lines = ["written:", *(f"  {path}" for path in written), "",
+             "as ArgoCD's administrator, once (docs/install.md, step 2; nothing of it belongs in Git):",
+             *(f"  {line}".replace("\n", "\n  ") for line in scaffold.commands(workload)),
+             f"  kubectl apply -f {into / args.application / 'appproject.yaml'}", ""]
+    if not args.first:
+        lines += [f"and in cutover/kustomization.yaml, under resources: {args.application}"
+                  + (f" and {args.application}/namespace" if workload.suffixed else ""), ""]
+    sys.stdout.write("\n".join(lines))
+    _outcome(f"cutover init: OK — {args.application}'s layout written ({len(written)} files)", json_output=False)
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

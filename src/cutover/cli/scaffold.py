@@ -1,0 +1,257 @@
+"""`cutover init`: one workload's layout, written as docs/install.md lays it out (steps 3 and 4, "More Services"),
+and the administrator's commands printed, not run (they need rights the writer of a repository has not).
+
+Files a kustomization names, committed and reviewed like the rest of the GitOps repository: no chart, no runtime,
+nothing that renders differently from what a person reads (ArgoCD renders kustomize as is). What it writes:
+
+- `cutover/<application>/`: the workload's `workload.yaml` and a kustomization naming the workload Component (under
+  `nameSuffix: -<application>` and with a `namespace/` of its own unless its credentials namespace is `cutover`);
+- `cutover/kustomization.yaml` and `image/kustomization.yaml` when the repository has none yet (the first workload);
+- `<application>/hooks/`: the hooks Component with the image's, the plan ConfigMap (a skeleton that reads), under
+  the workload's suffix and in its credentials namespace; `<application>/appproject.yaml`: its project.
+
+Nothing that exists is overwritten (exit 2, naming the file). Pure but for `write`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from cutover import __version__
+from cutover.errors import InvalidInput
+
+RELEASE = "https://github.com/<org>/cutover"  # where the release's directories are fetched from, by default
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    application: str  # the workload's ArgoCD Application, which names its hooks and CronJobs
+    namespace: str  # the Service's namespace
+    service: str
+    port: int
+    repository: str  # the workload's GitOps repository, which ArgoCD reads and cutover's token writes
+    credentials: str  # where its Jobs and Secrets live: `cutover` for the first, `cutover-<application>` after
+    release: str = RELEASE  # a repository URL (…?ref=v<version>) or a directory of the release's unpacked files
+    backends: tuple[str, str] = ("vllm", "candle")
+
+    @property
+    def suffixed(self) -> bool:
+        return self.credentials != "cutover"
+
+
+def files(workload: Workload, *, into: Path, first: bool) -> dict[str, str]:
+    """Every file, by its path under `into`: the repository's root."""
+    app = workload.application
+    found = {
+        f"cutover/{app}/workload.yaml": _workload_object(workload),
+        f"cutover/{app}/kustomization.yaml": _cutover_kustomization(workload, into),
+        f"{app}/hooks/kustomization.yaml": _hooks_kustomization(workload, into),
+        f"{app}/hooks/plan-configmap.yaml": _plan(workload),
+        f"{app}/appproject.yaml": _project(workload),
+    }
+    if workload.suffixed:
+        found[f"cutover/{app}/namespace/kustomization.yaml"] = _namespace(workload, into)
+    if first:
+        found["cutover/kustomization.yaml"] = _top(workload, into)
+        found["image/kustomization.yaml"] = IMAGE
+    return found
+
+
+def write(found: Mapping[str, str], *, into: Path) -> list[Path]:
+    """The files, none of which may exist yet: all or none written."""
+    there = [path for path in found if (into / path).exists()]
+    if there:
+        raise InvalidInput(f"--into: {into / there[0]} exists: cutover init writes new files only",
+                           cause="invalid_arguments", hint="choose another --application or --into, or move the "
+                                                           "file away")
+    written = []
+    for path, text in found.items():
+        target = into / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        written.append(target)
+    return written
+
+
+def commands(workload: Workload) -> list[str]:
+    """What an administrator runs once for this workload (docs/install.md, step 2): nothing of it fits in Git."""
+    ns, app = workload.credentials, workload.application
+    return [
+        f"kubectl create namespace {ns}",
+        f"kubectl label namespace {ns} cutover.dev/credentials=true pod-security.kubernetes.io/enforce=restricted",
+        f"kubectl -n {ns} create secret generic cutover-git --from-file=token=./git-token \\\n"
+        f"  --from-literal=repository={workload.repository} --from-literal=branches=main \\\n"
+        f"  --from-literal=paths='{app}/**'   # this workload's files: never cutover's own",
+        f"kubectl -n argocd create role cutover-refresh-{app} --verb=get,patch \\\n"
+        f"  --resource=applications.argoproj.io --resource-name={app}",
+        f"kubectl -n argocd create rolebinding cutover-refresh-{app} --role=cutover-refresh-{app} \\\n"
+        f"  --serviceaccount={ns}:cutover",
+    ]
+
+
+def _reference(workload: Workload, directory: str, *, into: Path, beside: str) -> str:
+    """A release directory as the kustomization at `beside` names it: by URL, or by relative path."""
+    if "://" in workload.release:
+        return f"{workload.release.rstrip('/')}//{directory}?ref=v{__version__}"
+    return os.path.relpath(Path(workload.release) / directory, into / beside)
+
+
+def _workload_object(workload: Workload) -> str:
+    return f"""# Which workload cutover's ServiceAccount in {workload.credentials} serves (manifests/workload reads it):
+# never applied, read by kustomize alone. Written by `cutover init`.
+apiVersion: cutover.dev/v1alpha1
+kind: Workload
+metadata:
+  name: cutover-workload
+  annotations: {{config.kubernetes.io/local-config: "true"}}
+spec:
+  namespace: {workload.namespace}
+  service: {workload.service}
+  port: {workload.port}
+  cutoverNamespace: {workload.credentials}
+"""
+
+
+def _cutover_kustomization(workload: Workload, into: Path) -> str:
+    beside = f"cutover/{workload.application}"
+    suffix = f"nameSuffix: -{workload.application}\n" if workload.suffixed else ""
+    return f"""# What cutover may do for the workload {workload.application} (docs/install.md, "More Services"):
+# name this directory{' and namespace/' if workload.suffixed else ''} under resources: in cutover/kustomization.yaml.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+{suffix}resources:
+  - workload.yaml
+components:
+  - {_reference(workload, "manifests/workload", into=into, beside=beside)}
+"""
+
+
+def _namespace(workload: Workload, into: Path) -> str:
+    beside = f"cutover/{workload.application}/namespace"
+    return f"""# The credentials namespace of {workload.application}: its ServiceAccount, its Secrets, its hooks.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: {workload.credentials}
+resources:
+  - {_reference(workload, "manifests/namespace", into=into, beside=beside)}
+"""
+
+
+def _top(workload: Workload, into: Path) -> str:
+    more = f"  - {workload.application}/namespace\n" if workload.suffixed else ""
+    return f"""# cutover's own Application: the base, one directory per workload, the image (docs/install.md, step 3).
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {_reference(workload, "manifests/base", into=into, beside="cutover")}
+  - {workload.application}
+{more}components:
+  - ../image
+replacements:
+  - source: {{kind: Image, name: cutover-image, fieldPath: "spec.containers.[name=cutover].image"}}
+    targets:
+      - select: {{kind: ValidatingAdmissionPolicy, name: cutover-pod-pinned}}
+        fieldPaths: ["spec.variables.[name=image].expression"]
+        options: {{delimiter: "'", index: 1}}
+  - source: {{kind: Image, name: cutover-image, fieldPath: "spec.containers.[name=also].image"}}
+    targets:
+      - select: {{kind: ValidatingAdmissionPolicy, name: cutover-pod-pinned}}
+        fieldPaths: ["spec.variables.[name=also].expression"]
+        options: {{delimiter: "'", index: 1}}
+"""
+
+
+IMAGE = """# The image's one name and digest (docs/install.md, step 1): set yours, as your push printed it.
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+images:
+  # yours: {name: cutover.invalid/cutover, newName: <registry>/cutover, digest: "sha256:<digest>"}
+  - {name: cutover.invalid/cutover, newName: cutover.invalid/cutover}
+"""
+
+
+def _hooks_kustomization(workload: Workload, into: Path) -> str:
+    beside = f"{workload.application}/hooks"
+    namespace = f"namespace: {workload.credentials}   # beside its own Secrets\n" if workload.suffixed else ""
+    return f"""# The hooks and CronJobs of {workload.application}, and the plan they act on (docs/install.md, step 4):
+# name this directory under resources: in the kustomization its Application renders. No `namespace:` there.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+nameSuffix: -{workload.application}
+{namespace}resources:
+  - plan-configmap.yaml
+components:
+  - {_reference(workload, "hooks", into=into, beside=beside)}
+  - {os.path.relpath(into / "image", into / beside)}
+"""
+
+
+def _plan(workload: Workload) -> str:
+    source, target = workload.backends
+    backends = "".join(f"""      {name}:
+        selector:
+          app.kubernetes.io/name: {workload.service}-{name}   # the labels of {name}'s pods: set them
+        engine: {"vllm" if name == "vllm" else "candle-vllm" if name == "candle" else "vllm"}
+        port: {workload.port}
+""" for name in (source, target))
+    return f"""# The plan of {workload.application} (docs/plan.md, every key): a skeleton that reads. Set each backend's
+# selector to its pods' labels and the names your clients send; `target: {target}` later starts the cutover.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cutover-plan
+  namespace: cutover
+data:
+  plan.yaml: |
+    apiVersion: cutover/v1alpha1
+    kind: CutoverPlan
+    metadata:
+      name: {workload.application}
+    service:
+      namespace: {workload.namespace}
+      name: {workload.service}
+    backends:
+{backends}    target: {source}
+    verify:
+      servedNames: [{workload.service}]   # the model names clients send
+      maxWait: 30m
+    git:
+      provider: github
+      url: {workload.repository}
+      branch: main
+      path: {workload.application}/service.yaml   # the file that holds the Service
+      document: {{kind: Service, name: {workload.service}}}
+      tokenFile: /var/run/secrets/cutover/git/token
+    argocd:
+      application: {workload.application}
+      namespace: argocd
+"""
+
+
+def _project(workload: Workload) -> str:
+    return f"""# The project of the Application {workload.application}: its namespace, and {workload.credentials}
+# for its hooks and plan (docs/install.md, step 5). Apply it as ArgoCD's administrator.
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata:
+  name: {workload.application}
+  namespace: argocd
+spec:
+  sourceRepos:
+    - {workload.repository}
+  destinations:
+    - server: https://kubernetes.default.svc
+      namespace: {workload.namespace}
+    - server: https://kubernetes.default.svc
+      namespace: {workload.credentials}
+  clusterResourceWhitelist: []
+  namespaceResourceWhitelist:
+    - {{group: apps, kind: Deployment}}
+    - {{group: "", kind: Service}}
+    - {{group: "", kind: ConfigMap}}
+    - {{group: batch, kind: Job}}
+    - {{group: batch, kind: CronJob}}
+"""

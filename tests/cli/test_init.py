@@ -1,0 +1,110 @@
+"""`cutover init` (the newcomer's P11: eight manual steps, none generated): a workload's layout as docs/install.md
+lays it out, written from one command and built offline from the release's archive; what it writes for the tier's
+second workload renders exactly what the tier installs for it (e2e/fixtures/cutover/chat-prod), and for the first
+what the example's does; the administrator's commands printed; nothing overwritten; bad flags named."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+import cutover
+from cutover import plan
+from cutover.sources import kustomize_build
+
+ROOT = Path(__file__).resolve().parents[2]
+REPOSITORY = "https://github.com/acme/gitops.git"
+
+
+def init(*args: str, into: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cutover", "init", "--into", str(into), *args],
+                          capture_output=True, text=True, check=False, timeout=60)
+
+
+def built(directory: Path) -> list[dict[str, Any]]:
+    return asyncio.run(kustomize_build.build(directory, where=str(directory)))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository with the release unpacked in vendor/, and the two workloads `cutover init` wrote into it."""
+    tmp_path = tmp_path_factory.mktemp("init")
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        import release
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    root = tmp_path / "repo"
+    (root / "vendor").mkdir(parents=True)
+    with tarfile.open(fileobj=__import__("io").BytesIO(release.archived(cutover.__version__))) as tar:
+        tar.extractall(root / "vendor", filter="data")
+    vendored = str(root / "vendor" / f"cutover-{cutover.__version__}")
+    first = init("--first", "--application", "llm-serving", "--namespace", "llm-serving", "--service",
+                 "reasoning-long-predictor", "--port", "8080", "--repository", REPOSITORY, "--release", vendored,
+                 into=root)
+    assert first.returncode == 0, first.stdout + first.stderr
+    further = init("--application", "chat-prod", "--namespace", "llm-serving", "--service", "chat-predictor",
+                   "--port", "8080", "--repository", REPOSITORY, "--release", vendored, into=root)
+    assert further.returncode == 0, further.stdout + further.stderr
+    assert "under resources: chat-prod and chat-prod/namespace" in further.stdout
+    top = root / "cutover" / "kustomization.yaml"  # as the output says
+    top.write_text(top.read_text().replace("  - llm-serving\n", "  - llm-serving\n  - chat-prod\n"
+                                                                "  - chat-prod/namespace\n"))
+    return root
+
+
+def _objects(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+
+
+def test_a_further_workload_renders_what_the_tier_installs_for_it(repo: Path) -> None:
+    made = _objects(built(repo / "cutover" / "chat-prod"))
+    tier = _objects(built(ROOT / "e2e" / "fixtures" / "cutover" / "chat-prod"))
+    assert made == tier
+    namespace = _objects(built(repo / "cutover" / "chat-prod" / "namespace"))
+    assert namespace == _objects(built(ROOT / "e2e" / "fixtures" / "cutover" / "chat-prod" / "namespace"))
+
+
+def test_the_first_workload_renders_what_the_example_does(repo: Path) -> None:
+    made = _objects(built(repo / "cutover" / "llm-serving"))
+    example = _objects(built(ROOT / "manifests" / "examples" / "llm-serving" / "cutover" / "llm-serving"))
+    assert made == example
+    everything = built(repo / "cutover")  # cutover's own Application, both workloads in it, offline
+    roles = {doc["metadata"]["name"] for doc in everything if doc["kind"] == "Role"}
+    assert {"cutover", "cutover-chat-prod"} <= roles
+    assert {doc["metadata"]["name"] for doc in everything if doc["kind"] == "Namespace"} == {
+        "cutover", "cutover-chat-prod"}
+
+
+def test_the_hooks_and_their_plan_build_and_read(repo: Path) -> None:
+    hooks = built(repo / "chat-prod" / "hooks")
+    placed = {(doc["kind"], doc["metadata"]["name"]): doc["metadata"]["namespace"] for doc in hooks}
+    assert placed[("ConfigMap", "cutover-plan-chat-prod")] == "cutover-chat-prod"
+    assert placed[("Job", "cutover-presync-chat-prod")] == "cutover-chat-prod"
+    (config,) = [doc for doc in hooks if doc["kind"] == "ConfigMap"]
+    (read,) = plan.parse(config["data"]["plan.yaml"])
+    assert read.name == "chat-prod" and read.target == "vllm" and read.service.name == "chat-predictor"
+    project = YAML(typ="safe").load((repo / "chat-prod" / "appproject.yaml").read_text())
+    assert [d["namespace"] for d in project["spec"]["destinations"]] == ["llm-serving", "cutover-chat-prod"]
+
+
+def test_nothing_is_overwritten_and_bad_flags_are_named(repo: Path) -> None:
+    again = init("--application", "chat-prod", "--namespace", "llm-serving", "--service", "chat-predictor",
+                 "--port", "8080", "--repository", REPOSITORY, into=repo)
+    assert again.returncode == 2 and "exists: cutover init writes new files only" in again.stderr
+    for flags, words in [(("--application", "Chat_Prod"), "--application: expected a DNS label"),
+                         (("--port", "0"), "--port: expected a port from 1 to 65535"),
+                         (("--repository", "git@github.com:acme/gitops.git"), "--repository: expected an https://")]:
+        given = dict(zip(flags[::2], flags[1::2], strict=True))
+        args = {"--application": "x", "--namespace": "llm-serving", "--service": "s", "--port": "8080",
+                "--repository": REPOSITORY, **given}
+        done = init(*[part for pair in args.items() for part in pair], into=repo / "elsewhere")
+        assert done.returncode == 2 and words in done.stderr, done.stderr
+        assert not (repo / "elsewhere").exists()  # nothing written
