@@ -341,7 +341,9 @@ def plan_document() -> Any:
 
 
 @pytest.mark.parametrize(("signal_name", "code", "said"), [
-    ("SIGTERM", 143, "FAILED (exit 143, cause terminated) — terminated, nothing half-done — hint: ArgoCD deleted"),
+    # off a pod no hook Job was deleted (the newcomer's P3): the hint says what a person's SIGTERM is
+    ("SIGTERM", 143, "FAILED (exit 143, cause terminated) — terminated, nothing half-done — hint: stopped by a "
+                     "SIGTERM"),
 ])
 async def test_a_signal_mid_wait_gives_the_lease_back_and_says_so_in_the_outcome_format(
         world: World, tmp_path: Path, signal_name: str, code: int, said: str) -> None:

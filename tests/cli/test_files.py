@@ -185,3 +185,14 @@ async def test_a_diff_from_a_selector_no_backend_names_says_so(tmp_path: Path) -
                             str(ROOT / "manifests" / "examples" / "llm-serving" / "workload" / "service.yaml"),
                             "--to", "candle", cwd=tmp_path)
     assert b"diff.selector_unknown" not in quiet  # the example's own file: vllm's selector
+
+
+async def test_nothing_to_change_is_said_once(tmp_path: Path) -> None:
+    """The newcomer's P6: the message came twice, as a line and as the outcome line."""
+    (tmp_path / "svc.yaml").write_bytes((FILES / "list.yaml").read_bytes())
+    current = ",".join(f"{key}={value}" for key, value in yaml_edit.read_selector(
+        (FILES / "list.yaml").read_text(), document=plan.GitDocument("Service", "chat"),
+        selector_path="spec.selector").items())
+    code, out, err = await run(sys.executable, "-m", "cutover", "diff", "--file", "svc.yaml", "--selector", current,
+                               cwd=tmp_path)
+    assert code == 0 and (out + err).count(b"nothing to change") == 1, out + err

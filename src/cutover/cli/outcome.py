@@ -278,7 +278,8 @@ def _diff_lines(shown: Shown, plan: Plan, data: dict[str, Any]) -> list[str]:
 
 def _diffed(diffed: Diffed) -> Report:
     if not diffed.patch:
-        return Report(f"nothing to change: {diffed.file} already selects {diffed.selector}", data={"changed": False})
+        return Report(f"nothing to change: {diffed.file} already selects {diffed.selector}", data={"changed": False},
+                      headline=False)  # said once, by the outcome line
     changed = sum(1 for line in diffed.patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
     return Report(f"{changed} line(s) change in {diffed.file}, all inside {diffed.selector_path}",
                   raw=diffed.patch, data={"changed": True, "diff": diffed.patch}, headline=False)

@@ -364,8 +364,10 @@ async def _spooled(response: httpx.Response, *, what: str) -> IO[bytes]:
 def token(settings: GitSettings) -> str | None:
     """The token from git.tokenFile, else CUTOVER_GIT_TOKEN, stripped; never logged."""
     if settings.token_file:
-        return secrets.from_file(settings.token_file, field="git.tokenFile", cause="git_token_missing",
-                                 hint="mount the token Secret at that path")
+        hint = ("mount the cutover-git Secret there (the shipped Jobs do)" if secrets.in_cluster() else
+                "on your machine: CUTOVER_SECRETS_DIR=<dir> reads <dir>/git/token in its place, or leave "
+                "git.tokenFile out and set CUTOVER_GIT_TOKEN (docs/plan.md, \"Credentials\")")
+        return secrets.from_file(settings.token_file, field="git.tokenFile", cause="git_token_missing", hint=hint)
     return secrets.from_env("CUTOVER_GIT_TOKEN")
 
 
