@@ -49,6 +49,8 @@ def prune(site: Path) -> int:
 
 def _lazy_package(init: Path) -> int:
     """kubernetes/__init__.py up to its subpackage imports (its license, __project__ and __version__ kept)."""
+    if not init.is_file():
+        return 0
     text = init.read_text()
     kept = text[:text.index("from . import ")] if "from . import " in text else text
     init.write_text(kept.rstrip() + "\n# the subpackages import where they are used (packaging/prune.py)\n")

@@ -155,8 +155,9 @@ def test_the_documented_patch_moves_the_gate(tmp_path: Path) -> None:
     and built by real kustomize, moves the gate to -2000: a user hook at -1500 runs after it, one at -2500 before."""
     root = Path(__file__).resolve().parents[2]
     docs = (root / "docs" / "install.md").read_text()
-    (block,) = re.findall(r"```yaml\n# workload/hooks/kustomization.yaml, beside components: the gate's wave\n"
-                          r"(patches:\n.*?sync-wave.*?)```", docs, flags=re.DOTALL)
+    (block,) = re.findall(r"```yaml\n# workload/hooks/kustomization.yaml, added:\n"
+                          r"(patches: +# beside components: the gate's wave\n.*?sync-wave.*?)```", docs,
+                          flags=re.DOTALL)
     for part in ("manifests", "hooks", "jobs"):
         shutil.copytree(root / part, tmp_path / part)
     hooks = tmp_path / "manifests" / "examples" / "llm-serving" / "workload" / "hooks" / "kustomization.yaml"
