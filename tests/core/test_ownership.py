@@ -52,3 +52,11 @@ def test_an_inferenceservice_is_known_by_kserves_label() -> None:
     assert judged([kserve], kind="InferenceService", name="reasoning") is None
     assert "are not InferenceService chat's" in (judged([kserve], kind="InferenceService", name="chat") or "")
     assert "are not Deployment llm-reasoning's" in (judged([kserve]) or "")  # KServe's Deployment, not the plan's
+
+
+def test_a_pod_whose_name_was_cut_short_says_nothing() -> None:
+    """A Deployment's generated pod names are cut at 63 characters, its pod-template-hash with them: such a pod
+    cannot be told to be another workload's."""
+    long = pod("a-very-long-deployment-name-for-the-reasoning-engine-of-team-a-7d9", {**VLLM,
+                                                                                  "pod-template-hash": "7d9f8c6b5"})
+    assert judged([long], name="a-very-long-deployment-name-for-the-reasoning-engine-of-team-a") is None

@@ -27,8 +27,11 @@ def belongs(pod: PodView, *, kind: str, name: str, namespace: str) -> bool:
 def _told(pod: PodView, kind: str) -> bool:
     """Whether the pod's labels say which workload of `kind` it is (a controller's; a pod made by hand, or labelled
     like KServe's by a plain Deployment, says nothing either way)."""
-    keys = (KSERVE,) if kind == "InferenceService" else ("pod-template-hash", "statefulset.kubernetes.io/pod-name")
-    return any(key in pod.labels for key in keys)
+    if kind == "InferenceService":
+        return KSERVE in pod.labels
+    template = pod.labels.get("pod-template-hash")
+    # a long Deployment name is cut short in its pods' names, hash and all: such a pod says nothing either way
+    return bool(template and f"-{template}-" in pod.name) or "statefulset.kubernetes.io/pod-name" in pod.labels
 
 
 def stranger(pods: Iterable[PodView], *, kind: str, name: str, namespace: str,
