@@ -173,8 +173,8 @@ async def test_a_diff_from_a_selector_no_backend_names_says_so(tmp_path: Path) -
     """The patch is made all the same (it is what would be committed), but a file whose selector is no backend's is
     the wrong file or a plan that does not match it: said on stderr, beside the patch."""
     service = (ROOT / "manifests" / "examples" / "llm-serving" / "workload" / "service.yaml").read_text()
-    (tmp_path / "svc.yaml").write_text(service.replace("app.kubernetes.io/name: llm-reasoning ",
-                                                       "app.kubernetes.io/name: someone-else ", 1))
+    (tmp_path / "svc.yaml").write_text(service.replace("app.kubernetes.io/name: llm-reasoning\n",
+                                                       "app.kubernetes.io/name: someone-else\n", 1))
     plan_file = EXAMPLES / "llm-serving" / "workload" / "plan-configmap.yaml"
     code, out, err = await run(sys.executable, "-m", "cutover", "--plan", str(plan_file), "diff", "--file", "svc.yaml",
                                "--to", "candle", cwd=tmp_path)
