@@ -293,8 +293,11 @@ class Auditing(Background):
 
 
 def hop_logs(argo: gitops.GitOpsTier, since: float) -> str:
-    """The logs of every PostSync and audit pod since `since`: whichever took a hop."""
-    return "".join({**argo.hook_logs(since, POSTSYNC), **argo.hook_logs(since, "cutover-audit")}.values())
+    """The logs of every PostSync, audit and nudge pod since `since`: whichever took a hop. The nudge's too: on a
+    sync ArgoCD made without hooks it verifies the switch itself (`argocd.synced_without_hooks`), which the audit
+    then finds verified (a CI run waited 120 s for a verification the nudge had logged at once)."""
+    return "".join({**argo.hook_logs(since, POSTSYNC), **argo.hook_logs(since, "cutover-audit"),
+                    **argo.hook_logs(since, "cutover-nudge")}.values())
 
 
 def serving_of(selector: dict[str, str]) -> str:
