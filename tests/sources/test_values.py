@@ -85,7 +85,7 @@ def test_gitvalues_are_validated_in_the_plan() -> None:
 
 @pytest.mark.parametrize("text", [
     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n  labels:\n    enforce: restricted\n",
-    "kind: Secret\nmetadata:\n  labels:\n    enforce: restricted\n",
+    "kind: Secret\napiVersion: v1\nmetadata:\n  labels:\n    enforce: restricted\n",
 ])
 def test_a_kubernetes_object_is_never_read_as_a_values_file(text: str) -> None:
     """The review's F3: a helm-values plan aimed at another team's Namespace turned its Pod Security label from
@@ -96,3 +96,9 @@ def test_a_kubernetes_object_is_never_read_as_a_values_file(text: str) -> None:
         with pytest.raises(InvalidInput) as caught:
             act()
         assert caught.value.cause == "not_values_file" and "restricted" not in str(caught.value)
+
+
+def test_a_values_file_may_hold_a_kind_of_its_own() -> None:
+    """Charts choose their workload's kind in their values (`kind: DaemonSet`): that alone is no object."""
+    text = "kind: DaemonSet\nengine: vllm\n"
+    assert yaml_edit.edit_value(text, value_path="engine", value="candle").after == text.replace("vllm", "candle")

@@ -190,9 +190,10 @@ def _matching(docs: list[Any], document: GitDocument, source: str) -> tuple[int,
 def values_file(doc: Any, source: str) -> None:
     """A values key is edited only in a values file: a Kubernetes object (another team's Namespace, a Secret) read as
     one would let a plan rewrite any of its fields through `selectorPath` or `valuesKey` (docs/security.md)."""
-    if isinstance(doc, Mapping) and ("kind" in doc or "apiVersion" in doc):
-        raise InvalidInput(f"{source}: expected a Helm values file, found a Kubernetes object (it has "
-                           f"{'kind' if 'kind' in doc else 'apiVersion'})", cause="not_values_file",
+    # both keys: a chart's values may hold a `kind` of their own (Deployment or DaemonSet), never both
+    if isinstance(doc, Mapping) and "kind" in doc and "apiVersion" in doc:
+        raise InvalidInput(f"{source}: expected a Helm values file, found a Kubernetes object (it has apiVersion "
+                           "and kind)", cause="not_values_file",
                            hint="point git.path (or the workload's path) at the chart's values file; objects are "
                                 "edited as git.source manifest")
 
