@@ -222,10 +222,12 @@ def _overlay(tmp_path: Path, workload: dict[str, Any], *, namespace: str | None)
     (overlay / "base" / "kustomization.yaml").write_text(
         (f"namespace: {namespace}\n" if namespace else "") + f"resources: [{base}]\n")
     component = os.path.relpath(ROOT / "manifests" / "workload", overlay)
-    # the replacements, as a consumer copies them from the example's cutover kustomization
-    replacements = YAML(typ="safe").load((EXAMPLES / "llm-serving" / "cutover" / "kustomization.yaml").read_text())
+    # the replacements, as a consumer copies them from the example: its workload directory's and the image's
+    example = EXAMPLES / "llm-serving" / "cutover"
+    replacements = [entry for path in (example / "llm-serving" / "kustomization.yaml", example / "kustomization.yaml")
+                    for entry in YAML(typ="safe").load(path.read_text())["replacements"]]
     YAML().dump({"resources": ["base", "workload.yaml"], "components": [component],
-                 "replacements": replacements["replacements"]}, overlay / "kustomization.yaml")
+                 "replacements": replacements}, overlay / "kustomization.yaml")
     YAML().dump({"apiVersion": "cutover.dev/v1alpha1", "kind": "Workload",
                  "metadata": {"name": "cutover-workload",
                               "annotations": {"config.kubernetes.io/local-config": "true"}},

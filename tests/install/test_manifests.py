@@ -46,13 +46,9 @@ KUSTOMIZATIONS = sorted(found.parent.relative_to(ROOT) for folder in ("hooks", "
                         for found in (ROOT / folder).rglob("kustomization.yaml"))
 
 
-# A Component that reads a workload's object is built as a workload's directory names it (the example's)
-NEEDS_A_WORKLOAD = {Path("manifests/workload"): Path("manifests/examples/llm-serving/cutover/llm-serving")}
-
-
 def built(directory: Path) -> list[dict[str, Any]]:
     """`kustomize build`, with the real binary (kustomize, or kubectl's): a missing one fails the test, loudly."""
-    done = subprocess.run([*kustomize_build.require(), str(ROOT / NEEDS_A_WORKLOAD.get(directory, directory))],
+    done = subprocess.run([*kustomize_build.require(), str(ROOT / directory)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, f"kustomize build {directory} failed: {done.stderr}"
     return kustomize_build.documents(done.stdout, where=str(directory))

@@ -93,9 +93,10 @@ def test_install_yaml_and_image_yaml_stand_for_the_base(tmp_path: Path) -> None:
         f"newName: registry.example.com/platform/cutover, digest: '{digest}'}}\n")
     example = ROOT / "manifests" / "examples" / "llm-serving" / "cutover"
     (overlay / "llm-serving" / "workload.yaml").write_text((example / "llm-serving" / "workload.yaml").read_text())
+    workload_dir = YAML(typ="safe").load((example / "llm-serving" / "kustomization.yaml").read_text())
     YAML().dump({"resources": ["workload.yaml"],
-                 "components": [os.path.relpath(ROOT / "manifests" / "workload", overlay / "llm-serving")]},
-                overlay / "llm-serving" / "kustomization.yaml")
+                 "components": [os.path.relpath(ROOT / "manifests" / "workload", overlay / "llm-serving")],
+                 "replacements": workload_dir["replacements"]}, overlay / "llm-serving" / "kustomization.yaml")
     top = (example / "kustomization.yaml").read_text()
     assert top.count("  - ../../../base\n") == 1
     release_files = "  - install.yaml\n  - image.yaml\n"

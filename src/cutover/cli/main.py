@@ -223,7 +223,9 @@ def _ending(args: argparse.Namespace, session: _Session, exc: BaseException) -> 
     stopped = next((ending for kind, ending in _STOPPED.items() if isinstance(exc, kind)), None)
     if stopped is not None:  # a person's Ctrl-C, or SIGTERM (ArgoCD deleted the hook Job): the Lease given back
         code, cause, message, hint = stopped
-        if code == 143 and not secrets_in_cluster():  # SIGTERM on a person's machine: no hook Job was deleted
+        from cutover.plan import secrets  # noqa: PLC0415
+
+        if code == 143 and not secrets.in_cluster():  # SIGTERM on a person's machine: no hook Job was deleted
             hint = ("stopped by a SIGTERM (a kill, a closed terminal, a CI job's timeout); run it again: it resumes "
                     "from what Git and the cluster hold")
         _failed_json(session, json_output=as_json, command=args.command, exitCode=code, cause=cause,
@@ -257,12 +259,6 @@ def _exit_zero(args: argparse.Namespace, code: int) -> int:
     structlog.get_logger("cutover").warning("audit.exit_zero", exit=code, hint="the audit's finding above is the "
                                             "alert; its Job succeeds so that ArgoCD's syncs of the Application go on")
     return 0
-
-
-def secrets_in_cluster() -> bool:
-    from cutover.plan import secrets  # noqa: PLC0415
-
-    return secrets.in_cluster()
 
 
 INTERACTIVE = ("plan", "status")  # and `verify` without --wait: read-only commands a person waits on

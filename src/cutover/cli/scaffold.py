@@ -126,6 +126,35 @@ kind: Kustomization
   - workload.yaml
 components:
   - {_reference(workload, "manifests/workload", into=into, beside=beside)}
+""" + WORKLOAD_REPLACEMENTS
+
+
+# manifests/workload's placeholders, replaced with the directory's workload.yaml (the same in every workload's
+# directory; tests/cli/test_init.py renders them against the example's and the tier's)
+WORKLOAD_REPLACEMENTS = """replacements:
+  - source: {kind: Workload, name: cutover-workload, fieldPath: spec.namespace}
+    targets:
+      - select: {kind: Role, name: cutover}
+        fieldPaths: [metadata.namespace]
+      - select: {kind: RoleBinding, name: cutover}
+        fieldPaths: [metadata.namespace]
+      - select: {kind: NetworkPolicy, name: cutover-to-workload}
+        fieldPaths: [spec.egress.0.to.0.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name]
+  - source: {kind: Workload, name: cutover-workload, fieldPath: spec.service}
+    targets:
+      - select: {kind: Role, name: cutover}
+        fieldPaths: [rules.4.resourceNames.0]
+        options: {delimiter: "-", index: 1}   # cutover-service: the part after the first dash
+  - source: {kind: Workload, name: cutover-workload, fieldPath: spec.port}
+    targets:
+      - select: {kind: NetworkPolicy, name: cutover-to-workload}
+        fieldPaths: [spec.egress.0.ports.0.port]
+  - source: {kind: Workload, name: cutover-workload, fieldPath: spec.cutoverNamespace}
+    targets:
+      - select: {kind: RoleBinding}
+        fieldPaths: [subjects.0.namespace]
+      - select: {kind: NetworkPolicy, name: cutover-to-workload}
+        fieldPaths: [metadata.namespace]
 """
 
 
