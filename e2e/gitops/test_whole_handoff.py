@@ -124,6 +124,16 @@ def bridge_plan(target: str, drain_timeout: str = "2m") -> str:
                                       "predictor}\n        engine: vllm\n        port: 8080\n    target: ", 1)
 
 
+def whole_bridge_plan(target: str, drain_timeout: str = "2m") -> str:
+    """A bridge that answers every name the clients send (`reasoning`, the one the client below sends): no name goes
+    dark, so no gap is open and no maxGap is asked."""
+    plan = bridge_plan(target, drain_timeout)
+    served = "      servedNames: [reasoning-long, reasoning]\n"
+    assert served in plan
+    return plan.replace(served, "      servedNames: [reasoning]\n").replace(
+        "bridgeNames: [reasoning], maxGap: 10m, ", "")
+
+
 class Background(threading.Thread):
     """A thread that runs while its `with` block does: `done` is set on the way out, and it is joined."""
 
@@ -593,12 +603,17 @@ def test_a_free_a_policy_refuses_is_an_alert_until_a_sync_after_the_mend_goes_on
     no other sync (SyncFail, when ArgoCD runs it before that wait, says so and how to end it). The audit checks the
     coder, then alerts on it (exit 7, as the CronJob's --exit-zero reports it) with the step and a hint to end the
     operation, mend the cause and sync again; the person does just that, and the handoff goes on from that commit to
-    the target. The client sending the bridged name sees no failed request."""
+    the target. The client sending the bridged name sees no failed request.
+
+    The bridge answers every name the plan serves: a refused free is then a stalled step, not a gap, and what follows
+    does not depend on whether ArgoCD ran SyncFail. With names the bridge leaves dark, the same refusal is a gap: a
+    SyncFail that runs gives the card back to the engine still running (tests/core/test_decide.py), and only the
+    audit is left to say it when ArgoCD runs no SyncFail."""
     now = serving(argo)  # where the Terminate's scenario left it (the next two end on a hold)
     other = "vllm" if now == "candle" else "candle"
     text = engines_with(argo, {now: 1, other: 0})
     stopped = argo.commit({gitops.ENGINES: text if "name: coder" in text else text + CODER,
-                           gitops.PLAN: bridge_plan(now)}, f"reasoning-long stays on {now}; {other} stopped\n")
+                           gitops.PLAN: whole_bridge_plan(now)}, f"reasoning-long stays on {now}; {other} stopped\n")
     argo.wait_app("llm-serving", synced=True, healthy=True, revision=stopped, timeout=180)
     argo.wait(f"{other}'s pods gone", lambda: not pods(argo, other), timeout=60)
     argo.kubectl("apply", "-f", str(argo.dir / "coder.yaml"))  # the other card taken again
@@ -614,7 +629,7 @@ def test_a_free_a_policy_refuses_is_an_alert_until_a_sync_after_the_mend_goes_on
         before = {entry.sha for entry in argo.git.repo.log(limit=30)}
         since = time.time()
         with Client(f"{argo.service().spec.cluster_ip}:80") as client, Auditing(argo):
-            argo.commit({gitops.PLAN: bridge_plan(other, "10s")},
+            argo.commit({gitops.PLAN: whole_bridge_plan(other, "10s")},
                         f"Hand reasoning-long to {other} through the coder\n")
             restore = argo.wait("the hop's free and restore", lambda: next(
                 (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
