@@ -225,6 +225,14 @@ def _downward_bounds(job: dict[str, Any]) -> None:  # the bounds written from th
             "fieldPath": "metadata.annotations['repository']"}}]}}]}})
 
 
+def _resources(**asked: dict[str, str]) -> Any:
+    return lambda job: container(job).update(resources=asked)
+
+
+BOUNDS = "asks for cpu, memory and ephemeral-storage only"
+PRIORITY = "names no priority class"
+
+
 def _literal(name: str, value: str) -> Any:
     def change(job: dict[str, Any]) -> None:
         env = container(job)["env"]
@@ -288,6 +296,14 @@ def _literal(name: str, value: str) -> Any:
      "placed by the scheduler"),
     ("a runtime of its choosing", lambda job: job["spec"]["template"]["spec"].update(runtimeClassName="runc-old"),
      "placed by the scheduler"),
+    # resources within bounds: no device beside the Secrets, no node's room taken; no rank that evicts others
+    ("a GPU beside the Secrets", _resources(limits={"nvidia.com/gpu": "1"}), BOUNDS),
+    ("hugepages", _resources(requests={"hugepages-2Mi": "2Mi", "memory": "96Mi"},
+                             limits={"hugepages-2Mi": "2Mi", "memory": "96Mi"}), BOUNDS),
+    ("a node's memory", _resources(requests={"cpu": "50m", "memory": "64Gi"}), BOUNDS),
+    ("a node's cores as a limit", _resources(requests={"cpu": "50m"}, limits={"cpu": "32"}), BOUNDS),
+    ("a system priority class", _pod_field("priorityClassName", "system-node-critical"), PRIORITY),
+    ("a preemption policy", _pod_field("preemptionPolicy", "PreemptLowerPriority"), PRIORITY),
     ("a toleration of the control plane's taint", lambda job: job["spec"]["template"]["spec"].update(tolerations=[
         {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]),
      "placed by the scheduler"),
@@ -359,6 +375,29 @@ def test_a_debug_container_beside_the_secrets_is_refused(tier: Tier) -> None:
         assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr, done.stderr
     finally:
         tier.kubectl("-n", "cutover", "delete", "pod", "cutover-debugged", "--wait=false", check=False)
+
+
+def test_resources_within_bounds_pass(tier: Tier) -> None:
+    """What may vary: a cluster that gives cutover's Jobs more room (a large repository's clone, a slow node) sets
+    resources up to the bounds, in any unit the API takes."""
+    for asked in ({"requests": {"cpu": "2", "memory": "2Gi", "ephemeral-storage": "1Gi"},
+                   "limits": {"cpu": "2000m", "memory": "2048Mi", "ephemeral-storage": "2Gi"}},
+                  {"requests": {"memory": "0.5Gi"}}, {}):
+        job = shipped_job()
+        container(job)["resources"] = asked
+        done = create(tier, job, "roomier")
+        assert done.returncode == 0, (asked, done.stderr)
+
+
+def test_a_pod_at_a_system_priority_is_refused(tier: Tier) -> None:
+    """A pod the policy judges as a pod (a Deployment's, or one of its own) carries the priority the apiserver wrote
+    from its class: the cluster's default passes, a system class's rank (it evicts any pod to place this one) does
+    not."""
+    spec = shipped_job()["spec"]["template"]["spec"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cutover-critical", "namespace": "cutover"},
+           "spec": {**spec, "priorityClassName": "system-cluster-critical"}}
+    done = create(tier, pod, "critical")
+    assert done.returncode != 0 and "cutover-pod-pinned" in done.stderr and PRIORITY in done.stderr, done.stderr
 
 
 def test_the_commands_people_run_from_the_cronjobs_pass(tier: Tier) -> None:
