@@ -24,6 +24,9 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 exec 3>&2  # progress goes to the caller's stderr; each step's own output to its log
 say() { printf 'e2e/build: %s\n' "$*" >&3; }
 die() { say "$*"; exit 1; }
+# where the binaries are (or will be), building nothing: the Makefile asks at parse time, before any target, so
+# `make demo` on a machine without Go must get its answer here, before Go is looked for
+if [ "${1:-}" = --bin-dir ]; then echo "$bin"; exit 0; fi
 command -v go >/dev/null || die "go not found: the real tier builds its components with Go ≥ 1.26 (Debian: golang, or go.dev)"
 
 # Runs one step unless its binaries are all there, printing how long it took; links them into the bin directory.
@@ -187,7 +190,6 @@ declare -A versions=(
   [kustomize]="$KUSTOMIZE_VERSION" [kwok]="$KWOK_VERSION" [etcd]="$ETCD_VERSION"
   [kubernetes]="$KUBERNETES_VERSION" [argocd]="$ARGOCD_VERSION" [helm]="$HELM_VERSION"
 )
-if [ "${1:-}" = --bin-dir ]; then echo "$bin"; exit 0; fi  # where the binaries are (or will be), building nothing
 mkdir -p "$bin" "$work"
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=(kustomize kwok etcd kubernetes argocd helm)
