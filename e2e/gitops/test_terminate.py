@@ -20,10 +20,15 @@ whatever it does.
   the ClusterIP's rules still lead to the old engine, which serves the same names; the PostSync's check through the
   Service asks who answers, fails with the old engine named once kube-proxy's window has passed, and rollback.auto
   brings Git back;
-- the hooks rendered without a delete policy (3.3+: BeforeHookCreation): each sync makes its hook Jobs anew."""
+- the hooks rendered without a delete policy (3.3+: BeforeHookCreation): each sync makes its hook Jobs anew;
+- the engines committed in two sync waves, the target's progress deadline shorter than its startup: `cutover plan`,
+  run as a pod from the workload's CronJob, refuses a recreate over them (exit 2) and names the deadline, before
+  anything is committed."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import pytest
@@ -292,6 +297,65 @@ def test_a_teams_presync_hooks_run_after_the_gate_and_not_at_all_when_it_refuses
     MEASURED.append(f"a team's PreSync hooks at waves -1 and 0: the gate (wave -1000) refused the person's commit and "
                     f"neither ran (markers right after: {sorted(markers) or 'none'}); a person's sync the gate let "
                     "through ran the gate and both")
+
+
+def recreate_over(target: str, name: str) -> str:
+    """The plan ConfigMap `name` in cutover's namespace: a recreate to `target` over both engines' Deployments."""
+    text = plan_for(target).replace("  name: cutover-plan\n", f"  name: {name}\n", 1)
+    for backend, engine in (("vllm", "vllm"), ("candle", "candle-vllm")):
+        text = text.replace(f"        engine: {engine}\n", f"        engine: {engine}\n        workload: {{kind: "
+                                                          f"Deployment, name: {DEPLOYMENT[backend]}, path: "
+                                                          f"{gitops.ENGINES}}}\n", 1)
+    assert text.count("workload:") == 2 and f"name: {name}" in text
+    return text.rstrip("\n") + "\n    handoff: {strategy: recreate, maxGap: 45m, drainTimeout: 10s}\n"
+
+
+def test_engines_in_two_waves_and_a_short_progress_deadline_are_refused_by_cutover_plan(
+        argo: gitops.GitOpsTier) -> None:
+    """Issue 52's proof of the sync order on the real render: a team commits the target's Deployment at sync-wave 1
+    (after the engine serving now, at 0) and drops its progressDeadlineSeconds (the default 600 s, under a 30-minute
+    startup probe). Under recreate the swap would deadlock (ArgoCD waits for the earlier wave's engine to be
+    Healthy, which waits for the card the later wave's still holds), and the target's sync would fail at 10
+    minutes: `cutover plan`, from the workload's CronJob as a person runs it, renders the branch head through the
+    Git host and refuses (exit 2, `engines_in_two_waves`), naming the deadline too. Nothing is committed."""
+    leaving = serving(argo)
+    target = "vllm" if leaving == "candle" else "candle"
+    found = argo.git.repo.read(gitops.ENGINES)
+    assert found is not None
+    engines = found[0]
+    marker = f"  name: {DEPLOYMENT[target]}\n  namespace: llm-serving\n"
+    assert marker in engines
+    # the wave beside an earlier scenario's annotations, if any; the deadline line dropped (the default, 600 s)
+    waved, done = re.subn(rf"({re.escape(marker)})(?:  annotations: {{(.*)}}\n)?(spec:\n  replicas: \d+\n)"
+                          r"  progressDeadlineSeconds: \d+.*\n",
+                          lambda m: f'{m[1]}  annotations: {{argocd.argoproj.io/sync-wave: "1"'
+                                    f'{", " + m[2] if m[2] else ""}}}\n{m[3]}', engines)
+    assert done == 1, engines
+    plan_file = argo.dir / "cutover-plan-waves.yaml"
+    plan_file.write_text(recreate_over(target, "cutover-plan-waves"))
+    argo.kubectl("apply", "-f", str(plan_file))
+    try:
+        committed = argo.commit({gitops.ENGINES: waved}, f"{DEPLOYMENT[target]} in a wave of its own\n")
+        argo.wait_app("llm-serving", synced=True, healthy=True, revision=committed, timeout=240)
+        known = set(argo.git.cutover_commits())
+        argo.job_from_cronjob("cutover-run-llm-serving", "cutover-plan-waves", ["plan", "--output", "json"],
+                              plan="cutover-plan-waves", kept=True)
+        result = argo.finished("cutover-plan-waves", timeout=180)
+    finally:
+        argo.kubectl("delete", "-f", str(plan_file), "--ignore-not-found")
+        back = argo.commit({gitops.ENGINES: engines}, f"{DEPLOYMENT[target]} back in the engines' wave\n")
+        argo.wait_app("llm-serving", synced=True, healthy=True, revision=back, timeout=240)
+    assert not result.succeeded and result.exit_code == 2, result
+    lines = result.log.splitlines()  # the report, indented, between the pod's one-line JSON logs
+    report = json.loads("\n".join(lines[lines.index("{"):len(lines) - lines[::-1].index("}")]))
+    causes = {finding["cause"]: finding for finding in report["syncOrder"]}
+    assert {"engines_in_two_waves", "progress_deadline_before_startup"} <= set(causes), report["syncOrder"]
+    assert causes["engines_in_two_waves"]["refuse"] and not report["ready"], report
+    assert set(argo.git.cutover_commits()) == known  # `cutover plan` commits nothing
+    assert serving(argo) == leaving
+    MEASURED.append(f"engines in two waves under recreate: cutover plan (a pod from the CronJob) refused, exit 2: "
+                    f"{causes['engines_in_two_waves']['message'][:140]}…; and said "
+                    f"{causes['progress_deadline_before_startup']['message'][:140]}…")
 
 
 def test_a_data_path_still_leading_to_the_old_engine_fails_the_verification(argo: gitops.GitOpsTier) -> None:
