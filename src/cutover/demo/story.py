@@ -7,7 +7,8 @@ GitHub double backed by a real bare repository. ArgoCD's part is played by the d
 commit, the PreSync gate proves the target again, the Service is patched in place, and the next
 PostSync checks the switch. Fake event-loop time (looptime) turns the minutes into about a second.
 Then an operator rolls back, and the next PostSync respects the hold. A second act tells the same handoff on a node
-with one GPU (the reference cluster's "4 of 4 GPUs allocated"), by handoff.strategy recreate: the source freed and
+with one GPU, which vLLM holds (the reference cluster's "4 of 4 GPUs allocated", one card standing for them; the
+operator's commit has candle-vllm stopped beside it), by handoff.strategy recreate: the source freed and
 the target started in one commit, the target waited for within maxGap and switched to, the gap measured. A third
 act hands over on the same cluster by handoff.strategy bridge, a client asking through the Service all along. With
 CUTOVER_SLACK_WEBHOOK (or a bot token and channel) set, the story's milestones are posted to Slack afterwards, in
@@ -167,9 +168,12 @@ async def story(workdir: Path) -> int:
             say("kustomize is not on PATH here: the story of a plain Service file (install kubectl for the "
                 "kustomize overlay story)")
         candle = await _engines(world)
-        (the_plan,) = plan.parse(world.plan_text(git_api_url=fake.url, git_path=path, fitness=FITNESS,
-                                                 git_more="source: kustomize" if overlay else ""))
-        say(f"The plan asks for fitness: {FITNESS} — every Ready pod answers within 2 s, streams to "
+        text = world.plan_text(git_api_url=fake.url, git_path=path, fitness=FITNESS,
+                               git_more="source: kustomize" if overlay else "")
+        (the_plan,) = plan.parse(text)
+        say("The plan, as the cutover-plan ConfigMap holds it (the operator's commit set its target: candle):")
+        _show_plan(text)
+        say(f"It asks for fitness: {FITNESS} — every Ready pod answers within 2 s, streams to "
             "data: [DONE], and is no smaller than the live vLLM (context, Ready pods)")
         kube = await asyncio.to_thread(cluster.connect, kubeconfig=str(world.kubeconfig(workdir / "kubeconfig")))
         host = GitHub(url=the_plan.git.url, branch="main", token=TOKEN, api_url=fake.url)
@@ -248,6 +252,23 @@ async def _on_one_gpu(workdir: Path, name: str, handoff: str, *, coder: bool = F
             await kube.aclose()
 
 
+def _show_plan(text: str) -> None:
+    for line in text.rstrip().splitlines():
+        print(f"  {line}")
+
+
+def _show_operators_commit(cast: Cast, *, whole: bool = True) -> None:
+    """What the act starts from: the operator's commit, candle-vllm stopped in Git beside vLLM (the engines file, or
+    a word that it is act two's), and the plan's target and handoff."""
+    (entry,) = cast.repo.log(ENGINES_FILE, limit=1)
+    say(f"The operator's commit {entry.sha[:12]} ({entry.message.splitlines()[0]}): {ENGINES_FILE}"
+        + ("" if whole else ", as in act two"))
+    if whole:
+        _show_plan(ENGINES)
+    say(f"and the plan: target: {cast.plan.target}, each backend's workload in that file, handoff: "
+        f"{cast.plan.handoff.strategy}")
+
+
 def _candle_takes_the_card(world: World) -> None:
     """What ArgoCD and the scheduler do with the free: vLLM's pod goes, candle-vllm's is bound to its card."""
     for pod in [pod for pod in world.pods.values() if pod.backend == "vllm"]:
@@ -257,9 +278,11 @@ def _candle_takes_the_card(world: World) -> None:
 
 async def _one_gpu(workdir: Path) -> float:
     """The second act: the same handoff where the GPU cannot hold both engines. The gap it measured, in seconds."""
-    say("Act two: the reference cluster has no spare GPU (4 of 4 allocated). Make-before-break cannot start candle "
-        "beside vLLM, so the operator consents to a gap: handoff " + RECREATE)
+    say("Act two: a node with one GPU, which vLLM holds (the reference cluster had 4 of 4 GPUs allocated; one card "
+        "stands for them here). Make-before-break cannot start candle beside vLLM, so the operator consents to a "
+        "gap: handoff " + RECREATE)
     async with _on_one_gpu(workdir, "one-gpu", RECREATE) as cast:
+        _show_operators_commit(cast)
         say("The sync of the operator's commit runs PostSync: drain vLLM, free it, start candle, in one hop")
         print(cast.told(await cast.postsync("cutover-postsync-gpu-1")))
         for entry in reversed(cast.repo.log(ENGINES_FILE, limit=2)):
@@ -284,12 +307,15 @@ BRIDGE = "{strategy: bridge, bridge: coder, bridgeNames: [reasoning], maxGap: 45
 async def _bridged(workdir: Path) -> Asked:
     """The third act: one GPU again, by bridge: `coder`, on cards of its own, also answers `reasoning`, and carries
     it while vLLM is freed and candle starts. What a client asking for `reasoning` saw all along."""
-    say("Act three: the same cluster, by bridge. The coder deployment (2 of the 4 GPUs) also answers reasoning; "
-        "it carries that name while vLLM's card goes to candle-vllm: handoff " + BRIDGE)
+    say("Act three: the same node, by bridge. The coder deployment, on cards of its own, also answers reasoning; "
+        "it carries that name while vLLM's card goes to candle-vllm (reasoning-long, which coder does not serve, "
+        "goes unanswered meanwhile: maxGap is the consent): handoff " + BRIDGE)
     async with _on_one_gpu(workdir, "bridge", BRIDGE, coder=True) as cast, \
             cast.world.client("reasoning", every=10) as asked:
-        say("A client in poimen asks for reasoning through the Service every 10 s. The sync of the operator's "
-            "commit runs PostSync: prove coder on reasoning, switch to it")
+        _show_operators_commit(cast, whole=False)
+        say("A client pod in another namespace (poimen, where the Service's users run) asks for reasoning through "
+            "the Service's ClusterIP every 10 s. The sync of the operator's commit runs PostSync: prove coder on "
+            "reasoning, switch to it")
         print(cast.told(await cast.postsync("cutover-postsync-bridge-1")))
         sim_argocd.apply_git(cast.world, cast.repo, SERVICE_FILE)
         say("ArgoCD applies it. The next PostSync checks coder through the Service, drains vLLM, frees it and "
@@ -338,8 +364,7 @@ def _show_commit(cast: Cast) -> LogEntry:
 
 
 async def _rollback(cast: Cast) -> None:
-    say("Suppose candle misbehaves: an operator runs the rollback Job "
-        "(kubectl -n cutover create job --from=cronjob/cutover-rollback-<application> ...): cutover rollback")
+    say(f"Suppose candle misbehaves: an operator runs {cast.plan.job('rollback')}: cutover rollback")
     async with sim_argocd.running(cast.world, cast.repo, cast.path):
         back = await explicit.rollback(cast.run("cutover-rollback-demo"))
     print(cast.told(back))
