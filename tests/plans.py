@@ -70,8 +70,18 @@ def edit(old: str, new: str) -> str:
 THREE = edit("target: candle\n", "  coder:\n    selector: {app: coder}\n    engine: vllm\n    port: 8000\n"
                                   "target: candle\n")
 
+# docs/fleet.md: a fleet's cluster, where the fleet's commit chooses the backend and cutover writes nothing
+FLEET = "mode: fleet\n" + edit("target: candle\n", "").replace("rollback:\n  auto: true\n", "")
+
 BAD = [
     ("unknown top-level key", GOOD + "extra: 1\n", "extra", "no such key"),
+    ("an unknown mode", "mode: many\n" + GOOD, "mode", "one of single, fleet, found 'many'"),
+    ("a fleet's plan naming a target", "mode: fleet\n" + GOOD.replace("rollback:\n  auto: true\n", ""), "target",
+     "no target under mode: fleet (the fleet's commit chooses the backend"),
+    ("a fleet's plan rolling back by itself", FLEET + "rollback: {auto: true}\n", "rollback.auto",
+     "false or absent under mode: fleet (the rollback is the revert of the fleet's commit"),
+    ("a fleet's plan with a handoff", FLEET + "handoff: {strategy: recreate, maxGap: 30m}\n", "handoff",
+     "no handoff under mode: fleet yet"),
     ("unknown nested key", edit("  minReadyPods: 1\n", "  minReadyPods: 1\n  maxWiat: 5m\n"),
      "verify.maxWiat", "no such key (known here: servedNames, proof, minReadyPods, maxWait, requestTimeout, "
                        "fitness)"),

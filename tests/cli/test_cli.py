@@ -32,6 +32,11 @@ Run = Callable[..., Awaitable[Result]]
 
 @pytest.fixture
 def cutover(world: World, tmp_path: Path) -> Run:
+    return cli_runner(world, tmp_path)
+
+
+def cli_runner(world: World, tmp_path: Path) -> Run:
+    """The real CLI in a process of its own, against the simulated cluster (tests/cli/test_fleet.py shares it)."""
     kubeconfig = world.kubeconfig(tmp_path / "kubeconfig")
 
     async def run(*args: str, plan: str | None = None, env: dict[str, str] | None = None) -> Result:

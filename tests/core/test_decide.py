@@ -582,6 +582,17 @@ WHOLE_BRIDGE = dataclasses.replace(BRIDGE, verify=dataclasses.replace(BRIDGE.ver
                                    handoff=dataclasses.replace(BRIDGE.handoff, max_gap=None))
 
 
+def test_a_fleets_failed_sync_is_reported_and_never_rolled_back() -> None:
+    """docs/fleet.md: a fleet's revert of its commit is the rollback, replayed by the engine cluster by cluster; a
+    cluster's SyncFail writes nothing, whatever its Service selects or Git holds."""
+    fleet = dataclasses.replace(PLAN, fleet=True, target="", rollback_auto=False)
+    for live, git in ((VLLM, CANDLE), (CANDLE, VLLM), (VLLM, VLLM)):
+        assert decide.syncfail_step(observed(live, git), fleet) == steps.Nothing(
+            "a fleet's rollback is the revert of its commit (docs/fleet.md)")
+    assert decide.syncfail_step(observed(VLLM, CANDLE), dataclasses.replace(fleet, rollback_auto=True)) == \
+        steps.Nothing("a fleet's rollback is the revert of its commit (docs/fleet.md)")  # even set by hand
+
+
 def test_names_the_bridge_leaves_unanswered_are_a_gap_as_recreate_s() -> None:
     """reasoning-long has no backend while coder serves (handoff.bridgeNames): from the switch to the bridge, once
     vLLM is freed, a failed sync gives the card back as under recreate, and the path then goes back to vLLM

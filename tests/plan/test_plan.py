@@ -12,7 +12,7 @@ import pytest
 
 from cutover import plan
 from cutover.errors import ExitCode, InvalidInput
-from plans import BAD, GOOD, THREE, edit
+from plans import BAD, FLEET, GOOD, THREE, edit
 
 
 def test_the_spec_example_reads_into_the_model() -> None:
@@ -254,3 +254,14 @@ def test_a_hint_names_the_namespace_of_the_workloads_own_jobs() -> None:
     assert "kubectl -n cutover create job --from=cronjob/cutover-rollback-llm-serving" in one.job("rollback")
     there = dataclasses.replace(one, jobs_namespace="cutover-chat-prod")
     assert "kubectl -n cutover-chat-prod create job" in there.job("run")
+
+
+def test_a_fleets_plan_names_no_target_until_a_revision_aims_it() -> None:
+    """docs/fleet.md: the fleet's commit chooses the backend; a sync's revision aims the plan at it."""
+    (fleet,) = plan.parse(FLEET)
+    assert fleet.fleet and fleet.target == "" and not fleet.rollback_auto
+    assert fleet.aimed("vllm").target == "vllm" and fleet.aimed("vllm").fleet
+    with pytest.raises(InvalidInput, match="--backend: expected one of"):
+        fleet.aimed("sglang")
+    (single,) = plan.parse(GOOD)
+    assert not single.fleet and single.target == "candle"

@@ -129,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "init":
             _init_options(command)
         if name == "verify":
-            command.add_argument("--backend", required=True, help="the backend to prove")
+            which = command.add_mutually_exclusive_group(required=True)
+            which.add_argument("--backend", help="the backend to prove")
+            which.add_argument("--synced", action="store_true",
+                               help="in a Sync hook: verify the switch the revision being synced holds, through the "
+                                    "Service (a fleet's verifier, docs/fleet.md)")
             command.add_argument("--wait", action="store_true", help="wait on the pods' startup timeline")
     return parser
 
@@ -373,12 +377,14 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
     from cutover import patience, sources  # noqa: PLC0415
     from cutover.kube import cluster  # noqa: PLC0415
 
+    synced = args.command == "verify" and args.synced
     for plan in plans:  # argument checks before anything connects anywhere
-        if args.command == "verify":
+        _fleet_command(args, plan)
+        if args.command == "verify" and not synced:
             plan.backend(args.backend)
         if args.to is not None:
             plan.backend(args.to, field="--to")
-        if args.command not in ("verify", "status"):
+        if args.command not in ("verify", "status") or synced:
             sources.check_tools(plan)  # kustomize_missing, exit 2
     main_task = asyncio.current_task()
     if main_task is not None:  # a deleted hook Job gets SIGTERM: unwind (give the Lease back), then exit
@@ -387,7 +393,7 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
     sender = _slack(args, session, plans, kube)
     board = _notices(args, session, plans, kube)
-    waiting = args.command in INTERACTIVE or (args.command == "verify" and not args.wait)
+    waiting = args.command in INTERACTIVE or (args.command == "verify" and not args.wait and not synced)
     # a person at a terminal is told soon that nobody answers; for this command only (arun may run several)
     patient = patience.limit.set(patience.INTERACTIVE if waiting else None)
     try:
@@ -404,6 +410,19 @@ async def _execute(args: argparse.Namespace, session: _Session, plans: list[Plan
 
 
 NOTICED = ("postsync", "syncfail", "run", "rollback")  # runs whose progress and outcome the Application shows
+FLEET = ("presync", "verify", "syncfail", "status")  # docs/fleet.md: what a fleet's cluster runs (and diff --to)
+
+
+def _fleet_command(args: argparse.Namespace, plan: Plan) -> None:
+    """Exit 2 for what a fleet's cluster does not run: it writes nothing (the fleet's engine does)."""
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+
+    if plan.fleet and args.command not in FLEET:
+        raise InvalidInput(f"{args.command}: plan {plan.name} is a fleet's (mode: fleet), where the fleet's commit "
+                           f"chooses the backend and cutover commits nothing; expected one of {', '.join(FLEET)}",
+                           hint="each cluster's sync runs the PreSync gate and `cutover verify --synced` "
+                                "(docs/fleet.md); the rollback is the revert of the fleet's commit")
+
 
 
 def _notices(args: argparse.Namespace, session: _Session, plans: list[Plan], kube: Cluster) -> Board | None:
@@ -509,7 +528,7 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
     from cutover.flows import commands  # noqa: PLC0415
     from cutover.flows.context import Run  # noqa: PLC0415
 
-    if args.command == "verify":
+    if args.command == "verify" and not args.synced:
         return outcome.render(await commands.verify(kube, plan, backend=args.backend, wait=args.wait), plan)
     if args.command == "status":
         return outcome.render(await _status(kube, plan), plan)
@@ -533,6 +552,10 @@ async def _phase(args: argparse.Namespace, job: Run) -> Result:
     _say_deadline(args.command, job.plan)
     if args.command == "presync":
         return await phases.presync(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
+    if args.command == "verify":  # --synced: a Sync hook's (docs/fleet.md)
+        from cutover.flows import fleet  # noqa: PLC0415
+
+        return await fleet.verify_synced(job, job_name=os.environ.get("CUTOVER_JOB_NAME"))
     if args.command == "run":
         return await explicit.run(job, to=args.to)
     if args.command == "nudge":

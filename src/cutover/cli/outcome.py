@@ -24,6 +24,7 @@ from cutover.core.results import (
     Shown,
     Status,
     SyncFailed,
+    Unowned,
     Verified,
     WouldAdvance,
     runs_on,
@@ -141,9 +142,15 @@ def _completed(completed: Completed, plan: Plan) -> Report:
     return report
 
 
+def _unowned(unowned: Unowned, plan: Plan) -> Report:
+    return Report(f"the selector in {unowned.revision} is no backend of the plan: not {unowned.what}",
+                  data={"backend": None})
+
+
 def _verified(verified: Verified, plan: Plan) -> Report:
     gap = f"; the gap in service lasted {verified.gap:.0f}s" if verified.gap is not None else ""
-    return Report(f"verified: the Service selects {verified.backend}, same object, {len(verified.endpoints)} "
+    same = "same object, " if verified.same_object else ""
+    return Report(f"verified: the Service selects {verified.backend}, {same}{len(verified.endpoints)} "
                   f"endpoint(s){gap}{_retired_said(verified.retired)}",
                   data={"verified": True, "endpoints": list(verified.endpoints),
                         **({"gapSeconds": round(verified.gap, 1)} if verified.gap is not None else {}),
@@ -198,8 +205,9 @@ def _nudged(nudged: Nudged, plan: Plan) -> Report:
 def _status(status: Status, plan: Plan) -> Report:
     state = status.state
     live = state["liveBackend"]
+    aimed = "the fleet's commits choose the backend" if plan.fleet else f"target {plan.target}"
     lines = [f"Service {plan.service.namespace}/{plan.service.name}: selector {state['selector']} "
-             f"→ backend {live or '(none of the plan)'}; target {plan.target}"]
+             f"→ backend {live or '(none of the plan)'}; {aimed}"]
     lines += [f"  backend {name}: {info['ready']}/{info['pods']} Ready ({', '.join(info['states']) or 'no pods'})"
               for name, info in state["backends"].items()]
     lines += [f"  capacity: {info['capacity']['summary']}" for info in state["backends"].values() if "capacity" in info]
@@ -210,7 +218,9 @@ def _status(status: Status, plan: Plan) -> Report:
         lines.append(f"  in progress: the Lease is held by {held['holder']} (until {held['expires']})")
     if state.get("handoff"):
         lines.append(f"  handoff: {_handoff_line(state['handoff'])}")
-    summary = ("nothing to do: the Service already selects the target" if live == plan.target
+    summary = (f"a fleet's cluster: the Service selects {live or 'no plan backend'}; the fleet's commits choose "
+               f"the backend, cutover gates and verifies each sync (docs/fleet.md)" if plan.fleet else
+               "nothing to do: the Service already selects the target" if live == plan.target
                else f"the Service selects {live or 'no plan backend'}; the plan's target is {plan.target}")
     return Report(summary=summary, lines=lines, data=state)
 
@@ -289,7 +299,7 @@ _RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
     Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, Freed: _freed, Restored: _restored,
     WouldAdvance: _would_advance,
     Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Audited: _audited,
-    Nudged: _nudged,
+    Nudged: _nudged, Unowned: _unowned,
     Status: _status,
     Shown: _shown,
 }

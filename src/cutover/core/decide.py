@@ -109,6 +109,8 @@ def syncfail_step(observed: steps.Observed, plan: Plan, *,
     `tried` is the selector of the revision whose sync failed (Git's head when unknown). From ArgoCD 3.4 SyncFail
     starts at once when an apply fails beside a running hook, so a PostSync may commit its switch while SyncFail
     runs: that commit was never tried, and rolling it back would undo a proven switch for a failure not its own."""
+    if plan.fleet:
+        return steps.Nothing("a fleet's rollback is the revert of its commit (docs/fleet.md)")
     serving = commits.backend_of(plan, observed.live.selector)
     wanted = commits.backend_of(plan, observed.in_git if tried is None else tried)
     gave_up = hops.origin(observed, plan, serving)

@@ -114,11 +114,20 @@ class Awaiting:
 
 
 @dataclasses.dataclass(frozen=True)
+class Unowned:
+    """The revision (shown short) selects no backend of the plan: not cutover's to `what` (gate, verify)."""
+
+    revision: str
+    what: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Verified:
     backend: str
     endpoints: tuple[str, ...]
     gap: float | None = None  # seconds from the source freed to this verification (handoff.strategy recreate)
     retired: Freed | None = None  # handoff.retire: the backend the switch left, drained and freed now
+    same_object: bool = True  # checked against the commit's record of the Service (a fleet's sync has none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,4 +229,4 @@ class Diffed:
 
 
 Result = Proven | Gated | Held | Advanced | Freed | Restored | WouldAdvance | Awaiting | Verified | Completed | \
-    SyncFailed | Audited | Nudged | Status | Shown | Diffed
+    SyncFailed | Audited | Nudged | Status | Shown | Diffed | Unowned

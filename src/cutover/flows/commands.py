@@ -45,6 +45,9 @@ async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -
     """The live Service and each backend's pods, where the target fits, who holds the Lease, and with a Git host
     (best effort) where a handoff stands in Git (`_handoff`)."""
     service = await cluster.service(plan.service.namespace, plan.service.name)
+    live = commits.backend_of(plan, service.selector)
+    if plan.fleet:  # docs/fleet.md: the fleet's commits choose the backend; the Service's own is the target here
+        plan = plan.aimed(live) if live else plan
     pods = await asyncio.gather(*(cluster.pods(plan.service.namespace, backend.selector)
                                   for backend in plan.backends.values()))
     backends: dict[str, Any] = {}
@@ -55,19 +58,19 @@ async def status(cluster: Cluster, plan: Plan, *, host: GitHost | None = None) -
             "states": [f"{pod.name}={readiness.pod_state(pod)}" for pod in sorted(views, key=lambda p: p.name)],
             **_by_name(name, backend),
         }
-    target_pods = pods[list(plan.backends).index(plan.target)][0]
+    target_pods = pods[list(plan.backends).index(plan.target)][0] if plan.target else []
     pending = next((pod for pod in sorted(target_pods, key=lambda p: p.name)
                     if pod.unschedulable_message is not None and not pod.deleting), None)
     if pending is not None:  # docs/capacity.md: where the target fits, before anyone waits on it
         verdict = await judge_capacity(cluster, plan, plan.backends[plan.target], pending, targets=target_pods,
                                        service=service)
         backends[plan.target]["capacity"] = {**verdict.as_data(), "summary": verdict.summary()}
-    live = commits.backend_of(plan, service.selector)
     state = {"service": {"uid": service.uid, "clusterIP": service.cluster_ip,
                          "ports": [port.port for port in service.ports]},
-             "selector": selector_text(service.selector), "liveBackend": live, "target": plan.target,
-             "strategy": plan.handoff.strategy, "backends": backends, "lease": await _lease(cluster, plan)}
-    if host is not None:
+             "selector": selector_text(service.selector), "liveBackend": live, "target": plan.target or None,
+             "strategy": plan.handoff.strategy, "backends": backends, "lease": await _lease(cluster, plan),
+             "mode": "fleet" if plan.fleet else "single"}
+    if host is not None and not plan.fleet:  # a fleet's handoffs are not cutover's to take (yet)
         state["handoff"] = await _handoff(cluster, plan, host, live=service)
     return Status(state)
 
@@ -332,6 +335,10 @@ def _wanted_selector(plan: Plan | None, *, to: str | None, selector: str | None)
     if plan is None:
         raise InvalidInput("diff: expected --selector K=V,K=V (no plan was read, so there is no target to default to)",
                            hint="spell the selector out, or give the plan with --plan and name --to BACKEND")
+    if to is None and plan.fleet:
+        raise InvalidInput("diff: expected --to BACKEND or --selector K=V,K=V (a fleet's plan names no target: the "
+                           "fleet's commit chooses the backend)",
+                           hint="cutover diff --file PATH --to BACKEND shows what the fleet's commit changes")
     return dict(plan.backend(to or plan.target, field="--to").selector)
 
 

@@ -90,11 +90,15 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         log.warning("presync.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the "
                                                      "branch head, which may be newer than the revision synced")
     ref = revision.sha if revision else None
-    wanted = await _synced_selector(run, app, ref)
+    wanted = await synced_selector(run, app, ref)
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
     shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)
-    if app is None or app.hydrator is None:  # with the Source Hydrator the plan's source renders the dry side only
+    if plan.fleet:  # docs/fleet.md: the revision chooses the target (else the Service's own backend stays it)
+        aim = commits.backend_of(plan, wanted) or commits.backend_of(plan, live.selector)
+        run = dataclasses.replace(run, plan=plan.aimed(aim)) if aim else run
+        plan = run.plan
+    if (app is None or app.hydrator is None) and plan.target:  # the Source Hydrator's: the dry side only
         await starting.ahead(run, ref=ref, gating=isinstance(step, steps.Gate))
     if isinstance(step, steps.Nothing):
         if step.reason == "no_change":
@@ -115,7 +119,7 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
     return Gated(shown, True, step.backend, proven)
 
 
-async def _synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:
+async def synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:
     """The selector in the revision being synced, as ArgoCD renders it: through the plan's source, or, with the
     Source Hydrator, straight from the hydrated manifest the sync applies (docs/sources.md)."""
     plan = run.plan
@@ -147,7 +151,7 @@ async def _failed_selector(run: Run, app: ApplicationView | None) -> dict[str, s
     if revision is None:
         return None
     try:
-        return await _synced_selector(run, app, revision)
+        return await synced_selector(run, app, revision)
     except CutoverError as exc:
         log.warning("syncfail.revision_unreadable", revision=revision[:12], error=exc.message, cause=exc.cause,
                     hint="judged by Git's head instead: a commit made beside the failed sync counts as tried")

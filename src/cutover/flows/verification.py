@@ -42,14 +42,20 @@ async def verify(run: Run, live: ServiceView, trailers: Trailers, backend: str) 
     messages = problems.messages() or await _through_the_service(run, live, backend)
     if messages:
         await run.event(live, "CutoverVerificationFailed", "; ".join(messages), warning=True)
-        raise VerificationFailed("; ".join(messages), hint=f"the switch did not land as committed; roll back with "
-                                                           f"{run.plan.job('rollback')} if clients fail")
+        raise VerificationFailed("; ".join(messages), hint=_after_failure(run.plan))
     ports = ports_of(run, live)
     log.info(milestones.VERIFIED, backend=backend, endpoints=sorted(serving),
              names=list(run.plan.verify.served_names), ports=list(ports))
     await run.event(live, "CutoverVerified", f"the Service selects {backend}; every name answered on ports "
                                              f"{', '.join(map(str, ports))}")
     return Verified(backend, tuple(sorted(serving)))
+
+
+def _after_failure(plan: Plan) -> str:
+    if plan.fleet:  # docs/fleet.md: this cluster's sync fails, and the fleet's step with it
+        return ("the switch did not land as the revision has it: this cluster's sync fails here and the fleet's "
+                "step stalls on it; revert the fleet's commit to go back (its syncs are gated on the way)")
+    return f"the switch did not land as committed; roll back with {plan.job('rollback')} if clients fail"
 
 
 async def _settled_endpoints(run: Run, live: ServiceView, trailers: Trailers,

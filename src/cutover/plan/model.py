@@ -182,6 +182,16 @@ class Plan:
     handoff: Handoff = Handoff()
     jobs_namespace: str = "cutover"  # where this workload's Jobs run: in a pod, the pod's own (cutover-<application>)
     branch_scope: str = ""  # in a pod "<its namespace>/": the branches cutover makes are this workload's alone
+    # docs/fleet.md, `mode: fleet`: the fleet's engine writes (one commit for every cluster), cutover gates and
+    # verifies each cluster's sync and commits nothing; `target` is then the backend a sync's revision selects,
+    # set by `aimed` once that revision is read ("" until then)
+    fleet: bool = False
+
+    def aimed(self, backend: str) -> Plan:
+        """A fleet plan aimed at the backend the revision being synced (or the live Service) selects: what the
+        switch's proofs, capacity and drain checks call the target."""
+        self.backend(backend)
+        return dataclasses.replace(self, target=backend)
 
     def for_bridge(self) -> Plan:
         """The plan the bridge is held to (docs/capacity.md): handoff.bridgeNames proven, compared with no other

@@ -98,7 +98,8 @@ def _is_plan_configmap(data: Any) -> bool:
 
 
 _PLAN_KEYS = ("metadata", "service", "backends", "target", "verify", "git", "argocd", "rollback", "notify",
-              "handoff")
+              "handoff", "mode")
+MODES = ("single", "fleet")  # docs/fleet.md: who writes the switch, cutover (single) or a fleet's engine
 
 
 def _read_root(root: Field) -> list[Plan]:
@@ -127,11 +128,15 @@ def _read_root(root: Field) -> list[Plan]:
 
 
 def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
-    node.mapping((*extra, *_PLAN_KEYS), required=("metadata", "service", "backends", "target", "verify", "git"))
+    fleet = node.child("mode").string(default="single", choices=MODES) == "fleet"
+    node.mapping((*extra, *_PLAN_KEYS), required=("metadata", "service", "backends", "verify", "git",
+                                                  *(() if fleet else ("target",))))
     meta = node.child("metadata").mapping(("name",), required=("name",))
     backends = read_backends(node.child("backends"))
     target = node.child("target")
-    if target.string() not in backends:
+    if fleet:
+        _check_fleet(node)
+    elif target.string() not in backends:
         raise target.fail(f"the name of a backend ({', '.join(backends)})")
     rollback = node.child("rollback")
     if rollback.value is not None:
@@ -145,16 +150,33 @@ def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
         name=name,
         service=service,
         backends=backends,
-        target=target.string(),
+        target=target.string(default=""),  # "" under mode: fleet, until `Plan.aimed`
         verify=verify,
         git=git,
         argocd=read_argocd(node.child("argocd"), allow_insecure=git.allow_insecure) if node.present("argocd")
         else None,
-        rollback_auto=rollback.child("auto").boolean(default=True),
+        rollback_auto=rollback.child("auto").boolean(default=not fleet),
         slack=read_notify(node.child("notify")),
-        handoff=read_handoff(node.child("handoff"), backends=backends, target=target.string(),
+        handoff=read_handoff(node.child("handoff"), backends=backends, target=target.string(default=""),
                              served=verify.served_names),
+        fleet=fleet,
     )
+
+
+def _check_fleet(node: Field) -> None:
+    """docs/fleet.md: under `mode: fleet` the fleet's commit chooses the backend (the Service's selector) for every
+    cluster, and its revert is the rollback; cutover writes nothing, so what would make it write is refused."""
+    if node.present("target"):
+        raise node.child("target").fail("no target under mode: fleet (the fleet's commit chooses the backend: the "
+                                        "Service's selector in the revision being synced)")
+    rollback = node.child("rollback")
+    if rollback.value is not None and rollback.child("auto").boolean(default=False):
+        raise rollback.child("auto").fail("false or absent under mode: fleet (the rollback is the revert of the "
+                                          "fleet's commit, which the engine replays cluster by cluster)")
+    handoff = node.child("handoff")
+    if handoff.value is not None:
+        raise handoff.fail("no handoff under mode: fleet yet (each cluster's switch is make-before-break: both "
+                           "engines running when the fleet's commit reaches it; docs/fleet.md)")
 
 
 def _check_edited(git: GitSettings, service: ServiceRef, node: Field) -> None:

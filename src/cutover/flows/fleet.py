@@ -1,0 +1,58 @@
+"""A fleet's cluster (docs/fleet.md): the fleet's engine writes one commit for every cluster and syncs them step by
+step; cutover gates each cluster's sync (the PreSync, `phases.presync`, aimed at the backend the revision selects)
+and verifies it in the Sync phase, in a wave after the Service and the engines, so that a failed verification fails
+the sync before the wave that marks it done, and the engine's step stalls on this cluster. Nothing here commits: the
+rollback is the revert of the fleet's commit, which each cluster's gate proves on its way back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import structlog
+
+from cutover.argocd import operation
+from cutover.core import commits
+from cutover.core.results import Unowned, Verified
+from cutover.core.trailers import Trailers
+from cutover.errors import VerificationFailed
+from cutover.flows import sync, verification
+from cutover.flows.context import Run
+from cutover.flows.phases import synced_selector
+
+log = structlog.get_logger("cutover")
+
+
+async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned:
+    """`cutover verify --synced`, a Sync-phase hook: the revision being synced selects a backend of the plan, the
+    live Service selects exactly that (ArgoCD applied it in an earlier wave), and the switch checks out as a
+    PostSync's verification has it (the Service's endpoints are that backend's Ready pods, every served name answered
+    through every port by its engine). VerificationFailed (exit 6) otherwise; a selector of no backend is not
+    cutover's to verify (said, exit 0), as the gate lets it pass."""
+    run.bind("verify")
+    plan = run.plan
+    app = await sync.application(run)
+    revision = operation.syncing_revision(job_name, app)
+    if revision is None:
+        log.warning("verify.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the branch "
+                                                    "head, which may be newer than the revision synced")
+    ref = revision.sha if revision else None
+    shown = ref[:12] if ref else plan.git.branch
+    wanted = await synced_selector(run, app, ref)
+    backend = commits.backend_of(plan, wanted)
+    if backend is None:
+        log.warning("verify.unknown_selector", revision=shown, selector=dict(wanted),
+                    hint="the selector in Git is no backend of the plan: not ours to verify")
+        return Unowned(shown, "verified")
+    if plan.fleet:
+        run = dataclasses.replace(run, plan=plan.aimed(backend))
+    live = await run.cluster.service(plan.service.namespace, plan.service.name)
+    if dict(live.selector) != dict(wanted):
+        raise VerificationFailed(
+            f"the Service selects {commits.backend_of(plan, live.selector) or dict(live.selector)}, the revision "
+            f"{shown} selects {backend}", cause="switch_not_applied",
+            hint="this hook runs in a wave after the Service (argocd.argoproj.io/sync-wave 1000): give the Service an "
+                 "earlier wave, and keep it in the Application this hook belongs to (docs/fleet.md)")
+    log.info("verify.synced", revision=shown, backend=backend)
+    verified = await verification.verify(run, live, Trailers(), backend)
+    return dataclasses.replace(verified, same_object=False)  # no commit of cutover's recorded the Service before

@@ -1,0 +1,116 @@
+"""A fleet's cluster (docs/fleet.md) through the real CLI, against the simulated cluster and Git host: the fleet's
+commit chooses the backend, the PreSync gate proves the backend that revision selects, `verify --synced` checks the
+switch ArgoCD applied, and nothing that would write runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_cli import FIXTURE, TOKEN, Run, cli_runner
+
+from cutover.demo import argocd as sim_argocd
+from cutover.demo.contents import FakeContentsHost
+from cutover.demo.gitrepo import BareRepo
+from cutover.demo.world import Script, World
+from cutover.plan import GitDocument
+from cutover.sources import yaml_edit
+
+PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
+CANDLE = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}
+
+
+@pytest.fixture
+def cutover(world: World, tmp_path: Path) -> Run:
+    return cli_runner(world, tmp_path)
+
+
+def fleet_plan(world: World, url: str) -> str:
+    """The reference plan as a fleet's cluster has it: no target, no rollback of its own."""
+    text = world.plan_text(git_api_url=url).replace("target: candle\n", "").replace("rollback:\n  auto: true\n", "")
+    assert "target:" not in text and "rollback:" not in text
+    return "mode: fleet\n" + text
+
+
+def switched() -> str:
+    return yaml_edit.edit_selector(FIXTURE.read_text(), document=GitDocument("Service", "reasoning-long-predictor"),
+                                   selector_path="spec.selector", selector=CANDLE).after
+
+
+def job(command: str, revision: str, phase: str) -> dict[str, str]:
+    """A hook Job's name as ArgoCD generates it: <name>-<revision[:7]>-<phase>-<started>."""
+    return {"CUTOVER_JOB_NAME": f"cutover-{command}-{revision[:7]}-{phase}-1764457200"}
+
+
+async def test_the_gate_proves_the_backend_the_fleets_commit_selects(cutover: Run, world: World,
+                                                                      tmp_path: Path) -> None:
+    """No target in the plan: the revision being synced names it. Proven there, the sync goes on; a backend that
+    cannot be placed is refused with the nodes' figures, aimed at that backend."""
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({PATH: FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        text = fleet_plan(world, host.url)
+        fleet = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm everywhere\n")
+        gate = await cutover("presync", plan=text, env=job("presync", fleet, "presync"))
+        status = await cutover("status", plan=text)
+    assert gate.code == 0, gate.stderr[-2000:]
+    assert f"{fleet[:7]} switches the Service to candle: proven on 1 pod(s)" in gate.outcome
+    assert status.code == 0 and "a fleet's cluster: the Service selects vllm; the fleet's commits choose the " \
+                                "backend" in status.stdout
+
+
+async def test_the_gate_refuses_a_backend_the_fleets_commit_selects_that_cannot_be_placed(
+        cutover: Run, world: World, tmp_path: Path) -> None:
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({PATH: FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", Script(fault="unschedulable"))
+    await world.settled()
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        fleet = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm everywhere\n")
+        gate = await cutover("presync", plan=fleet_plan(world, host.url), env=job("presync", fleet, "presync"))
+    assert gate.code == 3 and "cause unschedulable" in gate.outcome and "nvidia.com/gpu" in gate.outcome
+
+
+async def test_verify_synced_checks_the_switch_argocd_applied_and_fails_the_sync_when_it_did_not_land(
+        cutover: Run, world: World, tmp_path: Path) -> None:
+    """The Sync-phase verifier (wave 1000): after ArgoCD applied the fleet's commit, the Service selects candle and
+    its endpoints are candle's Ready pods, every name answered through the Service: exit 0. A Service ArgoCD has
+    not switched (in a later wave, or another Application's) fails it (exit 6), so the wave that marks the cluster
+    done is never applied."""
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({PATH: FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        text = fleet_plan(world, host.url)
+        fleet = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm everywhere\n")
+        early = await cutover("verify", "--synced", plan=text, env=job("verify", fleet, "sync"))
+        sim_argocd.apply_git(world, repo, PATH, revision=fleet)
+        await world.settled()
+        verified = await cutover("verify", "--synced", plan=text, env=job("verify", fleet, "sync"))
+    assert early.code == 6 and "cause switch_not_applied" in early.outcome, early.outcome
+    assert f"the Service selects vllm, the revision {fleet[:7]} selects candle" in early.outcome
+    assert "revert the fleet's commit" not in early.outcome  # not a verification of a landed switch: a layout's
+    assert verified.code == 0, verified.stderr[-2000:]
+    assert "verified: the Service selects candle, 1 endpoint(s)" in verified.outcome
+    assert not repo.log(limit=5)[0].message.startswith("cutover(")  # nothing committed
+
+
+@pytest.mark.parametrize("command", ["postsync", "run", "rollback", "audit", "plan", "nudge"])
+async def test_a_fleets_cluster_runs_nothing_that_writes(cutover: Run, world: World, command: str) -> None:
+    result = await cutover(command, plan=fleet_plan(world, "https://127.0.0.1:1"))
+    assert result.code == 2, result.outcome
+    assert f"{command}: plan reasoning-long is a fleet's (mode: fleet)" in result.outcome
+    assert "expected one of presync, verify, syncfail, status" in result.outcome
+
+
+@pytest.mark.parametrize("args", [(), ("--backend", "candle", "--synced")])
+async def test_verify_takes_a_backend_or_the_synced_revision(cutover: Run, args: tuple[str, ...]) -> None:
+    result = await cutover("verify", *args)
+    assert result.code == 2 and "invalid arguments" in result.outcome and "--backend" in result.outcome and \
+        "--synced" in result.outcome, result.outcome
