@@ -34,7 +34,8 @@ RENDERED = {"install.yaml": "manifests/base", "capacity.yaml": "manifests/capaci
 # copied as they are: image.yaml is local-config, so install.yaml (rendered) holds no trace of it, and a kustomization
 # over install.yaml needs it for the replacement that gives the pod policy the image's name (docs/install.md, step 1)
 COPIED = {"image.yaml": "manifests/base/image.yaml"}
-ARCHIVED = ("manifests/base", "manifests/namespace", "manifests/workload", "manifests/capacity", "hooks", "jobs")
+ARCHIVED = ("manifests/base", "manifests/namespace", "manifests/workload", "manifests/capacity", "hooks", "jobs",
+            "fleet")
 # The name every manifest gives the image, fully qualified so that it never resolves by accident: a bare `cutover`
 # is Docker Hub's `library/cutover`, someone else's if anyone's; `.invalid` is reserved (RFC 2606), so a rename
 # forgotten is ErrImagePull at once. Users rename it once (docs/install.md, step 1); no release publishes an image.

@@ -121,7 +121,7 @@ def test_a_missing_tool_is_named_with_its_package() -> None:
 
 
 def _cited_texts() -> list[tuple[Path, str]]:
-    roots = ("src", "tests", "e2e", "bench", "packaging", "manifests", "hooks", "jobs", "docs")
+    roots = ("src", "tests", "e2e", "bench", "packaging", "manifests", "hooks", "jobs", "fleet", "docs")
     paths = [path for root in roots for path in (ROOT / root).rglob("*")
              if path.suffix in (".py", ".yaml", ".md", ".sh", ".env") and "__pycache__" not in path.parts
              and path.name != Path(__file__).name]

@@ -25,7 +25,7 @@ WRITES = {"create", "update", "patch", "delete", "deletecollection", "*"}
 
 def documents() -> list[tuple[Path, dict[str, Any]]]:
     found = []
-    for folder in ("hooks", "jobs", "manifests"):
+    for folder in ("hooks", "jobs", "fleet", "manifests"):
         for path in sorted((ROOT / folder).rglob("*.yaml")):
             if path.name == "kustomization.yaml":
                 continue
@@ -42,7 +42,7 @@ def _local(doc: dict[str, Any]) -> bool:
 
 
 DOCS = documents()
-KUSTOMIZATIONS = sorted(found.parent.relative_to(ROOT) for folder in ("hooks", "jobs", "manifests")
+KUSTOMIZATIONS = sorted(found.parent.relative_to(ROOT) for folder in ("hooks", "jobs", "fleet", "manifests")
                         for found in (ROOT / folder).rglob("kustomization.yaml"))
 
 
@@ -292,3 +292,30 @@ def test_every_plan_the_repository_ships_or_the_tier_runs_reads(path: Path) -> N
              "plan.yaml" in doc.get("data", {})] or [path.read_text()]
     for text in texts:
         assert plan.parse(text, source=str(path.relative_to(ROOT)))
+
+
+def test_a_fleets_cluster_gates_verifies_and_marks_and_writes_nothing() -> None:
+    """fleet/ (docs/fleet.md): the gate first in PreSync, the verifier in the Sync phase at wave 1000 (after the
+    Service and the engines are applied and Healthy), the mark of a verified switch at 1001, SyncFail's report; no
+    PostSync and no CronJob, which would write to Git. The verifier is the shipped PostSync pod with its command,
+    phase and deadline changed: the pod the admission policy compares field by field."""
+    objects = {f"{doc['kind']}/{doc['metadata']['name']}": doc for doc in built(Path("fleet"))}
+    assert sorted(objects) == ["ConfigMap/cutover-verified", "Job/cutover-presync", "Job/cutover-syncfail",
+                               "Job/cutover-verify"]
+    said = {name: doc["metadata"]["annotations"] for name, doc in objects.items()}
+    order = {name: (notes.get("argocd.argoproj.io/hook"), notes.get("argocd.argoproj.io/sync-wave"))
+             for name, notes in said.items()}
+    assert order == {"Job/cutover-presync": ("PreSync", "-1000"), "Job/cutover-verify": ("Sync", "1000"),
+                     "ConfigMap/cutover-verified": (None, "1001"), "Job/cutover-syncfail": ("SyncFail", None)}
+    verify = objects["Job/cutover-verify"]
+    postsync = next(doc for doc in built(Path("hooks")) if doc["metadata"]["name"] == "cutover-postsync")
+    (container,) = verify["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["verify", "--synced"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["CUTOVER_DEADLINE_SECONDS"] == str(verify["spec"]["activeDeadlineSeconds"]) == "600"
+    shipped = postsync["spec"]["template"]["spec"]
+    env_back = [dict(item, value="2400") if item["name"] == "CUTOVER_DEADLINE_SECONDS" else item
+                for item in container["env"]]
+    changed = {**verify["spec"]["template"]["spec"], "containers": [{**container, "args": ["postsync"],
+                                                                     "env": env_back}]}
+    assert changed == shipped  # the same pod but for its command and deadline
