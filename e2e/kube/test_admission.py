@@ -117,6 +117,18 @@ def test_every_shipped_job_and_cronjob_passes(tier: Tier, path: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_fleets_jobs_pass(tier: Tier) -> None:
+    """fleet/ (docs/fleet.md): the verifier is the shipped PostSync pod with `verify --synced` (a flag the policy
+    lists) and another deadline; the gate and SyncFail are the hooks' own. Each, built by kustomize, is admitted."""
+    built = tier.kubectl("kustomize", str(ROOT / "fleet")).stdout
+    jobs = [doc for doc in YAML(typ="safe").load_all(built) if doc and doc["kind"] == "Job"]
+    assert sorted(job["metadata"]["name"] for job in jobs) == ["cutover-presync", "cutover-syncfail", "cutover-verify"]
+    for job in jobs:
+        job["spec"]["template"]["spec"]["containers"][0]["image"] = IMAGE
+        done = create(tier, job, f"fleet-{job['metadata']['name']}")
+        assert done.returncode == 0, (job["metadata"]["name"], done.stderr)
+
+
 DIGEST = IMAGE.split("@")[1]
 DIGEST_LISTED = "runs cutover's image by a digest the operator lists"
 
