@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -236,9 +237,9 @@ class Hops(Background):
     Job controller's next pod takes over, as after a node's crash); and the audit CronJob's run, sooner than its
     schedule, after each hop ArgoCD synced without its hooks (`audit_hookless`)."""
 
-    def __init__(self, argo: gitops.GitOpsTier) -> None:
+    def __init__(self, argo: gitops.GitOpsTier, *, kill: bool = True) -> None:
         super().__init__("hops")
-        self.argo = argo
+        self.argo, self.kill = argo, kill
         self.switched: list[tuple[float, str]] = []  # (monotonic time, the backend selected from then on)
         self.last_seen: dict[str, float] = {}  # backend → when one of its pods was last seen, not terminating
         self.killed: dict[str, str] = {}  # PostSync Job uid → the last event its killed pod logged
@@ -265,7 +266,8 @@ class Hops(Background):
         for container in list(self.argo.shim.running.values()):
             labels = container.pod["metadata"]["labels"] if container is not None else {}
             job = labels.get("batch.kubernetes.io/controller-uid")
-            if labels.get("batch.kubernetes.io/job-name") != "cutover-postsync-llm-serving" or job in self.killed:
+            if not self.kill or labels.get("batch.kubernetes.io/job-name") != "cutover-postsync-llm-serving" or \
+                    job in self.killed:
                 continue
             logged = self.argo.shim.log_of("cutover", container.pod["metadata"]["name"])
             if '"lock.acquired"' in logged and container.process.poll() is None:
@@ -377,15 +379,30 @@ def one_card(argo: gitops.GitOpsTier) -> Iterator[tuple[str, str]]:
     argo.kubectl("delete", "-f", str(holder), "--wait=false", "--ignore-not-found")
 
 
+# The recreate's timing without its kills (issue 52: the gaps each minus the target's startup), outside CI:
+# CUTOVER_RECREATE_CLEAN=1 make e2e TIER=gitops SCENARIOS="e2e/gitops/test_whole_handoff.py -k recreate_frees"
+CLEAN = os.environ.get("CUTOVER_RECREATE_CLEAN") == "1"
+
+
+def startup_of(argo: gitops.GitOpsTier, backend: str) -> float:
+    """Seconds from the backend's pod created to Ready, as the apiserver recorded them (whole seconds): the
+    target's own startup, which a recreate's gap holds whatever cutover does."""
+    (pod,) = argo.core.list_namespaced_pod(
+        "llm-serving", label_selector=f"app.kubernetes.io/name={DEPLOYMENT[backend]}").items
+    ready = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready" and c.status == "True")
+    return float((ready - pod.metadata.creation_timestamp).total_seconds())
+
+
 def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.GitOpsTier,
                                                                   one_card: tuple[str, str]) -> None:
     """The person's commit sets the target (its workload stopped in Git) and the strategy; PostSync drains and frees
     the source starting the target (one commit), the next one waits, proves and switches, the one after verifies and
-    says the gap; every PostSync is SIGKILLed once it holds the Lease, and its Job's next pod takes over."""
+    says the gap; every PostSync is SIGKILLed once it holds the Lease, and its Job's next pod takes over (not with
+    CUTOVER_RECREATE_CLEAN=1, which measures the gaps of a recreate nothing interrupts)."""
     source, target = one_card
     before = {entry.sha for entry in argo.git.repo.log(limit=30)}
     started, since = time.monotonic(), time.time()
-    with Client(f"{argo.service().spec.cluster_ip}:80") as client, Hops(argo) as hops:
+    with Client(f"{argo.service().spec.cluster_ip}:80") as client, Hops(argo, kill=not CLEAN) as hops:
         argo.commit({gitops.PLAN: recreate_plan(target, "90s")},  # the target's workload stays stopped in Git
                     f"Hand reasoning-long to {target} on one card\n")
         switch = argo.wait("cutover's switch", lambda: next(
@@ -397,17 +414,18 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
             iter(events(hop_logs(argo, since), "handoff.gap_closed")), None), timeout=120)
         argo.wait("the client answered again", lambda: client.asked and client.asked[-1][1], timeout=30)
     took = time.monotonic() - started
-    gap, seen = float(closed["seconds"]), client.longest_gap()
-    MEASURED.append(f"recreate {source} -> {target} on one card, every PostSync SIGKILLed once ({len(hops.killed)} "
-                    f"kills, at {sorted(set(hops.killed.values()))}; {len(hops.audited)} hops synced without hooks, "
-                    f"taken by the audit): the person's commit to the switch verified "
-                    f"{took:.1f} s, the gap (free commit to verified) {gap:.1f} s, the gap the client saw "
-                    f"{seen:.1f} s ({seen / 6:.1f}x the target's 6 s load; {len(client.failed)} of "
-                    f"{len(client.asked)} requests failed)")
+    gap, seen, startup = float(closed["seconds"]), client.longest_gap(), startup_of(argo, target)
+    how = "nothing interrupting it" if CLEAN else f"every PostSync SIGKILLed once ({len(hops.killed)} kills, at " \
+                                                  f"{sorted(set(hops.killed.values()))})"
+    MEASURED.append(f"recreate {source} -> {target} on one card, {how}; {len(hops.audited)} hops synced without "
+                    f"hooks, taken by the audit: the person's commit to the switch verified {took:.1f} s, the gap "
+                    f"(free commit to verified) {gap:.1f} s = the target's startup {startup:.0f} s + "
+                    f"{gap - startup:.1f} s, the gap the client saw {seen:.1f} s = startup + {seen - startup:.1f} s "
+                    f"({len(client.failed)} of {len(client.asked)} requests failed)")
     assert 0 < seen <= gap + 5  # what the client saw is within what cutover measured (its clock, Git's seconds)
 
     # the free's, the switch's, the verification's PostSync; an audit for a hop ArgoCD synced without hooks
-    assert len(hops.killed) + len(hops.audited) >= 2, (hops.killed, hops.audited)
+    assert CLEAN or len(hops.killed) + len(hops.audited) >= 2, (hops.killed, hops.audited)
     switched, start, free = handoff_commits(argo, before)  # one of each: never two
     assert (free.step, free.backend, free.previous, free.to) == ("free", source, "1", target)
     assert (start.step, start.backend, start.to) == ("restore", target, target)
