@@ -92,12 +92,14 @@ async def test_verify_synced_checks_the_switch_argocd_applied_and_fails_the_sync
         early = await cutover("verify", "--synced", plan=text, env=job("verify", fleet, "sync"))
         sim_argocd.apply_git(world, repo, PATH, revision=fleet)
         await world.settled()
-        verified = await cutover("verify", "--synced", plan=text, env=job("verify", fleet, "sync"))
+        verified = await cutover("verify", "--synced", plan=text,  # as fleet/ runs it: a 600 s deadline
+                                 env={**job("verify", fleet, "sync"), "CUTOVER_DEADLINE_SECONDS": "600"})
     assert early.code == 6 and "cause switch_not_applied" in early.outcome, early.outcome
     assert f"the Service selects vllm, the revision {fleet[:7]} selects candle" in early.outcome
     assert "revert the fleet's commit" not in early.outcome  # not a verification of a landed switch: a layout's
     assert verified.code == 0, verified.stderr[-2000:]
     assert "verified: the Service selects candle, 1 endpoint(s)" in verified.outcome
+    assert not [event for event in verified.events if event["event"] == "job.deadline_short"]  # no maxWait here
     assert not repo.log(limit=5)[0].message.startswith("cutover(")  # nothing committed
 
 
