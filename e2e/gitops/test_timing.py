@@ -118,6 +118,9 @@ def p95(seconds: list[float]) -> float:
     return sorted(seconds)[max(0, round(0.95 * len(seconds)) - 1)]
 
 
+# pytest's 600 s per test (e2e/pytest.ini) holds the default counts; the long count (20 and 20) runs for about half
+# an hour, each switch taking up to a scaled look and its syncs (a minute and a half is several times the slowest)
+@pytest.mark.timeout(max(600, 90 * sum(RUNS.values())))
 def test_commit_to_live_with_the_nudge_and_by_argocds_look(argo: gitops.GitOpsTier) -> None:
     """Under ArgoCD's defaults (scaled), each switch's commit goes live seconds after its PostSync ends with the
     nudge, where ArgoCD's own look takes two of its periods or more (its branch cache outlives one); every sync of a
