@@ -43,6 +43,8 @@ ALLOWED = [
     # admits no other Job of the ServiceAccount's (test_admission.py)
     ("get", "cronjobs.batch", "cutover"),
     ("create", "jobs.batch", "cutover"),
+    # a hook's own Job, for the Application ArgoCD's tracking on it names (a fleet's shared plan, docs/fleet.md)
+    ("get", "jobs.batch", "cutover"),
 ]
 
 
@@ -73,6 +75,7 @@ APART = [  # one ServiceAccount per workload: each holds its own Lease, Applicat
     (FURTHER, "get", "secrets", "cutover", "no"),
     (FURTHER, "get", "secrets", "cutover-chat-prod", "no"),  # its own are mounted, never read through the API
     (FURTHER, "create", "jobs.batch", "cutover", "no"),
+    (FURTHER, "get", "jobs.batch", "cutover", "no"),
     (FURTHER, "create", "pods", "cutover-chat-prod", "no"),
 ]
 

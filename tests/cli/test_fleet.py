@@ -103,6 +103,41 @@ async def test_verify_synced_checks_the_switch_argocd_applied_and_fails_the_sync
     assert not repo.log(limit=5)[0].message.startswith("cutover(")  # nothing committed
 
 
+async def test_one_plan_for_every_cluster_finds_its_application_in_the_hooks_tracking(cutover: Run, world: World,
+                                                                                       tmp_path: Path) -> None:
+    """A fleet's plan names no argocd.application (one plan for every cluster): the hook reads its own Job, where
+    ArgoCD wrote the tracking of the Application that created it, and reads the revision being synced from that
+    Application's operation. Here the branch has moved on since (back to vLLM) while the sync applies the fleet's
+    commit (candle): read from the branch head, the verification would fail."""
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({PATH: FIXTURE.read_text()}, "seed\n")
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        text = fleet_plan(world, host.url).replace("argocd:\n  application: llm-serving\n", "argocd:\n  namespace: "
+                                                                                         "argocd\n")
+        assert "application:" not in text
+        fleet = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm everywhere\n")
+        sim_argocd.apply_git(world, repo, PATH, revision=fleet)
+        repo.commit({PATH: FIXTURE.read_text()}, "Fleet: back to vLLM (the next change, not synced yet)\n")
+        sim_argocd.seed_application(world, revision=fleet)
+        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {"operationState": {
+            "phase": "Running", "startedAt": "2026-12-07T05:00:00Z", "operation": {"sync": {"revision": fleet}}}}})
+        world.kube.apply("batch/v1/jobs", {"metadata": {
+            "name": "cutover-verify-fleet", "namespace": "cutover",
+            "annotations": {"argocd.argoproj.io/tracking-id": "llm-serving:batch/Job:cutover/cutover-verify-fleet"}}})
+        await world.settled()
+        hook = {"CUTOVER_JOB_NAME": "cutover-verify-fleet", "POD_NAMESPACE": "cutover"}
+        found = await cutover("verify", "--synced", plan=text, env=hook)
+        untracked = await cutover("verify", "--synced", plan=text, env={**hook, "CUTOVER_JOB_NAME": "someone-elses"})
+    assert found.code == 0, found.stderr[-2000:]
+    assert any(event["event"] == "argocd.application_found" and event["application"] == "llm-serving"
+               for event in found.events)
+    assert untracked.code == 6 and "cause switch_not_applied" in untracked.outcome  # the branch head: vLLM
+    assert any(event["event"] == "argocd.application_unknown" for event in untracked.events)
+
+
 @pytest.mark.parametrize("command", ["postsync", "run", "rollback", "audit", "plan", "nudge"])
 async def test_a_fleets_cluster_runs_nothing_that_writes(cutover: Run, world: World, command: str) -> None:
     result = await cutover(command, plan=fleet_plan(world, "https://127.0.0.1:1"))

@@ -200,12 +200,14 @@ def test_the_base_grants_nothing_cluster_wide() -> None:
 
 
 def test_in_its_own_namespace_cutover_reads_pods_and_makes_its_nudge() -> None:
-    """Enough to see whether a Lease holder's pod has ended (lease._holder_gone), and to make the nudge's Job from
-    the audit CronJob (docs/sources.md, "After the hook"), nothing more."""
+    """Enough to see whether a Lease holder's pod has ended (lease._holder_gone), to make the nudge's Job from the
+    audit CronJob (docs/sources.md, "After the hook") and to read a hook's own Job for ArgoCD's tracking on it (a
+    fleet's shared plan, docs/fleet.md), nothing more."""
     (role,) = [doc for _, doc in DOCS if doc["kind"] == "Role" and doc["metadata"]["namespace"] == "cutover"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
                              {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get"]},
-                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
+                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]}]
     hooks = [doc for path, doc in DOCS if doc["kind"] in ("Job", "CronJob")]
     assert len(hooks) >= 6  # three hooks, three CronJobs
     for job in hooks:

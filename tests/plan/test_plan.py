@@ -265,3 +265,8 @@ def test_a_fleets_plan_names_no_target_until_a_revision_aims_it() -> None:
         fleet.aimed("sglang")
     (single,) = plan.parse(GOOD)
     assert not single.fleet and single.target == "candle"
+    # one plan for every cluster: each hook finds its Application in ArgoCD's tracking on its own Job
+    (shared,) = plan.parse(FLEET.replace("  application: llm-serving\n", ""))
+    assert shared.argocd is not None and shared.argocd.application == ""
+    with pytest.raises(InvalidInput, match=r"argocd\.application: expected a value"):
+        plan.parse(GOOD.replace("  application: llm-serving\n", ""))  # a single cluster's names it

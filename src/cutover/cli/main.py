@@ -431,7 +431,7 @@ def _notices(args: argparse.Namespace, session: _Session, plans: list[Plan], kub
     from cutover.kube import notices  # noqa: PLC0415
 
     applications = {plan.name: (plan.argocd.namespace, plan.argocd.application) for plan in plans
-                    if plan.argocd is not None and plan.argocd.server is None}
+                    if plan.argocd is not None and plan.argocd.server is None and plan.argocd.application}
     if args.command not in NOTICED or args.dry_run or not applications:
         return None
     board = notices.Board(kube, applications)
@@ -532,6 +532,11 @@ async def _one(args: argparse.Namespace, kube: Cluster, plan: Plan) -> Report:
         return outcome.render(await commands.verify(kube, plan, backend=args.backend, wait=args.wait), plan)
     if args.command == "status":
         return outcome.render(await _status(kube, plan), plan)
+    if plan.fleet:  # a fleet's shared plan: the hook's own Application, from ArgoCD's tracking on its Job
+        from cutover.flows import fleet  # noqa: PLC0415
+
+        plan = await fleet.own_application(kube, plan, job=os.environ.get("CUTOVER_JOB_NAME"),
+                                           namespace=os.environ.get("POD_NAMESPACE"))
     host, api = githost.connect(plan.git), ArgoCDApi.connect(plan.argocd)
     try:
         if args.command == "plan":

@@ -11,16 +11,44 @@ import dataclasses
 
 import structlog
 
-from cutover.argocd import operation
+from cutover.argocd import operation, tracking
 from cutover.core import commits
 from cutover.core.results import Unowned, Verified
 from cutover.core.trailers import Trailers
-from cutover.errors import VerificationFailed
+from cutover.errors import ClusterError, VerificationFailed
 from cutover.flows import sync, verification
 from cutover.flows.context import Run
 from cutover.flows.phases import synced_selector
+from cutover.kube.cluster import Cluster
+from cutover.plan import Plan
 
 log = structlog.get_logger("cutover")
+
+
+async def own_application(cluster: Cluster, plan: Plan, *, job: str | None, namespace: str | None) -> Plan:
+    """A fleet's plan, one for every cluster, may name no Application (`argocd.application`): the hook's own Job
+    says which, in the tracking ArgoCD wrote on it when it created the hook (`tracking.application_of`). Without it
+    (outside a hook, no tracking, the Job unreadable) the plan goes on with no Application, and the revision synced
+    is the branch head's, said by the phase that reads it."""
+    if not plan.fleet or plan.argocd is None or plan.argocd.application:
+        return plan
+    body = None
+    if job and namespace:
+        try:
+            body = await cluster.job(namespace, job)
+        except ClusterError as exc:
+            log.warning("argocd.application_unread", job=job, error=exc.message, cause=exc.cause, hint=exc.hint)
+    found = tracking.application_of(body.get("metadata") or {}, controller_namespace=plan.argocd.namespace) \
+        if body else None
+    if found is None:
+        log.warning("argocd.application_unknown", job=job,
+                    hint="a fleet's plan names no argocd.application and this is no hook ArgoCD created (its "
+                         "tracking names the Application): the revision synced is read from the branch head")
+        return dataclasses.replace(plan, argocd=None)
+    application_namespace, name = found
+    log.info("argocd.application_found", application=name, namespace=application_namespace, job=job)
+    return dataclasses.replace(plan, argocd=dataclasses.replace(plan.argocd, application=name,
+                                                                namespace=application_namespace))
 
 
 async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned:

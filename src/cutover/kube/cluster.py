@@ -346,6 +346,18 @@ class Cluster:
             raise
         return body
 
+    async def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Job of cutover's own namespace (a hook's own, for the tracking ArgoCD wrote on it); None when there is
+        none by that name."""
+        try:
+            body: dict[str, Any] = await self.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+                                                  what=f"read Job {namespace}/{name}")
+        except ClusterError as exc:
+            if exc.cause == "cluster_not_found":
+                return None
+            raise
+        return body
+
     async def create_job(self, job: Mapping[str, Any]) -> bool:
         """Create a Job of cutover's own (the nudge, docs/guarantees.md #3); False when one of that name exists
         (made already for this commit)."""

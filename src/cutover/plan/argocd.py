@@ -9,8 +9,11 @@ from cutover.plan.secrets import secret_file
 from cutover.plan.service import dns_label, object_name
 
 
-def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
-    node.mapping(("application", "namespace", "refresh", "server", "tokenFile"), required=("application",))
+def read_argocd(node: Field, *, allow_insecure: bool, fleet: bool = False) -> ArgoCD:
+    """`fleet`: a fleet's plan, shared by every cluster, may leave `application` out: each hook finds its own
+    Application in the tracking ArgoCD writes on it (docs/fleet.md)."""
+    node.mapping(("application", "namespace", "refresh", "server", "tokenFile"),
+                 required=() if fleet else ("application",))
     server = node.child("server")
     if server.value is not None:  # plain http:// only with git.allowInsecure, as for the Git host
         check_url(server, server.string(), allow_insecure=allow_insecure, ssh_ok=False)
@@ -18,7 +21,7 @@ def read_argocd(node: Field, *, allow_insecure: bool) -> ArgoCD:
     refresh = _refresh(node.child("refresh"))
     return ArgoCD(
         # both go into API request paths (the Application, or the ArgoCD API's): names, nothing else
-        application=object_name(node.child("application")),
+        application=object_name(node.child("application")) if node.present("application") else "",
         namespace=dns_label(namespace) if namespace.value is not None else "argocd",
         refresh=refresh is not False,
         refresh_always=refresh == "always",

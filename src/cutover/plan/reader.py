@@ -153,8 +153,8 @@ def _read_plan(node: Field, *, extra: tuple[str, ...] = ()) -> Plan:
         target=target.string(default=""),  # "" under mode: fleet, until `Plan.aimed`
         verify=verify,
         git=git,
-        argocd=read_argocd(node.child("argocd"), allow_insecure=git.allow_insecure) if node.present("argocd")
-        else None,
+        argocd=read_argocd(node.child("argocd"), allow_insecure=git.allow_insecure, fleet=fleet)
+        if node.present("argocd") else None,
         rollback_auto=rollback.child("auto").boolean(default=not fleet),
         slack=read_notify(node.child("notify")),
         handoff=read_handoff(node.child("handoff"), backends=backends, target=target.string(default=""),
