@@ -73,9 +73,11 @@ class Recorder:
 
 @functools.cache
 def crd_validator(name: str) -> jsonschema.protocols.Validator:
-    """The served version's openAPIV3Schema of an ArgoCD CRD (`application` or `appproject`), as the API server
-    validates custom resources with it (unknown `x-kubernetes-*` keywords are ignored, as JSON Schema does)."""
-    crd = YAML(typ="safe").load(gzip.decompress((SPECS / f"argocd-3.6.0-{name}-crd.yaml.gz").read_bytes()))
+    """The served version's openAPIV3Schema of an ArgoCD CRD (`application`, `appproject` or `applicationset`), as
+    the API server validates custom resources with it (unknown `x-kubernetes-*` keywords are ignored, as JSON Schema
+    does)."""
+    (path,) = SPECS.glob(f"argocd-*-{name}-crd.yaml.gz")
+    crd = YAML(typ="safe").load(gzip.decompress(path.read_bytes()))
     (version,) = [v for v in crd["spec"]["versions"] if v.get("served")]
     schema = version["schema"]["openAPIV3Schema"]
     validator: jsonschema.protocols.Validator = jsonschema.Draft7Validator(schema)

@@ -85,8 +85,9 @@ def violations(app: dict[str, Any], project: dict[str, Any], objects: list[dict[
                 found.append(f"{name}: cluster-scoped kind not permitted")
             continue
         namespace = doc["metadata"].get("namespace") or destination["namespace"]
-        if not any(fnmatch.fnmatchcase(destination["server"], allowed.get("server", "*")) and
-                   fnmatch.fnmatchcase(namespace, allowed["namespace"]) for allowed in spec["destinations"]):
+        if not any(all(fnmatch.fnmatchcase(destination.get(key, ""), allowed[key]) for key in ("server", "name")
+                       if key in allowed) and fnmatch.fnmatchcase(namespace, allowed["namespace"])
+                   for allowed in spec["destinations"]):
             found.append(f"{name}: namespace {namespace} is not a destination of the project")
         whitelist = spec.get("namespaceResourceWhitelist")
         if (whitelist and not _matches(whitelist, gk)) or _matches(spec.get("namespaceResourceBlacklist") or [], gk):

@@ -1,0 +1,86 @@
+"""The fleet example (manifests/examples/fleet, docs/fleet.md), rendered by the real kustomize: the ApplicationSet
+holds to ArgoCD's own CRD, each Application it generates syncs under its project, every cluster renders the fleet's
+hooks and none of a single cluster's, and the mark of a verified switch carries whatever selector the fleet's commit
+writes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from test_install import PROJECTS, build, violations, yaml_docs
+
+import contracts
+from cutover import plan
+from cutover.plan import GitDocument
+from cutover.sources import yaml_edit
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEET = ROOT / "manifests" / "examples" / "fleet"
+SERVICE = "manifests/examples/llm-serving/workload/service.yaml"
+
+
+def applicationset() -> dict[str, Any]:
+    (found,) = yaml_docs((FLEET / "applicationset.yaml").read_text())
+    return found
+
+
+def generated() -> list[dict[str, Any]]:
+    """The Applications the list generator makes, as the go template fills them in."""
+    spec = applicationset()["spec"]
+    template = spec["template"]
+    apps = []
+    for element in spec["generators"][0]["list"]["elements"]:
+        text = repr(template)
+        for key, value in element.items():
+            text = text.replace("{{." + key + "}}", value)
+        assert "{{" not in text
+        apps.append(eval(text))  # noqa: S307 -- a repr of plain dicts and strings, written just above
+    return apps
+
+
+def labels_of(objects: list[dict[str, Any]], name: str) -> dict[str, str]:
+    (found,) = [doc for doc in objects if doc["metadata"]["name"] == name]
+    return dict(found["metadata"].get("labels") or {})
+
+
+def test_the_applicationset_holds_to_argocds_crd_and_steps_through_the_rings() -> None:
+    found = applicationset()
+    errors = [error.message for error in contracts.crd_validator("applicationset").iter_errors(found)]
+    assert errors == []
+    steps = found["spec"]["strategy"]["rollingSync"]["steps"]
+    rings = [step["matchExpressions"][0]["values"] for step in steps]
+    assert found["spec"]["strategy"]["type"] == "RollingSync" and rings == [["canary"], ["main"]]
+    assert "automated" not in found["spec"]["template"]["spec"].get("syncPolicy", {})  # RollingSync syncs
+
+
+def test_every_cluster_renders_the_fleets_hooks_and_none_that_write() -> None:
+    objects = build(FLEET / "workload")
+    names = sorted(f"{doc['kind']}/{doc['metadata']['name']}" for doc in objects
+                   if doc["metadata"].get("namespace") == "cutover")
+    assert names == ["ConfigMap/cutover-plan", "ConfigMap/cutover-verified-fleet", "Job/cutover-presync-fleet",
+                     "Job/cutover-syncfail-fleet", "Job/cutover-verify-fleet"]
+    (configmap,) = [doc for doc in objects if doc["metadata"]["name"] == "cutover-plan"]
+    (shared,) = plan.parse(configmap["data"]["plan.yaml"])
+    assert shared.fleet and shared.target == "" and not shared.rollback_auto
+    assert shared.argocd is not None and shared.argocd.application == ""  # found in each hook's tracking
+    (service,) = [doc for doc in objects if doc["kind"] == "Service"]
+    assert labels_of(objects, "cutover-verified-fleet") == service["spec"]["selector"]
+    assert shared.git.path == SERVICE
+    for app in generated():
+        assert app["spec"]["project"] == "llm-fleet"
+        assert violations(app, PROJECTS["llm-fleet"], objects) == [], app["metadata"]["name"]
+
+
+def test_the_fleets_commit_changes_the_mark_so_no_cluster_is_synced_before_it_is_verified(tmp_path: Path) -> None:
+    """The fleet's one commit (the candle selector in the shared Service file) changes the mark's labels: each
+    cluster's Application is OutOfSync until the mark's wave, after the verifier's, applied it."""
+    for part in ("manifests", "hooks", "jobs", "fleet"):
+        shutil.copytree(ROOT / part, tmp_path / part)
+    service = tmp_path / SERVICE
+    candle = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}
+    service.write_text(yaml_edit.edit_selector(service.read_text(), document=GitDocument(
+        "Service", "reasoning-long-predictor"), selector_path="spec.selector", selector=candle).after)
+    objects = build(tmp_path / "manifests" / "examples" / "fleet" / "workload")
+    assert labels_of(objects, "cutover-verified-fleet") == candle
