@@ -4,11 +4,13 @@ switch ArgoCD applied, and nothing that would write runs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from test_cli import FIXTURE, TOKEN, Run, cli_runner
 
+import contracts
 from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
@@ -151,3 +153,63 @@ async def test_verify_takes_a_backend_or_the_synced_revision(cutover: Run, args:
     result = await cutover("verify", *args)
     assert result.code == 2 and "invalid arguments" in result.outcome and "--backend" in result.outcome and \
         "--synced" in result.outcome, result.outcome
+
+
+def _application(name: str, *, sync: str, health: str, operation: str | None = None,
+                 hooks: tuple[tuple[str, str, str], ...] = (), revision: str = "a" * 40) -> dict[str, object]:
+    app = sim_argocd.application(revision=revision)
+    app["metadata"]["name"] = name
+    app["status"] = {"sync": {"status": sync, "revision": revision}, "health": {"status": health}}
+    if operation is not None:
+        app["status"]["operationState"] = {
+            "phase": operation, "startedAt": "2026-12-07T05:00:00Z", "operation": {"sync": {"revision": revision}},
+            "syncResult": {"revision": revision, "resources": [
+                {"group": "batch", "version": "v1", "kind": "Job", "namespace": "cutover", "name": hook,
+                 "hookType": kind, "hookPhase": phase, "message": message, "status": "Synced", "syncPhase": kind}
+                for hook, kind, phase, message in ((hook, "PreSync" if "presync" in hook else "Sync", phase, message)
+                                                   for hook, phase, message in hooks)]}}
+    contracts.check_application(app)
+    return app
+
+
+async def test_status_over_the_fleet_reads_each_clusters_step_and_what_its_hooks_said(cutover: Run,
+                                                                                      world: World) -> None:
+    """`cutover status --fleet`, on the cluster ArgoCD runs in: the canary switched and verified, the next cluster's
+    gate refused (its step stalled there), the last one waiting; a line each, in step order, with no plan needed."""
+    canary, east, west = (f"reasoning-long-gpu-{name}" for name in ("canary", "east", "west"))
+    revision = "b" * 40
+    appset = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+              "metadata": {"name": "reasoning-long", "namespace": "argocd"},
+              "spec": {"generators": [{"list": {"elements": []}}], "template": {
+                  "metadata": {"name": "x"}, "spec": {"project": "llm-fleet", "destination": {}}}},
+              "status": {"applicationStatus": [
+                  {"application": west, "step": "2", "status": "Waiting", "message": "waiting for step 1",
+                   "targetRevisions": [revision]},
+                  {"application": east, "step": "2", "status": "Progressing", "message": "application resource "
+                   "became Progressing", "targetRevisions": [revision]},
+                  {"application": canary, "step": "1", "status": "Healthy", "message": "Application resource "
+                   "completed a sync successfully", "targetRevisions": [revision]}]}}
+    assert not list(contracts.crd_validator("applicationset").iter_errors(appset))
+    world.kube.apply("argoproj.io/v1alpha1/applicationsets", appset)
+    world.kube.apply(sim_argocd.APPS, _application(canary, sync="Synced", health="Healthy", operation="Succeeded",
+                                                   revision=revision, hooks=(
+        ("cutover-presync-fleet", "Succeeded", "cutover presync: OK — bbbbbbb switches the Service to candle"),
+        ("cutover-verify-fleet", "Succeeded", "cutover verify: OK — verified: the Service selects candle"))))
+    world.kube.apply(sim_argocd.APPS, _application(east, sync="OutOfSync", health="Healthy", operation="Failed",
+                                                   revision=revision, hooks=(
+        ("cutover-presync-fleet", "Failed", "cutover presync: FAILED (exit 3, cause unschedulable)"),)))
+    world.kube.apply(sim_argocd.APPS, _application(west, sync="OutOfSync", health="Healthy"))
+    result = await cutover("status", "--fleet", "argocd/reasoning-long")
+    json_result = await cutover("status", "--fleet", "reasoning-long", "--output", "json")
+    assert result.code == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "fleet reasoning-long: 1 of 3 cluster(s) Healthy and Synced"
+    assert lines[1].startswith(f"  {canary}: step 1 Healthy bbbbbbbbbbbb (Synced, Healthy; last sync Succeeded) — "
+                               "cutover-presync-fleet Succeeded: cutover presync: OK")
+    assert f"  {east}: step 2 Progressing bbbbbbbbbbbb (OutOfSync, Healthy; last sync Failed) — " \
+           "cutover-presync-fleet Failed: cutover presync: FAILED (exit 3, cause unschedulable)" in lines[2]
+    assert lines[3].startswith(f"  {west}: step 2 Waiting bbbbbbbbbbbb (OutOfSync, Healthy)")
+    document = json.loads(json_result.stdout)
+    assert [cluster["application"] for cluster in document["clusters"]] == [canary, east, west]
+    missing = await cutover("status", "--fleet", "argocd/nobody")
+    assert missing.code == 2 and "--fleet: expected an ApplicationSet argocd/nobody, found none" in missing.outcome

@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
         if name == "init":
             _init_options(command)
+        if name == "status":
+            command.add_argument("--fleet", metavar="[NAMESPACE/]APPLICATIONSET",
+                                 help="where a fleet's change stands in each cluster, read from the ApplicationSet "
+                                      "and its Applications on the cluster ArgoCD runs in (needs no plan)")
         if name == "verify":
             which = command.add_mutually_exclusive_group(required=True)
             which.add_argument("--backend", help="the backend to prove")
@@ -292,10 +296,29 @@ def _dispatch(args: argparse.Namespace, session: _Session) -> int:
     if args.command == "diff":  # offline: no cluster, no Git host
         _print(args, session, [_diff(args, session)])
         return 0
+    if args.command == "status" and args.fleet:  # the hub's view of a fleet: no plan
+        reports = [asyncio.run(_fleet(args))]
+        _print(args, session, reports)
+        return 0
     first = _first_sync(args)
     reports = [first] if first else asyncio.run(_execute(args, session, _plans(args, session)))
     _print(args, session, reports)
     return _blocked_exit(reports)
+
+
+async def _fleet(args: argparse.Namespace) -> Report:
+    """`cutover status --fleet [NAMESPACE/]NAME` (docs/fleet.md)."""
+    from cutover.cli import outcome  # noqa: PLC0415
+    from cutover.flows import fleet  # noqa: PLC0415
+    from cutover.kube import cluster  # noqa: PLC0415
+
+    namespace, _, name = args.fleet.rpartition("/")
+    kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+    try:
+        found = await fleet.steps(kube, namespace=namespace or "argocd", name=name)
+    finally:
+        await kube.aclose()
+    return outcome.fleet(name, found)
 
 
 def _blocked_exit(reports: Sequence[Report]) -> int:

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from cutover.argocd.rollout import ClusterStep
 from cutover.core.results import (
     Advanced,
     Audited,
@@ -140,6 +141,14 @@ def _completed(completed: Completed, plan: Plan) -> Report:
     report = _verified(completed.verified, plan)
     report.data.update(commit=completed.commit, to=completed.to)
     return report
+
+
+def fleet(name: str, steps: list[ClusterStep]) -> Report:
+    """`cutover status --fleet`: a line per cluster, in step order."""
+    done = sum(1 for step in steps if step.status == "Healthy" and step.sync == "Synced")
+    return Report(f"fleet {name}: {done} of {len(steps)} cluster(s) Healthy and Synced",
+                  lines=[f"  {step.said()}" for step in steps],
+                  data={"fleet": name, "clusters": [step.as_data() for step in steps]})
 
 
 def _unowned(unowned: Unowned, plan: Plan) -> Report:

@@ -37,6 +37,7 @@ KINDS = {  # plural -> (apiVersion, kind) for the resources the simulated world 
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
     "applications": ("argoproj.io/v1alpha1", "Application"),
+    "applicationsets": ("argoproj.io/v1alpha1", "ApplicationSet"),  # a fleet's (docs/fleet.md)
     "configmaps": ("v1", "ConfigMap"),
     "cronjobs": ("batch/v1", "CronJob"), "jobs": ("batch/v1", "Job"),  # the nudge's (docs/sources.md)
 }

@@ -11,11 +11,11 @@ import dataclasses
 
 import structlog
 
-from cutover.argocd import operation, tracking
+from cutover.argocd import operation, rollout, tracking
 from cutover.core import commits
 from cutover.core.results import Unowned, Verified
 from cutover.core.trailers import Trailers
-from cutover.errors import ClusterError, VerificationFailed
+from cutover.errors import ClusterError, InvalidInput, VerificationFailed
 from cutover.flows import sync, verification
 from cutover.flows.context import Run
 from cutover.flows.phases import synced_selector
@@ -84,3 +84,18 @@ async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned
     log.info("verify.synced", revision=shown, backend=backend)
     verified = await verification.verify(run, live, Trailers(), backend)
     return dataclasses.replace(verified, same_object=False)  # no commit of cutover's recorded the Service before
+
+
+async def steps(cluster: Cluster, *, namespace: str, name: str) -> list[rollout.ClusterStep]:
+    """`cutover status --fleet`: where the fleet's change stands in each cluster, read on the cluster ArgoCD runs in:
+    the ApplicationSet's step and status per Application, its sync and health, and what cutover's hooks said."""
+    found = await cluster.argocd_object("applicationsets", namespace, name)
+    if found is None:
+        raise InvalidInput(f"--fleet: expected an ApplicationSet {namespace}/{name}, found none",
+                           hint="name the ApplicationSet that generates the clusters' Applications (NAMESPACE/NAME, "
+                                "argocd by default), on the cluster ArgoCD runs in (--context)")
+    names = [str(entry.get("application") or "") for entry in (found.get("status") or {}).get("applicationStatus")
+             or ()]
+    applications = {app: body for app in names if (body := await cluster.argocd_object("applications", namespace,
+                                                                                         app)) is not None}
+    return rollout.steps_of(found, applications)

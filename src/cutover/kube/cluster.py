@@ -323,6 +323,17 @@ class Cluster:
                               what=f"read Application {namespace}/{name}")
         return application_view(body)
 
+    async def argocd_object(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An ApplicationSet or an Application as the API holds it (`cutover status --fleet`); None when absent."""
+        try:
+            body: dict[str, Any] = await self.get(f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/{plural}/{name}",
+                                                  what=f"read {plural} {namespace}/{name}")
+        except ClusterError as exc:
+            if exc.cause == "cluster_not_found":
+                return None
+            raise
+        return body
+
     async def request_refresh(self, namespace: str, name: str, *, hydrate: bool = False) -> None:
         """Ask ArgoCD to compare with Git now (the annotation it removes once it has refreshed); with the Source
         Hydrator, to hydrate the dry source now too (argocd.argoproj.io/hydrate; docs/sources.md)."""
