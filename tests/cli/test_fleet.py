@@ -213,3 +213,5 @@ async def test_status_over_the_fleet_reads_each_clusters_step_and_what_its_hooks
     assert [cluster["application"] for cluster in document["clusters"]] == [canary, east, west]
     missing = await cutover("status", "--fleet", "argocd/nobody")
     assert missing.code == 2 and "--fleet: expected an ApplicationSet argocd/nobody, found none" in missing.outcome
+    crafted = await cutover("status", "--fleet", "argocd/../../api/v1/namespaces/cutover/secrets/x")
+    assert crafted.code == 2 and "--fleet: expected [NAMESPACE/]APPLICATIONSET" in crafted.outcome

@@ -309,10 +309,15 @@ def _dispatch(args: argparse.Namespace, session: _Session) -> int:
 async def _fleet(args: argparse.Namespace) -> Report:
     """`cutover status --fleet [NAMESPACE/]NAME` (docs/fleet.md)."""
     from cutover.cli import outcome  # noqa: PLC0415
+    from cutover.errors import InvalidInput  # noqa: PLC0415
     from cutover.flows import fleet  # noqa: PLC0415
     from cutover.kube import cluster  # noqa: PLC0415
 
     namespace, _, name = args.fleet.rpartition("/")
+    for part in (namespace or "argocd", name):  # both go into a request's path: names, nothing else
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", part):
+            raise InvalidInput(f"--fleet: expected [NAMESPACE/]APPLICATIONSET, names of lowercase letters, digits, "
+                               f"'-' and '.', found {args.fleet!r}", hint="e.g. --fleet argocd/reasoning-long")
     kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
     try:
         found = await fleet.steps(kube, namespace=namespace or "argocd", name=name)
