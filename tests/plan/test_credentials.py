@@ -53,6 +53,21 @@ def test_a_plan_that_goes_beyond_the_secret_is_refused_by_both_keys(why: str, ch
     assert caught.value.message.startswith(f"{keys[0]}: ") and f"({keys[1]})" in caught.value.message, why
 
 
+def test_a_fleets_cluster_reads_with_a_token_that_may_write_nothing() -> None:
+    """docs/fleet.md: a fleet's cluster commits nothing, so its Secret needs no `paths` (a read-only token) and its
+    plan's files need not be among them; where the token goes is bounded as for any plan."""
+    fleet = dataclasses.replace(PLAN, fleet=True, target="", rollback_auto=False)
+    read_only = dataclasses.replace(BOUND, paths=())
+    assert credentials.check(fleet, read_only) == fleet
+    assert credentials.check(dataclasses.replace(fleet, git=dataclasses.replace(fleet.git, path="elsewhere/x.yaml")),
+                             BOUND).fleet
+    with pytest.raises(InvalidInput, match=r"\(cutover-git/paths\)"):
+        credentials.check(PLAN, read_only)  # a single cluster's writes: its files, named
+    with pytest.raises(InvalidInput, match=r"\(cutover-git/repository\)"):
+        credentials.check(dataclasses.replace(fleet, git=dataclasses.replace(
+            fleet.git, url="https://evil.example/acme/gitops.git")), read_only)
+
+
 def test_the_argocd_token_goes_only_to_the_server_its_secret_names() -> None:
     assert PLAN.argocd is not None
     served = dataclasses.replace(PLAN, argocd=dataclasses.replace(PLAN.argocd, server="https://argocd.internal"))

@@ -122,7 +122,7 @@ def check(plan: Plan, bounds: Bounds) -> Plan:
 def _git_within(plan: Plan, bounds: Bounds) -> None:
     """The Git token's bounds: its repository, branches, files, scheme and API hosts."""
     git = plan.git
-    if not bounds.paths:
+    if not bounds.paths and not plan.fleet:  # a fleet's cluster writes nothing: a read-only token needs no files
         raise _refused("git.path", "cutover-git/paths",
                        "the Secret cutover-git names no files its credential may write: in a pod it must (a "
                        "mount that left the key out would otherwise open every file of the repository)")
@@ -165,7 +165,10 @@ def _authored(plan: Plan, bounds: Bounds) -> Plan:
 
 
 def _written(plan: Plan) -> Iterable[tuple[str, str]]:
-    """Every file cutover may edit for this plan: the selector's, and the workloads' a handoff frees."""
+    """Every file cutover may edit for this plan: the selector's, and the workloads' a handoff frees; none for a
+    fleet's cluster, which commits nothing (docs/fleet.md)."""
+    if plan.fleet:
+        return
     yield "git.path", plan.git.path
     for name, backend in plan.backends.items():
         if backend.workload is not None:
