@@ -28,7 +28,7 @@ READER = ("argocd", "e2e-git-reader-not-a-secret")
 REPO_URL = f"https://{GIT_ADDRESS[0]}:{GIT_ADDRESS[1]}/acme/gitops.git"
 # cutover's own Application's repository, which its token does not write (docs/security.md): the same files
 PLATFORM_URL = f"https://{GIT_ADDRESS[0]}:{GIT_ADDRESS[1]}/acme/platform.git"
-SEEDED = ("manifests", "hooks", "jobs", "e2e/fixtures")  # what of this repository the tier's repository holds
+SEEDED = ("manifests", "hooks", "jobs", "fleet", "e2e/fixtures")  # what of this repository the tier's repository holds
 
 
 # the example's cutover kustomization, which the platform's repository holds with the release's files

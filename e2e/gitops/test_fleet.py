@@ -1,0 +1,175 @@
+"""A fleet through the real applicationset-controller (docs/fleet.md, issue 55): three rings as namespaces of the
+tier's cluster, one ApplicationSet stepping them one at a time (RollingSync), one commit switching every ring's
+Service. Each ring's sync is gated by cutover's PreSync (the backend the commit selects, proven on that ring's pods)
+and verified by `cutover verify --synced` in the Sync phase, before the mark of a verified switch: the first two rings
+switch in step order, the third's target answers 503, its gate refuses, its Service keeps its selector and its step
+stalls; `cutover status --fleet` says so; the revert goes back ring by ring.
+
+Outside CI (its time is the fresh-machine issue's): CUTOVER_FLEET_TIER=1 make e2e TIER=gitops
+SCENARIOS=e2e/gitops/test_fleet.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import MEASURED
+from tier import githost, gitops
+
+pytestmark = pytest.mark.skipif(os.environ.get("CUTOVER_FLEET_TIER") != "1",
+                                reason="the fleet's tier runs outside CI: CUTOVER_FLEET_TIER=1")
+
+FIXTURES = gitops.cluster.ROOT / "e2e" / "fixtures" / "fleet"
+RINGS = ("fleet-a", "fleet-b", "fleet-c")
+SHARED = "e2e/fixtures/fleet/shared/service.yaml"
+VLLM = {"app.kubernetes.io/name": "fleet-vllm", "component": "predictor"}
+CANDLE = {"app.kubernetes.io/name": "fleet-candle", "component": "predictor"}
+
+
+def ring_files(ring: str) -> dict[str, str]:
+    """A ring's Application path: the shared workload under the ring's suffix, the fleet's hooks on the tier's
+    timeline, the ring's plan (its Service's namespace; no target, no Application: found in the hook's tracking)."""
+    kustomization = f"""apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+nameSuffix: -{ring}
+resources: [../shared]
+components: [../../../../fleet, ../../timeline]
+configMapGenerator:
+  - {{name: cutover-plan, namespace: cutover, files: [plan.yaml], options: {{disableNameSuffixHash: true}}}}
+replacements:
+  - source: {{kind: Service, name: chat-{ring}, fieldPath: spec.selector}}
+    targets:
+      - select: {{kind: ConfigMap, name: cutover-verified-{ring}}}
+        fieldPaths: [metadata.labels]
+        options: {{create: true}}
+"""
+    plan = f"""apiVersion: cutover/v1alpha1
+kind: CutoverPlan
+mode: fleet
+metadata: {{name: chat-{ring}}}
+service: {{namespace: {ring}, name: chat-{ring}, ports: [80]}}
+backends:
+  vllm: {{selector: {json.dumps(VLLM)}, engine: vllm, port: 8080}}
+  candle: {{selector: {json.dumps(CANDLE)}, engine: candle-vllm, port: 8080}}
+verify: {{servedNames: [chat], maxWait: 60s, requestTimeout: 5s}}
+git:
+  provider: github
+  url: {githost.REPO_URL}
+  apiUrl: https://{githost.ADDRESS[0]}:{githost.ADDRESS[1]}
+  caFile: /var/run/secrets/cutover/git/ca.crt
+  branch: main
+  path: {SHARED}
+  document: {{kind: Service, name: chat}}
+  tokenFile: /var/run/secrets/cutover/git/token
+argocd: {{namespace: argocd}}
+"""
+    return {f"e2e/fixtures/fleet/{ring}/kustomization.yaml": kustomization,
+            f"e2e/fixtures/fleet/{ring}/plan.yaml": plan}
+
+
+def workload_roles(argo: gitops.GitOpsTier, ring: str) -> None:
+    """The administrator's part for a ring (docs/install.md, step 2): its namespace, and cutover's Roles in it as
+    manifests/workload renders them (the replacements `cutover init` writes)."""
+    from cutover.cli import scaffold
+
+    argo.kubectl("create", "namespace", ring)
+    directory = argo.dir / f"workload-{ring}"
+    directory.mkdir()
+    (directory / "workload.yaml").write_text(f"""apiVersion: cutover.dev/v1alpha1
+kind: Workload
+metadata:
+  name: cutover-workload
+  annotations: {{config.kubernetes.io/local-config: "true"}}
+spec: {{namespace: {ring}, service: chat-{ring}, port: 8080, cutoverNamespace: cutover}}
+""")
+    (directory / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [workload.yaml]\n"
+        f"components: [{gitops.cluster.ROOT / 'manifests' / 'workload'}]\n" + scaffold.WORKLOAD_REPLACEMENTS)
+    argo.kubectl("apply", "-k", str(directory))
+    argo.grant_refresh(ring, verbs="get")  # its hooks read their Application (the revision being synced)
+
+
+def selector_of(argo: gitops.GitOpsTier, ring: str) -> dict[str, str]:
+    return dict(argo.core.read_namespaced_service(f"chat-{ring}", ring).spec.selector or {})
+
+
+def healthy_and_synced(argo: gitops.GitOpsTier, ring: str, revision: str) -> bool:
+    status = argo.app(ring).get("status", {})
+    return (status.get("sync", {}).get("status"), status.get("sync", {}).get("revision"),
+            status.get("health", {}).get("status")) == ("Synced", revision, "Healthy")
+
+
+@pytest.fixture(scope="module")
+def fleet(argo: gitops.GitOpsTier) -> Iterator[str]:
+    """The rings installed and rolled out once (each first sync gated, applied and verified, step by step); the
+    revision they run."""
+    for ring in RINGS:
+        workload_roles(argo, ring)
+    files = {name: text for ring in RINGS for name, text in ring_files(ring).items()}
+    seed = argo.git.repo.commit(files, "Three rings of chat, one ApplicationSet\n")
+    for name in ("project.yaml", "applicationset.yaml"):
+        path = argo.dir / f"fleet-{name}"
+        path.write_text(argo.users_copy((FIXTURES / name).read_text()))
+        argo.kubectl("apply", "-f", str(path))
+    for ring in RINGS:
+        argo.wait(f"{ring} rolled out", lambda ring=ring: healthy_and_synced(argo, ring, seed), timeout=600)
+    yield seed
+    argo.kubectl("-n", "argocd", "delete", "applicationset", "fleet", "--wait=false", check=False)
+
+
+def status_fleet(argo: gitops.GitOpsTier) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "cutover", "status", "--fleet", "argocd/fleet", "--output", "json"],
+                          capture_output=True, text=True, check=False,
+                          env={"PATH": os.environ["PATH"], "KUBECONFIG": str(argo.plane.kubeconfig)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_refuses(
+        argo: gitops.GitOpsTier, fleet: str) -> None:
+    assert all(selector_of(argo, ring) == VLLM for ring in RINGS)
+    argo.engines.fault("fleet-candle-fleet-c", "503")  # the third ring's candle answers 503: its gate refuses
+    switched_at: dict[str, float] = {}
+    try:
+        text = (gitops.cluster.ROOT / SHARED).read_text().replace("name: fleet-vllm", "name: fleet-candle")
+        started = time.monotonic()
+        commit = argo.git.repo.commit({SHARED: text}, "chat: candle-vllm in every ring\n")
+        for ring in RINGS:
+            argo.refresh(ring)  # the repository's webhook
+        for ring in RINGS[:2]:
+            argo.wait(f"{ring} switched", lambda ring=ring: selector_of(argo, ring) == CANDLE, timeout=600, every=0.5)
+            switched_at[ring] = time.monotonic() - started
+            argo.wait(f"{ring} verified and marked", lambda ring=ring: healthy_and_synced(argo, ring, commit),
+                      timeout=300)
+        third = argo.wait("the third ring's sync refused", lambda: (state := argo.app("fleet-c").get(
+            "status", {}).get("operationState")) and state.get("phase") in ("Failed", "Error")
+            and state.get("operation", {}).get("sync", {}).get("revision") == commit and state, timeout=300)
+        fleet_now = status_fleet(argo)
+    finally:
+        argo.engines.fault("fleet-candle-fleet-c", None)
+    assert switched_at["fleet-a"] < switched_at["fleet-b"], switched_at  # in step order
+    assert selector_of(argo, "fleet-c") == VLLM  # never switched
+    hooks = {r["name"]: r.get("hookPhase") for r in third["syncResult"]["resources"] if r.get("hookType")}
+    assert hooks.get("cutover-presync-fleet-c") == "Failed" and "cutover-verify-fleet-c" not in hooks, hooks
+    clusters = {cluster["application"]: cluster for cluster in fleet_now["clusters"]}
+    assert clusters["fleet-a"]["sync"] == "Synced" and clusters["fleet-c"]["sync"] == "OutOfSync", clusters
+    MEASURED.append(f"a fleet of three rings (RollingSync): one commit switched fleet-a at {switched_at['fleet-a']:.1f}"
+                    f" s and fleet-b at {switched_at['fleet-b']:.1f} s, each gated and verified; fleet-c's gate "
+                    f"refused (its candle answered 503), its Service kept vLLM; status --fleet: "
+                    + "; ".join(f"{name} {c['status']}/{c['sync']}" for name, c in clusters.items()))
+
+    # the way back: the revert of the fleet's commit, ring by ring, each gate proving vLLM
+    revert = argo.git.repo.commit({SHARED: (gitops.cluster.ROOT / SHARED).read_text()}, "chat: back to vLLM\n")
+    for ring in RINGS:
+        argo.refresh(ring)
+    for ring in RINGS:
+        argo.wait(f"{ring} back on vLLM and synced", lambda ring=ring: selector_of(argo, ring) == VLLM and
+                  healthy_and_synced(argo, ring, revert), timeout=600)
