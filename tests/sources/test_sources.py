@@ -246,6 +246,33 @@ async def test_cutover_plan_refuses_a_recreate_whose_engines_sit_in_two_waves(wo
     assert live_selector(world) == VLLM
 
 
+async def test_with_plain_files_cutover_plan_reads_the_engines_where_the_workloads_name_them(
+        world: World, tmp_path: Path) -> None:
+    """`git.source: manifest` renders the Service's file alone; the engines' waves are written in the file the
+    backends' workloads name (the example's layout: service.yaml beside engines.yaml), which the Application applies
+    too: the pre-flight reads it and refuses a recreate whose engines sit in two waves."""
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    await world.settled()
+    plain = {f"{APP}/service.yaml": service(VLLM), f"{APP}/engines.yaml": in_wave(story.ENGINES,
+                                                                                  "llm-reasoning-candle", 1)}
+    workloads = {backend: f"{{kind: Deployment, name: {name}, path: {APP}/engines.yaml}}"
+                 for backend, name in (("vllm", "llm-reasoning"), ("candle", "llm-reasoning-candle"))}
+    options: dict[str, Any] = {"workloads": workloads, "handoff": "{strategy: recreate, maxGap: 30m, drainTimeout: 1m}"}
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit(plain, "reasoning-long in two plain files\n")
+    sim_argocd.seed_application(world, revision=repo.head(), path=APP)
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(world.plan_text(git_api_url=fake.url, git_path=f"{APP}/service.yaml", **options))
+        environ = {"CUTOVER_PLAN": str(plan_file), "CUTOVER_GIT_TOKEN": GIT_TOKEN,
+                   "KUBECONFIG": str(world.kubeconfig(tmp_path / "kubeconfig"))}
+        with mock.patch.dict(os.environ, environ), contextlib.redirect_stdout(io.StringIO()) as out:
+            code = await main.arun(["--log-level", "error", "plan"])
+    said = out.getvalue()
+    assert code == 2 and "NOT READY (exit 2, cause engines_in_two_waves)" in said, said
+
+
 async def test_the_presync_gate_judges_the_rendered_revision(world: World, kube: Any, tmp_path: Path) -> None:
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)

@@ -21,7 +21,7 @@ from cutover.core.results import Diffed, Proven, Shown, Status
 from cutover.core.views import Commit, ServiceView
 from cutover.engines import kinds
 from cutover.errors import CutoverError, InvalidInput
-from cutover.flows import drain, handoff, writeback
+from cutover.flows import drain, handoff, starting, writeback
 from cutover.flows.wait import judge_capacity, prove_backend
 from cutover.kube import lease, lease_rules, readiness
 from cutover.kube.cluster import Cluster
@@ -117,17 +117,17 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     return Shown(state, proven, unprovable, await _planned_diff(plan, source, read), plan.git.path,
                  await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
                  (*([short] if short else []), deadline.sync_timeout_note(plan)), deadline.sync_timeout(plan),
-                 await _sync_order(plan, source, read))
+                 await _sync_order(plan, source, read, host))
 
 
-async def _sync_order(plan: Plan, source: Source | None,
-                      read: FileVersion | CutoverError | None) -> tuple[dict[str, Any], ...]:
+async def _sync_order(plan: Plan, source: Source | None, read: FileVersion | CutoverError | None,
+                      host: GitHost | None) -> tuple[dict[str, Any], ...]:
     """docs/install.md, "Sync waves and deadlines": what the Application's render at the branch head holds that
     would delay or break a hop (`sync_order.findings`); nothing when no Git host or the source cannot render."""
-    if source is None or not isinstance(read, FileVersion):
+    if source is None or host is None or not isinstance(read, FileVersion):
         return ()
     try:
-        docs = await source.render(read, ref=None)
+        docs = await starting.judged(host, source, plan, read, ref=None)
     except CutoverError as exc:
         log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
         return ()

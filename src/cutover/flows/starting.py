@@ -21,10 +21,13 @@ from typing import Any
 import structlog
 
 from cutover.core import commits
+from cutover.core.repository import FileVersion, GitHost
 from cutover.errors import CutoverError, TargetNotReady
 from cutover.flows.context import Run
 from cutover.kube import capacity, payloads
-from cutover.sources import sync_order
+from cutover.plan import Plan
+from cutover.sources import sync_order, yaml_edit
+from cutover.sources.base import Source
 
 log = structlog.get_logger("cutover")
 
@@ -34,7 +37,7 @@ async def ahead(run: Run, *, ref: str | None, gating: bool) -> None:
     (on a switch, or every hop of a handoff), and where a target it starts would fit judged (`judge`)."""
     plan = run.plan
     try:
-        docs = await run.source.render(await run.host.read(plan.git.path, ref=ref), ref=ref)
+        docs = await judged(run.host, run.source, plan, await run.host.read(plan.git.path, ref=ref), ref=ref)
     except CutoverError as exc:
         log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
         return
@@ -45,6 +48,23 @@ async def ahead(run: Run, *, ref: str | None, gating: bool) -> None:
             log.warning("presync.sync_order", cause=found.cause, message=found.message, hint=found.hint,
                         refused_by_plan=found.refuse)
     await judge(run, docs)
+
+
+async def judged(host: GitHost, source: Source, plan: Plan, version: FileVersion, *,
+                 ref: str | None) -> list[dict[str, Any]] | None:
+    """What the sync order and the fit are judged on: the plan's render of the revision `ref`; with a plain file
+    (`git.source: manifest`), which renders `git.path` alone, the files the backends' workloads name beside it too,
+    where the engines' waves, progress deadlines and replicas are written (the Application applies them all)."""
+    docs = await source.render(version, ref=ref)
+    if docs is None or plan.git.source != "manifest":
+        return docs
+    paths = sorted({backend.workload.path for backend in plan.backends.values() if backend.workload is not None
+                    and backend.workload.path and backend.workload.path != plan.git.path})
+    for path in paths:
+        found = await host.read(path, ref=ref)
+        docs = [*docs, *(doc for doc in yaml_edit.documents(found.content, source=path) if doc.get("apiVersion")
+                         and doc.get("kind") and not str(doc["apiVersion"]).startswith("kustomize.config.k8s.io/"))]
+    return docs
 
 
 async def judge(run: Run, docs: Sequence[Mapping[str, Any]]) -> None:
