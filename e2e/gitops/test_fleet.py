@@ -91,8 +91,14 @@ spec: {{namespace: {ring}, service: chat-{ring}, port: 8080, cutoverNamespace: c
 """)
     (directory / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [workload.yaml]\n"
-        f"components: [{gitops.cluster.ROOT / 'manifests' / 'workload'}]\n" + scaffold.WORKLOAD_REPLACEMENTS)
-    argo.kubectl("apply", "-k", str(directory))
+        f"components: [{os.path.relpath(gitops.cluster.ROOT / 'manifests' / 'workload', directory)}]\n"
+        + scaffold.WORKLOAD_REPLACEMENTS)
+    built = argo.kubectl("kustomize", str(directory)).stdout
+    # the Roles beside the ring's Service; not the egress NetworkPolicy, which is named per credentials namespace
+    # (one workload's each in production) and here would replace llm-serving's in `cutover`
+    kept = [doc for doc in built.split("\n---\n") if "kind: NetworkPolicy" not in doc]
+    (directory / "roles.yaml").write_text("\n---\n".join(kept))
+    argo.kubectl("apply", "-f", str(directory / "roles.yaml"))
     argo.grant_refresh(ring, verbs="get")  # its hooks read their Application (the revision being synced)
 
 
