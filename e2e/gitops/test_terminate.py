@@ -313,11 +313,13 @@ def recreate_over(target: str, name: str) -> str:
 def test_engines_in_two_waves_and_a_short_progress_deadline_are_refused_by_cutover_plan(
         argo: gitops.GitOpsTier) -> None:
     """Issue 52's proof of the sync order on the real render: a team commits the target's Deployment at sync-wave 1
-    (after the engine serving now, at 0) and drops its progressDeadlineSeconds (the default 600 s, under a 30-minute
-    startup probe). Under recreate the swap would deadlock (ArgoCD waits for the earlier wave's engine to be
-    Healthy, which waits for the card the later wave's still holds), and the target's sync would fail at 10
-    minutes: `cutover plan`, from the workload's CronJob as a person runs it, renders the branch head through the
-    Git host and refuses (exit 2, `engines_in_two_waves`), naming the deadline too. Nothing is committed."""
+    (after the engine serving now, at 0) with a progressDeadlineSeconds of 30, under the startup the plan waits for
+    (its startup probe's budget, bounded by verify.maxWait: the tier's 60 s; in production the default 600 s under
+    a 30-minute probe). Under recreate the swap would deadlock (ArgoCD waits for the earlier wave's engine to be
+    Healthy, which waits for the card the later wave's still holds), and the target's sync would fail at its
+    deadline: `cutover plan`, from the workload's CronJob as a person runs it, reads the branch head through the Git
+    host (the Service's file and the engines' the workloads name) and refuses (exit 2, `engines_in_two_waves`),
+    naming the deadline too. Nothing is committed."""
     leaving = serving(argo)
     target = "vllm" if leaving == "candle" else "candle"
     found = argo.git.repo.read(gitops.ENGINES)
@@ -325,11 +327,12 @@ def test_engines_in_two_waves_and_a_short_progress_deadline_are_refused_by_cutov
     engines = found[0]
     marker = f"  name: {DEPLOYMENT[target]}\n  namespace: llm-serving\n"
     assert marker in engines
-    # the wave beside an earlier scenario's annotations, if any; the deadline line dropped (the default, 600 s)
+    # the wave beside an earlier scenario's annotations, if any; a deadline under the plan's startup wait
     waved, done = re.subn(rf"({re.escape(marker)})(?:  annotations: {{(.*)}}\n)?(spec:\n  replicas: \d+\n)"
                           r"  progressDeadlineSeconds: \d+.*\n",
                           lambda m: f'{m[1]}  annotations: {{argocd.argoproj.io/sync-wave: "1"'
-                                    f'{", " + m[2] if m[2] else ""}}}\n{m[3]}', engines)
+                                    f'{", " + m[2] if m[2] else ""}}}\n{m[3]}  progressDeadlineSeconds: 30\n',
+                          engines)
     assert done == 1, engines
     plan_file = argo.dir / "cutover-plan-waves.yaml"
     plan_file.write_text(recreate_over(target, "cutover-plan-waves"))
