@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes
 import pytest
 
 from conftest import MEASURED
@@ -107,7 +108,12 @@ def selector_of(argo: gitops.GitOpsTier, ring: str) -> dict[str, str]:
 
 
 def healthy_and_synced(argo: gitops.GitOpsTier, ring: str, revision: str) -> bool:
-    status = argo.app(ring).get("status", {})
+    try:
+        status = argo.app(ring).get("status", {})
+    except kubernetes.client.ApiException as exc:  # the applicationset-controller has yet to make it
+        if exc.status == 404:
+            return False
+        raise
     return (status.get("sync", {}).get("status"), status.get("sync", {}).get("revision"),
             status.get("health", {}).get("status")) == ("Synced", revision, "Healthy")
 
