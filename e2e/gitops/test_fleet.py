@@ -29,33 +29,35 @@ pytestmark = pytest.mark.skipif(os.environ.get("CUTOVER_FLEET_TIER") != "1",
 
 FIXTURES = gitops.cluster.ROOT / "e2e" / "fixtures" / "fleet"
 RINGS = ("fleet-a", "fleet-b", "fleet-c")
-SHARED = "e2e/fixtures/fleet/shared/service.yaml"
+SHARED = "e2e/fixtures/fleet/shared/service/service.yaml"
 VLLM = {"app.kubernetes.io/name": "fleet-vllm", "component": "predictor"}
 CANDLE = {"app.kubernetes.io/name": "fleet-candle", "component": "predictor"}
 
 
 def ring_files(ring: str) -> dict[str, str]:
-    """A ring's Application path: the shared workload under the ring's suffix, the fleet's hooks on the tier's
-    timeline, the ring's plan (its Service's namespace; no target, no Application: found in the hook's tracking)."""
-    kustomization = f"""apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-nameSuffix: -{ring}
-resources: [../shared]
-components: [../../../../fleet, ../../timeline]
-configMapGenerator:
-  - {{name: cutover-plan, namespace: cutover, files: [plan.yaml], options: {{disableNameSuffixHash: true}}}}
+    """A ring's Application path: the shared Service as it is, the shared engines and the fleet's hooks on the
+    tier's timeline under the ring's suffix, the ring's plan (its namespace; no target, no Application: found in
+    the hook's tracking), and the mark's labels written from the Service's selector."""
+    head = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+    kustomization = head + f"""resources: [../shared/service, engines, hooks]
 replacements:
-  - source: {{kind: Service, name: chat-{ring}, fieldPath: spec.selector}}
+  - source: {{kind: Service, name: chat, fieldPath: spec.selector}}
     targets:
       - select: {{kind: ConfigMap, name: cutover-verified-{ring}}}
         fieldPaths: [metadata.labels]
         options: {{create: true}}
 """
+    engines = head + f"nameSuffix: -{ring}\nresources: [../../shared/engines]\ncomponents: [../../../timeline]\n"
+    hooks = head + f"""nameSuffix: -{ring}
+components: [../../../../../fleet, ../../../timeline]
+configMapGenerator:
+  - {{name: cutover-plan, namespace: cutover, files: [plan.yaml], options: {{disableNameSuffixHash: true}}}}
+"""
     plan = f"""apiVersion: cutover/v1alpha1
 kind: CutoverPlan
 mode: fleet
 metadata: {{name: chat-{ring}}}
-service: {{namespace: {ring}, name: chat-{ring}, ports: [80]}}
+service: {{namespace: {ring}, name: chat, ports: [80]}}
 backends:
   vllm: {{selector: {json.dumps(VLLM)}, engine: vllm, port: 8080}}
   candle: {{selector: {json.dumps(CANDLE)}, engine: candle-vllm, port: 8080}}
@@ -72,7 +74,9 @@ git:
 argocd: {{namespace: argocd}}
 """
     return {f"e2e/fixtures/fleet/{ring}/kustomization.yaml": kustomization,
-            f"e2e/fixtures/fleet/{ring}/plan.yaml": plan}
+            f"e2e/fixtures/fleet/{ring}/engines/kustomization.yaml": engines,
+            f"e2e/fixtures/fleet/{ring}/hooks/kustomization.yaml": hooks,
+            f"e2e/fixtures/fleet/{ring}/hooks/plan.yaml": plan}
 
 
 def workload_roles(argo: gitops.GitOpsTier, ring: str) -> None:
@@ -88,7 +92,7 @@ kind: Workload
 metadata:
   name: cutover-workload
   annotations: {{config.kubernetes.io/local-config: "true"}}
-spec: {{namespace: {ring}, service: chat-{ring}, port: 8080, cutoverNamespace: cutover}}
+spec: {{namespace: {ring}, service: chat, port: 8080, cutoverNamespace: cutover}}
 """)
     (directory / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [workload.yaml]\n"
@@ -104,7 +108,7 @@ spec: {{namespace: {ring}, service: chat-{ring}, port: 8080, cutoverNamespace: c
 
 
 def selector_of(argo: gitops.GitOpsTier, ring: str) -> dict[str, str]:
-    return dict(argo.core.read_namespaced_service(f"chat-{ring}", ring).spec.selector or {})
+    return dict(argo.core.read_namespaced_service("chat", ring).spec.selector or {})
 
 
 def healthy_and_synced(argo: gitops.GitOpsTier, ring: str, revision: str) -> bool:
