@@ -23,6 +23,7 @@ import pytest
 
 from conftest import MEASURED
 from tier import githost, gitops
+from tier.engines import EnginePods
 
 pytestmark = pytest.mark.skipif(os.environ.get("CUTOVER_FLEET_TIER") != "1",
                                 reason="the fleet's tier runs outside CI: CUTOVER_FLEET_TIER=1")
@@ -123,7 +124,19 @@ def healthy_and_synced(argo: gitops.GitOpsTier, ring: str, revision: str) -> boo
 
 
 @pytest.fixture(scope="module")
-def fleet(argo: gitops.GitOpsTier) -> Iterator[str]:
+def engines(argo: gitops.GitOpsTier) -> Iterator[dict[str, EnginePods]]:
+    """An engine double behind every engine pod of each ring (the tier's own watch keeps llm-serving's)."""
+    found = {ring: EnginePods(kubernetes.config.new_client_from_config(str(argo.plane.kubeconfig)), ring)
+             for ring in RINGS}
+    for pods in found.values():
+        pods.start()
+    yield found
+    for pods in found.values():
+        pods.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(argo: gitops.GitOpsTier, engines: dict[str, EnginePods]) -> Iterator[str]:
     """The rings installed and rolled out once (each first sync gated, applied and verified, step by step); the
     revision they run."""
     for ring in RINGS:
@@ -150,9 +163,9 @@ def status_fleet(argo: gitops.GitOpsTier) -> dict[str, Any]:
 
 
 def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_refuses(
-        argo: gitops.GitOpsTier, fleet: str) -> None:
+        argo: gitops.GitOpsTier, fleet: str, engines: dict[str, EnginePods]) -> None:
     assert all(selector_of(argo, ring) == VLLM for ring in RINGS)
-    argo.engines.fault("fleet-candle-fleet-c", "503")  # the third ring's candle answers 503: its gate refuses
+    engines["fleet-c"].fault("fleet-candle-fleet-c", "503")  # the third ring's candle answers 503: its gate refuses
     switched_at: dict[str, float] = {}
     try:
         text = (gitops.cluster.ROOT / SHARED).read_text().replace("name: fleet-vllm", "name: fleet-candle")
@@ -170,7 +183,7 @@ def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_r
             and state.get("operation", {}).get("sync", {}).get("revision") == commit and state, timeout=300)
         fleet_now = status_fleet(argo)
     finally:
-        argo.engines.fault("fleet-candle-fleet-c", None)
+        engines["fleet-c"].fault("fleet-candle-fleet-c", None)
     assert switched_at["fleet-a"] < switched_at["fleet-b"], switched_at  # in step order
     assert selector_of(argo, "fleet-c") == VLLM  # never switched
     hooks = {r["name"]: r.get("hookPhase") for r in third["syncResult"]["resources"] if r.get("hookType")}
