@@ -11,14 +11,14 @@ import dataclasses
 
 import structlog
 
-from cutover.argocd import operation, rollout, tracking
+from cutover.argocd import rollout, tracking
 from cutover.core import commits
 from cutover.core.results import Unowned, Verified
 from cutover.core.trailers import Trailers
 from cutover.errors import ClusterError, InvalidInput, VerificationFailed
-from cutover.flows import sync, verification
+from cutover.flows import verification
 from cutover.flows.context import Run
-from cutover.flows.phases import synced_selector
+from cutover.flows.phases import synced_selector, syncing
 from cutover.kube.cluster import Cluster
 from cutover.plan import Plan
 
@@ -59,13 +59,7 @@ async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned
     cutover's to verify (said, exit 0), as the gate lets it pass."""
     run.bind("verify")
     plan = run.plan
-    app = await sync.application(run)
-    revision = operation.syncing_revision(job_name, app)
-    if revision is None:
-        log.warning("verify.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the branch "
-                                                    "head, which may be newer than the revision synced")
-    ref = revision.sha if revision else None
-    shown = ref[:12] if ref else plan.git.branch
+    app, ref, shown = await syncing(run, job_name, phase="verify")
     wanted = await synced_selector(run, app, ref)
     backend = commits.backend_of(plan, wanted)
     if backend is None:

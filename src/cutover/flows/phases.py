@@ -84,15 +84,9 @@ async def _hold_lifted(run: Run, last: Commit | None) -> str | None:
 async def presync(run: Run, *, job_name: str | None) -> Gated:
     run.bind("presync")
     plan = run.plan
-    app = await sync.application(run)
-    revision = operation.syncing_revision(job_name, app)
-    if revision is None:
-        log.warning("presync.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the "
-                                                     "branch head, which may be newer than the revision synced")
-    ref = revision.sha if revision else None
+    app, ref, shown = await syncing(run, job_name, phase="presync")
     wanted = await synced_selector(run, app, ref)
     live = await run.cluster.service(plan.service.namespace, plan.service.name)
-    shown = ref[:12] if ref else plan.git.branch
     step = decide.presync_step(wanted, live, plan)
     if plan.fleet:  # docs/fleet.md: the revision chooses the target (else the Service's own backend stays it)
         aim = commits.backend_of(plan, wanted) or commits.backend_of(plan, live.selector)
@@ -117,6 +111,18 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         log.warning("drain.unsafe", backend=leaving, message=warning,
                     hint=f"streams in flight on {leaving} may be cut (docs/capacity.md, before you free an engine)")
     return Gated(shown, True, step.backend, proven)
+
+
+async def syncing(run: Run, job_name: str | None, *, phase: str) -> tuple[ApplicationView | None, str | None, str]:
+    """The Application, the revision a hook's sync applies (None: unknown, the branch head stands for it, said)
+    and how it is shown."""
+    app = await sync.application(run)
+    revision = operation.syncing_revision(job_name, app)
+    if revision is None:
+        log.warning(f"{phase}.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the "
+                                                      "branch head, which may be newer than the revision synced")
+    ref = revision.sha if revision else None
+    return app, ref, ref[:12] if ref else run.plan.git.branch
 
 
 async def synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:

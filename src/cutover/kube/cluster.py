@@ -325,14 +325,8 @@ class Cluster:
 
     async def argocd_object(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """An ApplicationSet or an Application as the API holds it (`cutover status --fleet`); None when absent."""
-        try:
-            body: dict[str, Any] = await self.get(f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/{plural}/{name}",
-                                                  what=f"read {plural} {namespace}/{name}")
-        except ClusterError as exc:
-            if exc.cause == "cluster_not_found":
-                return None
-            raise
-        return body
+        return await self._found(f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/{plural}/{name}",
+                                 what=f"read {plural} {namespace}/{name}")
 
     async def request_refresh(self, namespace: str, name: str, *, hydrate: bool = False) -> None:
         """Ask ArgoCD to compare with Git now (the annotation it removes once it has refreshed); with the Source
@@ -348,21 +342,19 @@ class Cluster:
     async def cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A CronJob of cutover's own namespace, as the API holds it (the nudge's Job is made from it); None when there
         is none by that name."""
-        try:
-            body: dict[str, Any] = await self.get(f"/apis/batch/v1/namespaces/{namespace}/cronjobs/{name}",
-                                                  what=f"read CronJob {namespace}/{name}")
-        except ClusterError as exc:
-            if exc.cause == "cluster_not_found":
-                return None
-            raise
-        return body
+        return await self._found(f"/apis/batch/v1/namespaces/{namespace}/cronjobs/{name}",
+                                 what=f"read CronJob {namespace}/{name}")
 
     async def job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A Job of cutover's own namespace (a hook's own, for the tracking ArgoCD wrote on it); None when there is
         none by that name."""
+        return await self._found(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+                                 what=f"read Job {namespace}/{name}")
+
+    async def _found(self, path: str, *, what: str) -> dict[str, Any] | None:
+        """An object as the API holds it; None when there is none at `path`."""
         try:
-            body: dict[str, Any] = await self.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-                                                  what=f"read Job {namespace}/{name}")
+            body: dict[str, Any] = await self.get(path, what=what)
         except ClusterError as exc:
             if exc.cause == "cluster_not_found":
                 return None
