@@ -80,8 +80,13 @@ BAD = [
      "no target under mode: fleet (the fleet's commit chooses the backend"),
     ("a fleet's plan rolling back by itself", FLEET + "rollback: {auto: true}\n", "rollback.auto",
      "false or absent under mode: fleet (the rollback is the revert of the fleet's commit"),
-    ("a fleet's plan with a handoff", FLEET + "handoff: {strategy: recreate, maxGap: 30m}\n", "handoff",
-     "no handoff under mode: fleet yet"),
+    ("a fleet's plan with a bridge", "mode: fleet\n" + THREE.replace("target: candle\n", "").replace(
+        "rollback:\n  auto: true\n", "") + "handoff: {strategy: bridge, bridge: coder}\n", "handoff.strategy",
+     "parallel or recreate under mode: fleet (a bridge's hops are commits cutover makes"),
+    ("a fleet's plan retiring", FLEET + "handoff: {retire: {after: 1h}}\n", "handoff.retire",
+     "no retire under mode: fleet (retiring the engine left is a commit"),
+    ("a fleet's recreate without workloads", FLEET + "handoff: {strategy: recreate, maxGap: 30m}\n",
+     "backends.vllm.workload", "the workload that holds the backend's resources"),
     ("unknown nested key", edit("  minReadyPods: 1\n", "  minReadyPods: 1\n  maxWiat: 5m\n"),
      "verify.maxWiat", "no such key (known here: servedNames, proof, minReadyPods, maxWait, requestTimeout, "
                        "fitness)"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli import FIXTURE, TOKEN, Run, cli_runner
@@ -27,9 +28,10 @@ def cutover(world: World, tmp_path: Path) -> Run:
     return cli_runner(world, tmp_path)
 
 
-def fleet_plan(world: World, url: str) -> str:
+def fleet_plan(world: World, url: str, **more: Any) -> str:
     """The reference plan as a fleet's cluster has it: no target, no rollback of its own."""
-    text = world.plan_text(git_api_url=url).replace("target: candle\n", "").replace("rollback:\n  auto: true\n", "")
+    text = world.plan_text(git_api_url=url, **more).replace("target: candle\n", "").replace(
+        "rollback:\n  auto: true\n", "")
     assert "target:" not in text and "rollback:" not in text
     return "mode: fleet\n" + text
 
@@ -75,6 +77,70 @@ async def test_the_gate_refuses_a_backend_the_fleets_commit_selects_that_cannot_
         fleet = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm everywhere\n")
         gate = await cutover("presync", plan=fleet_plan(world, host.url), env=job("presync", fleet, "presync"))
     assert gate.code == 3 and "cause unschedulable" in gate.outcome and "nvidia.com/gpu" in gate.outcome
+
+
+ENGINES = "k8s/apps/llm-serving/engines.yaml"
+RECREATE = {"workloads": {backend: f"{{kind: Deployment, name: {name}, path: {ENGINES}}}"
+                          for backend, name in (("vllm", "llm-reasoning"), ("candle", "candle"))},
+            "handoff": "{strategy: recreate, maxGap: 30m}"}
+
+
+def engines(*, vllm: int, candle: int) -> str:
+    """Both engines' Deployments (one GPU each) at these replica counts."""
+    labels = {"llm-reasoning": {"app.kubernetes.io/name": "llm-reasoning", "component": "predictor",
+                                "serving.kserve.io/inferenceservice": "reasoning"}, "candle": CANDLE}
+    return "".join(f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: llm-serving}}
+spec:
+  replicas: {count}
+  selector: {{matchLabels: {json.dumps(labels[name])}}}
+  template:
+    metadata: {{labels: {json.dumps(labels[name])}}}
+    spec:
+      containers: [{{name: engine, image: "example.invalid/engine:1", resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]
+""" for name, count in (("llm-reasoning", vllm), ("candle", candle)))
+
+
+async def test_a_fleets_recreate_swaps_in_one_sync_and_the_verifier_proves_the_target(cutover: Run, world: World,
+                                                                                      tmp_path: Path) -> None:
+    """A cluster whose only card vLLM holds, its plan `handoff: recreate`: the fleet's commit that starts candle
+    beside vLLM is refused before ArgoCD applies it (capacity_held_by_source, the node's figures); the one that
+    stops vLLM and starts candle in the same sync passes the gate, which cannot prove a target that sync starts,
+    having judged that candle fits once vLLM is gone; `verify --synced`, in the wave after the engines (ArgoCD has
+    waited for candle's health), proves candle as the gate would have, says the gap from the sync's start, and
+    verifies the switch. Nothing is committed."""
+    repo = BareRepo(tmp_path / "gitops.git")
+    repo.commit({PATH: FIXTURE.read_text(), ENGINES: engines(vllm=1, candle=0)}, "seed\n")
+    world.add_node("gpu-1", gpus=1)
+    vllm = world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    await world.settled()
+    async with FakeContentsHost(repo, token=TOKEN) as host:
+        text = fleet_plan(world, host.url, **RECREATE)
+        beside = repo.commit({PATH: switched(), ENGINES: engines(vllm=1, candle=1)}, "Fleet: candle beside vLLM\n")
+        refused = await cutover("presync", plan=text, env=job("presync", beside, "presync"))
+        swap = repo.commit({PATH: switched(), ENGINES: engines(vllm=0, candle=1)}, "Fleet: candle in vLLM's place\n")
+        gate = await cutover("presync", plan=text, env=job("presync", swap, "presync"))
+        # ArgoCD's sync of it: its operation starts, vLLM stops, the Service is patched, candle starts
+        sim_argocd.seed_application(world, revision=swap)
+        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
+            "operationState": sim_argocd.operation_state(world, "Running", swap, finished=False)}})
+        world.delete_pod(vllm.name)
+        sim_argocd.apply_git(world, repo, PATH, revision=swap)
+        world.add_pod("candle", ready=True, gpus=1, node="gpu-1")
+        await world.settled()
+        verified = await cutover("verify", "--synced", plan=text,
+                                 env={**job("verify", swap, "sync"), "CUTOVER_DEADLINE_SECONDS": "600"})
+    assert refused.code == 3 and "cause capacity_held_by_source" in refused.outcome, refused.outcome
+    assert gate.code == 0, gate.stderr[-2000:]
+    assert f"{swap[:7]} stops vllm and starts candle in one sync (a fleet's recreate): candle fits once vllm is " \
+           "gone" in gate.outcome, gate.outcome
+    assert verified.code == 0, verified.stderr[-2000:]
+    assert "verified: the Service selects candle, 1 endpoint(s)" in verified.outcome
+    (gap,) = [event for event in verified.events if event["event"] == "handoff.gap_closed"]
+    assert 0 < gap["seconds"] < 1800 and gap["max_gap"] == 1800, gap
+    assert not repo.log(limit=5)[0].message.startswith("cutover(")  # nothing committed
 
 
 async def test_verify_synced_checks_the_switch_argocd_applied_and_fails_the_sync_when_it_did_not_land(

@@ -593,6 +593,31 @@ def test_a_fleets_failed_sync_is_reported_and_never_rolled_back() -> None:
         steps.Nothing("a fleet's rollback is the revert of its commit (docs/fleet.md)")  # even set by hand
 
 
+@pytest.mark.parametrize(("strategy", "leaving", "freed", "starts", "after"), [
+    ("recreate", "vllm", {"vllm"}, True, True),  # the swap in one sync: proven after, by the verifier
+    ("recreate", "vllm", set(), True, False),  # vLLM kept: the target must fit beside it, proven first
+    ("recreate", "vllm", {"vllm"}, False, False),  # nothing started: the gate's proof finds no pods, refused
+    ("recreate", None, {"vllm"}, True, False),  # the Service selects no backend of the plan: proven first
+    ("recreate", "candle", {"vllm"}, True, False),  # the live backend is the target: no switch
+    ("parallel", "vllm", {"vllm"}, True, False),  # parallel: always proven first
+])
+def test_a_fleets_recreate_is_proven_after_the_sync_that_swaps(strategy: str, leaving: str | None, freed: set[str],
+                                                                starts: bool, after: bool) -> None:
+    fleet = dataclasses.replace(RECREATE, fleet=True, rollback_auto=False,
+                                handoff=dataclasses.replace(RECREATE.handoff, strategy=strategy))
+    assert decide.proof_after(fleet, leaving=leaving, freed=freed, starts=starts) is after
+    assert decide.proof_after(dataclasses.replace(fleet, fleet=False), leaving=leaving, freed=freed,
+                              starts=starts) is False  # one cluster's recreate frees by its own commits
+
+
+def test_a_fleets_swap_gap_runs_from_the_syncs_start_when_that_sync_started_the_target() -> None:
+    started = NOW - timedelta(minutes=12)
+    assert decide.swap_gap(started, [started + timedelta(seconds=3)], NOW) == 720.0
+    assert decide.swap_gap(started, [started - timedelta(hours=1)], NOW) is None  # up before: no gap this sync
+    assert decide.swap_gap(started, [started + timedelta(seconds=3), None], NOW) is None
+    assert decide.swap_gap(None, [NOW], NOW) is None and decide.swap_gap(started, [], NOW) is None
+
+
 def test_names_the_bridge_leaves_unanswered_are_a_gap_as_recreate_s() -> None:
     """reasoning-long has no backend while coder serves (handoff.bridgeNames): from the switch to the bridge, once
     vLLM is freed, a failed sync gives the card back as under recreate, and the path then goes back to vLLM

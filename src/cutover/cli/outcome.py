@@ -71,6 +71,11 @@ def _table(proven: Proven) -> list[str]:
 def _gated(gated: Gated, plan: Plan) -> Report:
     if not gated.changed:
         return Report(f"no selector change in {gated.revision}: nothing to gate", data={"changed": False})
+    if gated.backend is not None and gated.after is not None:
+        return Report(f"{gated.revision} stops {gated.after} and starts {gated.backend} in one sync (a fleet's "
+                      f"recreate): {gated.backend} fits once {gated.after} is gone; the verifier proves it once it is "
+                      f"up, the name unanswered meanwhile (handoff.maxGap {plan.handoff.max_gap or 0:g}s)",
+                      data={"changed": True, "backend": gated.backend, "proofAfter": True, "stops": gated.after})
     if gated.backend is None or gated.proven is None:
         return Report(f"the selector in {gated.revision} is no backend of the plan: not gated",
                       data={"changed": True, "backend": None})

@@ -22,7 +22,8 @@ Called by the phases and by tests/core/test_decide.py (a row per rule) and tests
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from datetime import datetime
 
 from cutover.core import commits, hops, steps
 from cutover.core.views import ServiceView
@@ -97,6 +98,24 @@ def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> st
         return steps.Nothing("no_change")
     target = commits.backend_of(plan, wanted)
     return steps.Nothing("not_ours") if target is None else steps.Gate(target)
+
+
+def proof_after(plan: Plan, *, leaving: str | None, freed: Collection[str], starts: bool) -> bool:
+    """A fleet's recreate (docs/fleet.md): the revision stops the engine serving now (`leaving`, among the backends
+    its render stops) and starts the target (`starts`) in the sync that switches the Service, so the target cannot
+    be proven before ArgoCD applies it. The gate then judges only where it fits with the source gone, and the
+    Sync-phase verifier proves it once it is up; any other switch is proven first."""
+    return (plan.fleet and plan.handoff.strategy == "recreate" and leaving is not None and leaving != plan.target
+            and leaving in freed and starts)
+
+
+def swap_gap(started: datetime | None, created: Collection[datetime | None], now: datetime) -> float | None:
+    """A fleet's recreate: seconds the name had no engine, from the start of the sync that stopped the source to the
+    target proven now, when that sync started the target's pods (every one created since); None for a sync that
+    started none (the switch was made before, or by a parallel path)."""
+    if started is None or not created or any(when is None or when < started for when in created):
+        return None
+    return (now - started).total_seconds()
 
 
 def syncfail_step(observed: steps.Observed, plan: Plan, *,

@@ -43,6 +43,7 @@ class Gated:
     changed: bool
     backend: str | None = None
     proven: Proven | None = None
+    after: str | None = None  # a fleet's recreate: the backend the revision stops; the target is proven after
 
 
 @dataclasses.dataclass(frozen=True)

@@ -92,8 +92,9 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         aim = commits.backend_of(plan, wanted) or commits.backend_of(plan, live.selector)
         run = dataclasses.replace(run, plan=plan.aimed(aim)) if aim else run
         plan = run.plan
+    docs = None
     if (app is None or app.hydrator is None) and plan.target:  # the Source Hydrator's: the dry side only
-        await starting.ahead(run, ref=ref, gating=isinstance(step, steps.Gate))
+        docs = await starting.ahead(run, ref=ref, gating=isinstance(step, steps.Gate))
     if isinstance(step, steps.Nothing):
         if step.reason == "no_change":
             log.info("presync.no_change", revision=shown)
@@ -102,6 +103,12 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
                     hint="the selector in Git is no backend of the plan: not ours to gate")
         return Gated(shown, changed=True)
     leaving = commits.backend_of(plan, live.selector)
+    freed, starts = starting.swap(docs, plan)
+    if decide.proof_after(plan, leaving=leaving, freed=freed, starts=starts):
+        log.info("presync.proof_after", revision=shown, to=step.backend, live=leaving, max_gap=plan.handoff.max_gap,
+                 hint=f"the revision stops {leaving} and starts {step.backend} in one sync: {step.backend} fits once "
+                      f"{leaving} is gone, and `cutover verify --synced` proves it once it is up (docs/fleet.md)")
+        return Gated(shown, True, step.backend, after=leaving)
     log.info("presync.gating", revision=shown, to=step.backend, live=leaving)
     bridging = step.backend == plan.handoff.bridge  # its names only (docs/capacity.md)
     proven = await prove_backend(run.cluster, plan.for_bridge() if bridging else plan, plan.backend(step.backend),

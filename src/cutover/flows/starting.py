@@ -32,22 +32,34 @@ from cutover.sources.base import Source
 log = structlog.get_logger("cutover")
 
 
-async def ahead(run: Run, *, ref: str | None, gating: bool) -> None:
+async def ahead(run: Run, *, ref: str | None, gating: bool) -> list[dict[str, Any]] | None:
     """The PreSync's look at what the revision `ref` is about to do, before ArgoCD applies it: its sync order said
-    (on a switch, or every hop of a handoff), and where a target it starts would fit judged (`judge`)."""
+    (on a switch, or every hop of a handoff), and where a target it starts would fit judged (`judge`). The render
+    it judged; None when there is none (a chart without argocd.server, or unreadable: said)."""
     plan = run.plan
     try:
         docs = await judged(run.host, run.source, plan, await run.host.read(plan.git.path, ref=ref), ref=ref)
     except CutoverError as exc:
         log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
-        return
+        return None
     if docs is None:
-        return  # a chart without argocd.server: cutover cannot render it
+        return None  # a chart without argocd.server: cutover cannot render it
     if gating or plan.handoff.strategy != "parallel":
         for found in sync_order.findings(docs, plan):  # said, never refused here: `cutover plan` refuses
             log.warning("presync.sync_order", cause=found.cause, message=found.message, hint=found.hint,
                         refused_by_plan=found.refuse)
     await judge(run, docs)
+    return docs
+
+
+def swap(docs: Sequence[Mapping[str, Any]] | None, plan: Plan) -> tuple[frozenset[str], bool]:
+    """What the render does to the engines: the backends it stops (replicas 0) and whether it starts the plan's
+    target (its workload asks for pods); nothing of either without a render."""
+    if docs is None or not plan.target:
+        return frozenset(), False
+    doc = sync_order.engine(docs, plan.backends[plan.target])
+    return frozenset(backend.name for backend in sync_order.freed(docs, plan)), bool(
+        doc is not None and sync_order.replicas(doc))
 
 
 async def judged(host: GitHost, source: Source, plan: Plan, version: FileVersion, *,

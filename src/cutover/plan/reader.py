@@ -174,9 +174,15 @@ def _check_fleet(node: Field) -> None:
         raise rollback.child("auto").fail("false or absent under mode: fleet (the rollback is the revert of the "
                                           "fleet's commit, which the engine replays cluster by cluster)")
     handoff = node.child("handoff")
-    if handoff.value is not None:
-        raise handoff.fail("no handoff under mode: fleet yet (each cluster's switch is make-before-break: both "
-                           "engines running when the fleet's commit reaches it; docs/fleet.md)")
+    if handoff.value is None:
+        return
+    strategy = handoff.child("strategy")
+    if strategy.value == "bridge":  # a bridge's hops, and retiring, are commits of cutover's own
+        raise strategy.fail("parallel or recreate under mode: fleet (a bridge's hops are commits cutover makes; in "
+                            "a fleet the fleet's commit is the only writer: docs/fleet.md)")
+    if handoff.present("retire"):
+        raise handoff.child("retire").fail("no retire under mode: fleet (retiring the engine left is a commit; in a "
+                                           "fleet the fleet's next commit stops it: docs/fleet.md)")
 
 
 def _check_edited(git: GitSettings, service: ServiceRef, node: Field) -> None:
