@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+import contracts
 import cutover
 from cutover import plan
 from cutover.sources import kustomize_build
@@ -108,3 +109,42 @@ def test_nothing_is_overwritten_and_bad_flags_are_named(repo: Path) -> None:
         done = init(*[part for pair in args.items() for part in pair], into=repo / "elsewhere")
         assert done.returncode == 2 and words in done.stderr, done.stderr
         assert not (repo / "elsewhere").exists()  # nothing written
+
+
+def test_a_fleets_workload_renders_the_fleets_hooks_the_mark_and_its_applicationset(repo: Path) -> None:
+    """`cutover init --fleet` (docs/fleet.md): the hooks render the fleet's (the gate, the Sync-phase verifier at
+    wave 1000, the mark at 1001, SyncFail; no CronJob, nothing that writes), the mark's labels are the Service's
+    selector once the kustomization beside the Service names `mark` as the output says, the plan reads as a fleet's,
+    and the ApplicationSet (one ring per step, in the order given) and the project hold to ArgoCD's CRDs."""
+    done = init("--fleet", "gpu-canary=canary,gpu-east=main,gpu-west=main", "--application", "reasoning-long",
+                "--namespace", "llm-serving", "--service", "reasoning-long-predictor", "--port", "8080",
+                "--repository", REPOSITORY, "--credentials-namespace", "cutover",
+                "--release", str(repo / "vendor" / f"cutover-{cutover.__version__}"), into=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resources: hooks, components: mark" in done.stdout and "read only: no paths" in done.stdout
+    fleet = repo / "reasoning-long"
+    example = ROOT / "manifests" / "examples" / "llm-serving" / "workload"
+    for name in ("service.yaml", "engines.yaml"):
+        (fleet / name).write_text((example / name).read_text())
+    (fleet / "kustomization.yaml").write_text("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                                              "resources: [service.yaml, engines.yaml, hooks]\ncomponents: [mark]\n")
+    objects = _objects(built(fleet))
+    assert not [name for kind, name in objects if kind == "CronJob"]
+    verifier = objects[("Job", "cutover-verify-reasoning-long")]
+    annotations = verifier["metadata"]["annotations"]
+    assert (annotations["argocd.argoproj.io/hook"], annotations["argocd.argoproj.io/sync-wave"]) == ("Sync", "1000")
+    assert verifier["spec"]["template"]["spec"]["containers"][0]["args"][:2] == ["verify", "--synced"]
+    mark = objects[("ConfigMap", "cutover-verified-reasoning-long")]
+    assert mark["metadata"]["labels"] == objects[("Service", "reasoning-long-predictor")]["spec"]["selector"]
+    (read,) = plan.parse(objects[("ConfigMap", "cutover-plan-reasoning-long")]["data"]["plan.yaml"])
+    assert read.fleet and not read.target and read.argocd is not None and not read.argocd.application
+    appset = YAML(typ="safe").load((fleet / "applicationset.yaml").read_text())
+    assert not list(contracts.crd_validator("applicationset").iter_errors(appset))
+    steps = appset["spec"]["strategy"]["rollingSync"]["steps"]
+    assert [step["matchExpressions"][0]["values"] for step in steps] == [["canary"], ["main"]]
+    project = YAML(typ="safe").load((fleet / "appproject.yaml").read_text())
+    assert not list(contracts.crd_validator("appproject").iter_errors(project))
+    assert {d["name"] for d in project["spec"]["destinations"]} == {"gpu-canary", "gpu-east", "gpu-west"}
+    bad = init("--fleet", "gpu-east=main,gpu-east=canary", "--application", "x", "--namespace", "llm-serving",
+               "--service", "s", "--port", "8080", "--repository", REPOSITORY, into=repo / "elsewhere")
+    assert bad.returncode == 2 and "--fleet: expected CLUSTER=RING,..." in bad.stderr, bad.stderr

@@ -156,6 +156,9 @@ def _init_options(command: argparse.ArgumentParser) -> None:
                                                          "(default https://github.com/<org>/cutover) or the "
                                                          "directory its archive was unpacked into")
     command.add_argument("--into", default=".", help="the repository's root (default: here)")
+    command.add_argument("--fleet", default=None, metavar="CLUSTER=RING,...",
+                         help="a fleet's workload (docs/fleet.md): its clusters, as ArgoCD names them, each with its "
+                              "ring, in step order (gpu-canary=canary,gpu-east=main)")
 
 
 def _global_options(parser: argparse.ArgumentParser, *, after: bool = False) -> None:
@@ -640,21 +643,43 @@ def _init(args: argparse.Namespace) -> int:
     if not args.repository.startswith("https://"):
         raise InvalidInput(f"--repository: expected an https:// URL, found {args.repository!r}",
                            cause="invalid_arguments", hint="the repository ArgoCD reads and cutover's token writes")
+    fleet = _fleet_clusters(args.fleet, label) if args.fleet is not None else ()
     credentials = args.credentials_namespace or ("cutover" if args.first else f"cutover-{args.application}")
     workload = scaffold.Workload(args.application, args.namespace, args.service, args.port, args.repository,
-                                 credentials, release=args.release or scaffold.RELEASE)
+                                 credentials, release=args.release or scaffold.RELEASE, fleet=fleet)
     into = Path(args.into)
     written = scaffold.write(scaffold.files(workload, into=into, first=args.first), into=into)
     lines = ["written:", *(f"  {path}" for path in written), "",
              "as ArgoCD's administrator, once (docs/install.md, step 2; nothing of it belongs in Git):",
              *(f"  {line}".replace("\n", "\n  ") for line in scaffold.commands(workload)),
-             f"  kubectl apply -f {into / args.application / 'appproject.yaml'}", ""]
+             f"  kubectl apply -f {into / args.application / 'appproject.yaml'}",
+             *([f"  kubectl apply -f {into / args.application / 'applicationset.yaml'}   # on the hub"] if fleet
+               else []), ""]
+    if fleet:
+        lines += [f"and in the kustomization of {args.application}/ (beside the Service and the engines): "
+                  "resources: hooks, components: mark", ""]
     if not args.first:
         lines += [f"and in cutover/kustomization.yaml, under resources: {args.application}"
                   + (f" and {args.application}/namespace" if workload.suffixed else ""), ""]
     sys.stdout.write("\n".join(lines))
     _outcome(f"cutover init: OK — {args.application}'s layout written ({len(written)} files)", json_output=False)
     return 0
+
+
+def _fleet_clusters(value: str, label: re.Pattern[str]) -> tuple[tuple[str, str], ...]:
+    """`--fleet CLUSTER=RING,...`: the clusters in step order, each a DNS label with its ring."""
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+
+    found = []
+    for item in value.split(","):
+        cluster, _, ring = item.strip().partition("=")
+        if not label.fullmatch(cluster) or not label.fullmatch(ring) or cluster in dict(found):
+            raise InvalidInput(f"--fleet: expected CLUSTER=RING,... (each a DNS label, each cluster once), found "
+                               f"{item.strip()!r}",
+                               cause="invalid_arguments", hint="the clusters as ArgoCD names them, each with the "
+                                                               "ring it is synced in (gpu-canary=canary,gpu-east=main)")
+        found.append((cluster, ring))
+    return tuple(found)
 
 
 def _demo(args: argparse.Namespace) -> int:

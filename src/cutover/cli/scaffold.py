@@ -10,6 +10,11 @@ nothing that renders differently from what a person reads (ArgoCD renders kustom
 - `<application>/hooks/`: the hooks Component with the image's, the plan ConfigMap (a skeleton that reads), under
   the workload's suffix and in its credentials namespace; `<application>/appproject.yaml`: its project.
 
+With `--fleet CLUSTER=RING,...` (docs/fleet.md) the workload is a fleet's: `<application>/hooks/` renders the
+`fleet/` Component (the gate, the Sync-phase verifier, the mark of a verified switch) with a `mode: fleet` plan,
+`<application>/mark/` is the Component whose replacement writes the Service's selector into the mark's labels, and
+`<application>/applicationset.yaml` syncs the clusters ring by ring (RollingSync), in a project over those clusters.
+
 Nothing that exists is overwritten (exit 2, naming the file). Pure but for `write`.
 """
 
@@ -36,6 +41,7 @@ class Workload:
     credentials: str  # where its Jobs and Secrets live: `cutover` for the first, `cutover-<application>` after
     release: str = RELEASE  # a repository URL (…?ref=v<version>) or a directory of the release's unpacked files
     backends: tuple[str, str] = ("vllm", "candle")
+    fleet: tuple[tuple[str, str], ...] = ()  # (cluster, ring) in step order: a fleet's workload (docs/fleet.md)
 
     @property
     def suffixed(self) -> bool:
@@ -52,6 +58,11 @@ def files(workload: Workload, *, into: Path, first: bool) -> dict[str, str]:
         f"{app}/hooks/plan-configmap.yaml": _plan(workload),
         f"{app}/appproject.yaml": _project(workload),
     }
+    if workload.fleet:
+        found[f"{app}/hooks/plan-configmap.yaml"] = _fleet_plan(workload)
+        found[f"{app}/mark/kustomization.yaml"] = _mark(workload)
+        found[f"{app}/applicationset.yaml"] = _applicationset(workload)
+        found[f"{app}/appproject.yaml"] = _fleet_project(workload)
     if workload.suffixed:
         found[f"cutover/{app}/namespace/kustomization.yaml"] = _namespace(workload, into)
     if first:
@@ -77,8 +88,20 @@ def write(found: Mapping[str, str], *, into: Path) -> list[Path]:
 
 
 def commands(workload: Workload) -> list[str]:
-    """What an administrator runs once for this workload (docs/install.md, step 2): nothing of it fits in Git."""
+    """What an administrator runs once for this workload (docs/install.md, step 2): nothing of it fits in Git. A
+    fleet's, in every cluster: a token that reads the repository (a fleet's cluster writes nothing, so no `paths`)
+    and a read-only account of the hub's ArgoCD API, where the clusters' Applications live (docs/fleet.md)."""
     ns, app = workload.credentials, workload.application
+    if workload.fleet:
+        return [
+            f"# in each cluster ({', '.join(cluster for cluster, _ in workload.fleet)}):",
+            f"kubectl create namespace {ns}",
+            f"kubectl label namespace {ns} cutover.dev/credentials=true pod-security.kubernetes.io/enforce=restricted",
+            f"kubectl -n {ns} create secret generic cutover-git --from-file=token=./git-read-token \\\n"
+            f"  --from-literal=repository={workload.repository} --from-literal=branches=main   # read only: no paths",
+            f"kubectl -n {ns} create secret generic cutover-argocd --from-file=token=./hub-read-token \\\n"
+            f"  --from-literal=server=https://argocd.example.invalid   # the hub's API (yours), a read-only account",
+        ]
     return [
         f"kubectl create namespace {ns}",
         f"kubectl label namespace {ns} cutover.dev/credentials=true pod-security.kubernetes.io/enforce=restricted",
@@ -213,7 +236,7 @@ nameSuffix: -{workload.application}
 {namespace}resources:
   - plan-configmap.yaml
 components:
-  - {_reference(workload, "hooks", into=into, beside=beside)}
+  - {_reference(workload, "fleet" if workload.fleet else "hooks", into=into, beside=beside)}
   - {os.path.relpath(into / "image", into / beside)}
 """
 
@@ -284,3 +307,103 @@ spec:
     - {{group: batch, kind: Job}}
     - {{group: batch, kind: CronJob}}
 """
+
+
+def _fleet_plan(workload: Workload) -> str:
+    """One plan for every cluster of the fleet: no target (the fleet's commit chooses the backend), no rollback of
+    cutover's (the revert is the rollback), no argocd.application (each hook finds its own in ArgoCD's tracking)."""
+    single = _plan(workload)
+    head, _, _ = single.partition("    apiVersion: cutover/v1alpha1\n")
+    body = single[len(head):].replace(f"    target: {workload.backends[0]}\n", "")
+    body = body.replace("    kind: CutoverPlan\n", "    kind: CutoverPlan\n    mode: fleet\n", 1)
+    body = body.replace(f"    argocd:\n      application: {workload.application}\n      namespace: argocd\n",
+                        "    argocd:\n      namespace: argocd\n"
+                        "      server: https://argocd.example.invalid   # yours: the hub's API\n"
+                        "      tokenFile: /var/run/secrets/cutover/argocd/token\n")
+    head = (f"# The plan of the fleet {workload.application} (docs/fleet.md), one for every cluster: set each "
+            f"backend's selector\n# and the names your clients send; the fleet's commit of the Service's selector "
+            f"starts a handoff.\n") + head.split("\n", 2)[2]
+    return head + body
+
+
+def _mark(workload: Workload) -> str:
+    return f"""# The mark of a verified switch (docs/fleet.md): its labels are the Service's selector, so that every
+# selector change leaves the Application OutOfSync until the verifier passed and the mark's wave applied it. Name
+# this directory under components: in the kustomization beside the Service (the replacement reads the Service).
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+replacements:
+  - source: {{kind: Service, name: {workload.service}, fieldPath: spec.selector}}
+    targets:
+      - select: {{kind: ConfigMap, name: cutover-verified-{workload.application}}}
+        fieldPaths: [metadata.labels]
+        options: {{create: true}}
+"""
+
+
+def _applicationset(workload: Workload) -> str:
+    rings = list(dict.fromkeys(ring for _, ring in workload.fleet))
+    elements = "".join(f"          - {{cluster: {cluster}, ring: {ring}}}\n" for cluster, ring in workload.fleet)
+    steps = "".join(f"        - matchExpressions: [{{key: ring, operator: In, values: [{ring}]}}]\n"
+                    for ring in rings)
+    return f"""# One Application per cluster of the fleet {workload.application}, synced ring by ring (RollingSync,
+# ArgoCD 3.3+ with --enable-progressive-syncs): a step moves on when every Application of the steps before it
+# is Healthy and Synced, which a cluster whose switch cutover did not verify never is (docs/fleet.md). Apply it
+# on the hub.
+apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata:
+  name: {workload.application}
+  namespace: argocd
+spec:
+  goTemplate: true
+  goTemplateOptions: ["missingkey=error"]
+  generators:
+    - list:
+        elements:
+{elements}  strategy:
+    type: RollingSync
+    rollingSync:
+      steps:
+{steps}  template:
+    metadata:
+      name: "{workload.application}-{{{{.cluster}}}}"
+      labels: {{ring: "{{{{.ring}}}}"}}
+    spec:
+      project: {workload.application}   # appproject.yaml
+      source:
+        repoURL: {workload.repository}
+        targetRevision: main
+        path: {workload.application}   # the kustomization beside the Service and the engines: hooks, mark/
+      destination:
+        name: "{{{{.cluster}}}}"
+        namespace: {workload.namespace}
+      syncPolicy:
+        retry: {{limit: 0}}   # a refused gate is the step's verdict, not something to try again
+"""
+
+
+def _fleet_project(workload: Workload) -> str:
+    destinations = "".join(f"    - {{name: {cluster}, namespace: {namespace}}}\n" for cluster, _ in workload.fleet
+                           for namespace in (workload.namespace, workload.credentials))
+    return f"""# The project of the fleet {workload.application}'s Applications: the workloads' repository, each
+# cluster's {workload.namespace} and, for the hooks and the plan, {workload.credentials}; no CronJob (a fleet's
+# cluster writes nothing). Apply it on the hub as ArgoCD's administrator.
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata:
+  name: {workload.application}
+  namespace: argocd
+spec:
+  sourceRepos:
+    - {workload.repository}
+  destinations:
+{destinations}  clusterResourceWhitelist: []
+  namespaceResourceWhitelist:
+    - {{group: apps, kind: Deployment}}
+    - {{group: "", kind: Service}}
+    - {{group: "", kind: ConfigMap}}
+    - {{group: networking.k8s.io, kind: NetworkPolicy}}
+    - {{group: batch, kind: Job}}
+"""
+
