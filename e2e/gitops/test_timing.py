@@ -178,6 +178,34 @@ def test_a_webhook_at_every_push_under_the_default_backoff(argo: gitops.GitOpsTi
     assert verified == WEBHOOK_RUNS
 
 
+@pytest.mark.timeout(max(600, 90 * WEBHOOK_RUNS))
+def test_a_webhook_at_every_push_with_self_heal_off_keeps_every_hook(argo: gitops.GitOpsTier) -> None:
+    """docs/install.md, step 7: `selfHeal: false` on the workload's Application alone, ArgoCD's default self-heal
+    backoff, a webhook at every push (cutover's, while its sync runs). The comparison during the sync cannot make
+    the next one a self-heal: autoSync skips a revision already attempted when selfHeal is off (argo-cd v3.5
+    `controller/appcontroller.go`, "Skipping auto-sync: most recent sync already to"), and the comparison with the
+    latest revision that the operation's end asks for syncs the commit in full. Every switch's sync runs both hooks,
+    with nothing set controller-wide."""
+    seconds, hooked = [], 0
+    argo.kubectl("-n", "argocd", "patch", "application", "llm-serving", "--type", "merge",
+                 "-p", '{"spec": {"syncPolicy": {"automated": {"selfHeal": false}}}}')
+    try:
+        for _ in range(WEBHOOK_RUNS):
+            serving = "candle" if argo.service().spec.selector == CANDLE else "vllm"
+            seconds.append(switch_once(argo, "vllm" if serving == "candle" else "candle", refresh=True,
+                                       webhook=True))
+            state = argo.wait_operation("llm-serving", argo.git.cutover_commits()[0])
+            hooked += ran_both_hooks(state)
+    finally:
+        argo.kubectl("-n", "argocd", "patch", "application", "llm-serving", "--type", "merge",
+                     "-p", '{"spec": {"syncPolicy": {"automated": {"selfHeal": true}}}}')
+    P50["a webhook at every push, selfHeal off"] = p50 = statistics.median(seconds)
+    MEASURED.append(f"commit → live selector switched, a webhook at cutover's push, selfHeal: false on the "
+                    f"Application, default backoff: p50 {p50:.1f} s over {WEBHOOK_RUNS} runs; {hooked} of "
+                    f"{WEBHOOK_RUNS} syncs ran both hooks")
+    assert hooked == WEBHOOK_RUNS
+
+
 def test_a_webhook_at_cutovers_push_keeps_the_hooks_with_a_fixed_self_heal_delay(argo: gitops.GitOpsTier) -> None:
     """A repository webhook fires at cutover's own push, while the PostSync's sync still runs (argo-cd#27875: a
     refresh there, cutover's own once, made the next sync a hook-less self-heal under ArgoCD's default self-heal

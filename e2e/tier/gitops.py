@@ -135,7 +135,7 @@ class GitOpsTier(cluster.Tier):
     # --- a person's commit ---------------------------------------------------------------------------------------
 
     def story_files(self, target: str) -> dict[str, str]:
-        """The commit that starts the cutover (docs/install.md, step 7): both engines, the plan's new target."""
+        """The commit that starts the cutover (docs/install.md, step 8): both engines, the plan's new target."""
         return {ENGINES: (cluster.ROOT / ENGINES).read_text(),
                 PLAN: with_target((cluster.ROOT / PLAN).read_text(), target)}
 

@@ -48,3 +48,18 @@ def test_no_commit_of_ours_is_nothing_to_nudge() -> None:
     undated = dataclasses.replace(OURS, date=None)
     assert pickup.pickup(dataclasses.replace(seen, last=undated)) is pickup.Pickup.NOTHING
     assert isinstance(seen, steps.Observed)
+
+
+def test_self_heal_is_said_as_the_path_a_webhook_takes_the_hooks_away_by() -> None:
+    """argo-cd#27875 (docs/install.md, step 7): with selfHeal a comparison during a hop's sync may make the next one
+    a hook-less self-heal; said for the Application, naming what takes such a sync over; nothing without selfHeal."""
+    healing = dataclasses.replace(app("Succeeded", BEFORE, started=timedelta(0)), self_heal=True)
+    said = pickup.self_heal_race(healing, always=False, nudge=True)
+    assert said is not None and said.startswith("Application llm-serving syncs with selfHeal: true: a Git webhook")
+    assert "the nudge takes such a sync over at once" in said
+    assert "cutover's own refresh at its push" in str(pickup.self_heal_race(healing, always=True, nudge=True))
+    assert "the audit CronJob takes such a sync over" in str(pickup.self_heal_race(healing, always=False,
+                                                                                   nudge=False))
+    assert "selfHeal: false on this Application" in pickup.SELF_HEAL_HINT
+    for quiet in (dataclasses.replace(healing, self_heal=False), dataclasses.replace(healing, self_heal=None), None):
+        assert pickup.self_heal_race(quiet, always=True, nudge=True) is None

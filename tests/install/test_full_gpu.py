@@ -68,6 +68,10 @@ async def test_cutover_plan_on_the_example_says_the_handoff_hop_by_hop(
     assert any("target candle: stopped in Git; the handoff starts it" in line for line in shown.lines)
     # both counts in one file: one commit frees vLLM and starts candle (the swap ArgoCD applies in one sync)
     assert shown.data["handoff"]["next"] == "restore candle, draining and freeing vllm in the same sync"
+    # the example's Application heals itself: a webhook's refresh during a hop's sync may take its hooks away
+    (race,) = [found for found in shown.data["syncOrder"] if found["cause"] == "self_heal_race"]
+    assert "Application llm-serving syncs with selfHeal: true" in race["message"] and not race["refuse"]
+    assert "set selfHeal: false on this Application" in race["hint"]
 
     # the PostSync of the commit that set the target takes the first hop: vLLM freed in the example's own file
     await phases.postsync(Run.create(kube, the_plan, host, identity="job-1"))
@@ -76,3 +80,24 @@ async def test_cutover_plan_on_the_example_says_the_handoff_hop_by_hop(
     assert entries == {"llm-reasoning": 0, "llm-reasoning-candle": 1}
     made = [Trailers.parse(entry.message) for entry in repo.log(LAYOUT) if entry.message.startswith("cutover(")]
     assert {(trailers.step, trailers.backend) for trailers in made} == {("free", "vllm"), ("restore", "candle")}
+
+
+async def test_cutover_plan_on_the_bridge_variant_names_the_names_it_leaves_dark(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo) -> None:
+    """plan-bridge.yaml on the same cluster, the coder holding the node's other card: READY (the coder answers
+    `reasoning`, so the switch to it is proven), and `reasoning-long`, which it does not answer, named as the
+    name that goes unanswered while candle starts, with the maxGap that consents to it."""
+    sim_argocd.seed_application(world)
+    repo.commit({LAYOUT: (ROOT / LAYOUT).read_text(), SERVICE: (ROOT / SERVICE).read_text()},
+                "The full-gpu example\n")
+    world.add_node("gpu-1", gpus=2)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    world.add_pod("coder", ready=True, gpus=1, node="gpu-1")
+    await world.settled()
+    text = (EXAMPLE / "plan-bridge.yaml").read_text().replace("target: vllm", "target: candle", 1)
+    (bridge,) = plan.parse(text)
+    shown = told(await commands.show_plan(kube, bridge, host=host), bridge)
+    assert shown.data["ready"] is True, shown.lines
+    assert shown.data["targetProof"] == {"stopped": True, "strategy": "bridge"}
+    dark = {found["cause"]: found for found in shown.data["syncOrder"]}["bridge_names_dark"]
+    assert "reasoning-long" in dark["message"] and "maxGap" in dark["message"], dark

@@ -109,6 +109,8 @@ def hookless(*, always: bool) -> str:
     sync (argo-cd#22795), or a commit compared while its sync ran (argo-cd#27875), which cutover itself causes only
     with `argocd.refresh: always` on an ArgoCD without the fixed self-heal delay (docs/install.md)."""
     compared = ("`argocd.refresh: always` on an ArgoCD without the fixed self-heal delay (argo-cd#27875): set the "
-                "delay's two argocd-cmd-params-cm keys (docs/install.md) or `argocd.refresh: true`" if always else
-                "a self-heal of a commit compared while its sync ran (argo-cd#27875)")
+                "delay's two argocd-cmd-params-cm keys (docs/install.md), selfHeal: false on the Application, or "
+                "`argocd.refresh: true`" if always else
+                "a self-heal of a commit compared while its sync ran (argo-cd#27875: a Git webhook at the push; "
+                "selfHeal: false on the Application keeps every hop's hooks, docs/install.md step 7)")
     return f"a selective sync (argo-cd#22795), or {compared}"

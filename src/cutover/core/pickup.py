@@ -54,3 +54,27 @@ def _of(app: ApplicationView, newest: Commit, observed: steps.Observed) -> bool:
     ours = {commit.sha for commit in commits.ours(observed)}
     started = app.operation_started
     return applied not in ours and started is not None and newest.date is not None and started > newest.date
+
+
+SELF_HEAL_HINT = ("with a Git webhook on the repository, set selfHeal: false on this Application (every hop's sync "
+                  "then runs its hooks; drift is corrected at its next sync, not at once), or ArgoCD's fixed "
+                  "self-heal delay controller-wide (docs/install.md, step 7)")
+
+
+def self_heal_race(app: ApplicationView | None, *, always: bool, nudge: bool) -> str | None:
+    """What a person should know before a hop's sync (said by `cutover plan` and the gate): with `selfHeal: true`, a
+    comparison while the hook's sync runs (a Git webhook at cutover's push; `argocd.refresh: always`, certainly) may
+    make the next sync a selective self-heal that runs no hook under ArgoCD's default self-heal backoff (argo-cd
+    `controller/appcontroller.go`, autoSync; the tier measured 18 of 20 with both hooks with a webhook at every
+    push). `selfHeal: false` takes that path away for this Application alone. None when the path is not there.
+    `always`: argocd.refresh always; `nudge`: a refresh after the hook's sync (argocd.refresh true or always)."""
+    if app is None or not app.self_heal:
+        return None
+    how = "cutover's own refresh at its push (argocd.refresh: always)" if always else \
+        "a Git webhook at cutover's push, or anyone's refresh while the sync runs"
+    return (f"Application {app.name} syncs with selfHeal: true: {how} may make a hop's sync a selective self-heal "
+            "that runs no hook under ArgoCD's default self-heal backoff (argo-cd#27875); "
+            + ("the nudge takes such a sync over at once (verified, the next hop taken)" if nudge else
+               "the audit CronJob takes such a sync over at its schedule")
+            + ", but none of your own hooks runs in it")
+

@@ -246,6 +246,9 @@ class ApplicationView:
     operation_hooks_running: bool = False
     # "<Kind>/<name>" of each resource the operation applied and still waits for to be healthy (its task Running)
     operation_waiting: tuple[str, ...] = ()
+    # spec.syncPolicy.automated.selfHeal (None: no automated sync): with it, a comparison during a hop's sync may
+    # make the next one a selective self-heal that runs no hook (argo-cd#27875, docs/install.md step 7)
+    self_heal: bool | None = None
 
     @property
     def failed_waiting(self) -> bool:

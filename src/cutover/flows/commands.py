@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from cutover import sources
-from cutover.core import commits, deadline, decide, hops, steps
+from cutover.core import commits, deadline, decide, hops, pickup, steps
 from cutover.core.clock import Clock
 from cutover.core.repository import FileVersion, GitHost
 from cutover.core.results import Diffed, Proven, Shown, Status
@@ -117,7 +117,21 @@ async def show_plan(cluster: Cluster, plan: Plan, *, host: GitHost | None) -> Sh
     return Shown(state, proven, unprovable, await _planned_diff(plan, source, read), plan.git.path,
                  await drain.safety(cluster, plan, leaving=state.state["liveBackend"], to=plan.target),
                  (*([short] if short else []), deadline.sync_timeout_note(plan)), deadline.sync_timeout(plan),
-                 await _sync_order(plan, source, read, host))
+                 (*await _sync_order(plan, source, read, host), *await _self_heal(cluster, plan)))
+
+
+async def _self_heal(cluster: Cluster, plan: Plan) -> tuple[dict[str, Any], ...]:
+    """The Application's selfHeal against a webhook's refresh during a hop's sync (`pickup.self_heal_race`), said as
+    a finding of the sync order; nothing when the Application cannot be read (the status says why)."""
+    if plan.argocd is None:
+        return ()
+    try:
+        app = await cluster.application(plan.argocd.namespace, plan.argocd.application)
+    except CutoverError:
+        return ()
+    said = pickup.self_heal_race(app, always=plan.argocd.refresh_always, nudge=plan.argocd.refresh)
+    return ({"cause": "self_heal_race", "message": said, "hint": pickup.SELF_HEAL_HINT, "refuse": False},) \
+        if said else ()
 
 
 async def _sync_order(plan: Plan, source: Source | None, read: FileVersion | CutoverError | None,

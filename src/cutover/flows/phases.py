@@ -110,6 +110,10 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
                       f"{leaving} is gone, and `cutover verify --synced` proves it once it is up (docs/fleet.md)")
         return Gated(shown, True, step.backend, after=leaving)
     log.info("presync.gating", revision=shown, to=step.backend, live=leaving)
+    raced = pickup.self_heal_race(app, always=plan.argocd.refresh_always, nudge=plan.argocd.refresh) \
+        if plan.argocd is not None and not plan.fleet else None  # a fleet's engine turns automated sync off
+    if raced is not None:
+        log.info("presync.self_heal_race", message=raced, hint=pickup.SELF_HEAL_HINT)
     bridging = step.backend == plan.handoff.bridge  # its names only (docs/capacity.md)
     proven = await prove_backend(run.cluster, plan.for_bridge() if bridging else plan, plan.backend(step.backend),
                                  wait=True)

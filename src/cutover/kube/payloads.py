@@ -218,7 +218,13 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         operation_message=operation.get("message"), operation_failures=_failures(result),
         operation_selective=bool(state_op.get("resources")),
         operation_hooks_running=_hooks_running(result), operation_waiting=_waiting(result),
+        self_heal=_self_heal(spec),
     )
+
+
+def _self_heal(spec: Mapping[str, Any]) -> bool | None:
+    automated = (spec.get("syncPolicy") or {}).get("automated")
+    return bool(automated.get("selfHeal")) if isinstance(automated, Mapping) else None
 
 
 FAILED_HOOK = ("Failed", "Error")

@@ -210,7 +210,7 @@ class Plan:
 
     def job(self, command: str) -> str:
         """How a person runs `command` (run, rollback) for this workload: a Job from its own CronJob, which the
-        hooks Component names after the workload's Application (jobs/, docs/install.md step 8)."""
+        hooks Component names after the workload's Application (jobs/, docs/install.md step 9)."""
         suffix = self.argocd.application if self.argocd else "<application>"
         return (f"the cutover-{command}-{suffix} Job (kubectl -n {self.jobs_namespace} create job "
                 f"--from=cronjob/cutover-{command}-{suffix} cutover-{command}-$(date +%s))")
