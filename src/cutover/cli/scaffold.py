@@ -406,4 +406,3 @@ spec:
     - {{group: networking.k8s.io, kind: NetworkPolicy}}
     - {{group: batch, kind: Job}}
 """
-

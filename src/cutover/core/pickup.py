@@ -77,4 +77,3 @@ def self_heal_race(app: ApplicationView | None, *, always: bool, nudge: bool) ->
             + ("the nudge takes such a sync over at once (verified, the next hop taken)" if nudge else
                "the audit CronJob takes such a sync over at its schedule")
             + ", but none of your own hooks runs in it")
-
