@@ -26,9 +26,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import MEASURED
-from cutover.core.trailers import Trailers
 from tier import cluster, githost, gitops
-from tier.handoff import HOLDER, Auditing, Client, events, handoff_commits, hop_logs, pods, serving, startup_of
+from tier.handoff import HOLDER, Auditing, Client, handoff_commits, pods, recreated, serving, startup_of
 
 EXAMPLE = cluster.ROOT / "manifests" / "examples" / "full-gpu"
 LAYOUT = "manifests/examples/full-gpu/recreate/kustomization.yaml"  # the file each backend's `workload` names
@@ -172,14 +171,7 @@ def test_full_gpu_recreate_through_the_examples_replicas_entries(argo: gitops.Gi
     with Client(f"{argo.service().spec.cluster_ip}:80") as client, Auditing(argo):
         argo.commit({f"{COPY}/plan.yaml": plan_configmap("cutover-plan", target)},
                     f"Hand reasoning-long to {target} on the full node\n")
-        switch = argo.wait("cutover's switch", lambda: next(
-            (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in known
-             and Trailers.parse(entry.message).to == target and not Trailers.parse(entry.message).step), None),
-            timeout=300)
-        argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
-        closed = argo.wait("the verification's gap", lambda: next(
-            iter(events(hop_logs(argo, since), "handoff.gap_closed")), None), timeout=120)
-        argo.wait("the client answered again", lambda: client.asked and client.asked[-1][1], timeout=30)
+        closed = recreated(argo, known, target, since, client, timeout=300)
     took, gap, startup = time.monotonic() - started, float(closed["seconds"]), startup_of(argo, target)
     MEASURED.append(f"full-GPU example, recreate {source} -> {target}: the person's commit to the switch verified "
                     f"{took:.1f} s, the gap (free commit to verified) {gap:.1f} s = the target's startup {startup:.0f} "

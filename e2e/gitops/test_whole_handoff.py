@@ -49,6 +49,7 @@ from tier.handoff import (
     handoff_commits,
     hop_logs,
     pods,
+    recreated,
     serving,
     serving_of,
     startup_of,
@@ -277,14 +278,7 @@ def test_recreate_frees_the_source_then_switches_and_says_the_gap(argo: gitops.G
     with Client(f"{argo.service().spec.cluster_ip}:80") as client, Hops(argo, kill=not CLEAN) as hops:
         argo.commit({gitops.PLAN: recreate_plan(target, "90s")},  # the target's workload stays stopped in Git
                     f"Hand reasoning-long to {target} on one card\n")
-        switch = argo.wait("cutover's switch", lambda: next(
-            (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in before
-             and Trailers.parse(entry.message).to == target and not Trailers.parse(entry.message).step), None),
-            timeout=240)
-        argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
-        closed = argo.wait("the verification's gap", lambda: next(
-            iter(events(hop_logs(argo, since), "handoff.gap_closed")), None), timeout=120)
-        argo.wait("the client answered again", lambda: client.asked and client.asked[-1][1], timeout=30)
+        closed = recreated(argo, before, target, since, client)
     took = time.monotonic() - started
     gap, seen, startup = float(closed["seconds"]), client.longest_gap(), startup_of(argo, target)
     how = "nothing interrupting it" if CLEAN else f"every PostSync SIGKILLed once ({len(hops.killed)} kills, at " \

@@ -8,7 +8,7 @@ import contextlib
 import json
 import threading
 import time
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -162,4 +162,19 @@ def startup_of(argo: gitops.GitOpsTier, backend: str) -> float:
     ready = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready" and c.status == "True")
     return float((ready - pod.metadata.creation_timestamp).total_seconds())
 
+
+def recreated(argo: gitops.GitOpsTier, known: set[str], target: str, since: float, client: Client, *,
+              timeout: float = 240) -> dict[str, Any]:
+    """A recreate's end, after the person's commit: cutover's switch to `target` (its commit since `known`, no
+    step), ArgoCD synced and Healthy at it, the verification's gap said, and `client` answered again. The
+    `handoff.gap_closed` event."""
+    switch = argo.wait("cutover's switch", lambda: next(
+        (entry.sha for entry in argo.git.repo.log(limit=30) if entry.sha not in known
+         and Trailers.parse(entry.message).to == target and not Trailers.parse(entry.message).step), None),
+        timeout=timeout)
+    argo.wait_app("llm-serving", synced=True, healthy=True, revision=switch, timeout=180)
+    closed: dict[str, Any] = argo.wait("the verification's gap", lambda: next(
+        iter(events(hop_logs(argo, since), "handoff.gap_closed")), None), timeout=120)
+    argo.wait("the client answered again", lambda: client.asked and client.asked[-1][1], timeout=30)
+    return closed
 

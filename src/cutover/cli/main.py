@@ -670,7 +670,7 @@ def _fleet_clusters(value: str, label: re.Pattern[str]) -> tuple[tuple[str, str]
     """`--fleet CLUSTER=RING,...`: the clusters in step order, each a DNS label with its ring."""
     from cutover.errors import InvalidInput  # noqa: PLC0415
 
-    found = []
+    found: list[tuple[str, str]] = []
     for item in value.split(","):
         cluster, _, ring = item.strip().partition("=")
         if not label.fullmatch(cluster) or not label.fullmatch(ring) or cluster in dict(found):

@@ -284,9 +284,20 @@ data:
 
 
 def _project(workload: Workload) -> str:
-    return f"""# The project of the Application {workload.application}: its namespace, and {workload.credentials}
+    destinations = "".join(f"    - server: https://kubernetes.default.svc\n      namespace: {namespace}\n"
+                           for namespace in (workload.namespace, workload.credentials))
+    return _project_of(workload, f"""# The project of the Application {workload.application}: its namespace, and \
+{workload.credentials}
 # for its hooks and plan (docs/install.md, step 5). Apply it as ArgoCD's administrator.
-apiVersion: argoproj.io/v1alpha1
+""", destinations, ("batch", "Job"), ("batch", "CronJob"))
+
+
+def _project_of(workload: Workload, comment: str, destinations: str, *kinds: tuple[str, str]) -> str:
+    """An AppProject for the workload's repository and these destinations: the kinds its render holds and nothing
+    else (the workload's engines and Service, its plan, then `kinds`)."""
+    whitelist = "".join(f"    - {{group: {group}, kind: {kind}}}\n" for group, kind in (
+        ("apps", "Deployment"), ('""', "Service"), ('""', "ConfigMap"), *kinds))
+    return f"""{comment}apiVersion: argoproj.io/v1alpha1
 kind: AppProject
 metadata:
   name: {workload.application}
@@ -295,18 +306,9 @@ spec:
   sourceRepos:
     - {workload.repository}
   destinations:
-    - server: https://kubernetes.default.svc
-      namespace: {workload.namespace}
-    - server: https://kubernetes.default.svc
-      namespace: {workload.credentials}
-  clusterResourceWhitelist: []
+{destinations}  clusterResourceWhitelist: []
   namespaceResourceWhitelist:
-    - {{group: apps, kind: Deployment}}
-    - {{group: "", kind: Service}}
-    - {{group: "", kind: ConfigMap}}
-    - {{group: batch, kind: Job}}
-    - {{group: batch, kind: CronJob}}
-"""
+{whitelist}"""
 
 
 def _fleet_plan(workload: Workload) -> str:
@@ -386,23 +388,8 @@ spec:
 def _fleet_project(workload: Workload) -> str:
     destinations = "".join(f"    - {{name: {cluster}, namespace: {namespace}}}\n" for cluster, _ in workload.fleet
                            for namespace in (workload.namespace, workload.credentials))
-    return f"""# The project of the fleet {workload.application}'s Applications: the workloads' repository, each
+    return _project_of(workload, f"""# The project of the fleet {workload.application}'s Applications: the workloads' \
+repository, each
 # cluster's {workload.namespace} and, for the hooks and the plan, {workload.credentials}; no CronJob (a fleet's
 # cluster writes nothing). Apply it on the hub as ArgoCD's administrator.
-apiVersion: argoproj.io/v1alpha1
-kind: AppProject
-metadata:
-  name: {workload.application}
-  namespace: argocd
-spec:
-  sourceRepos:
-    - {workload.repository}
-  destinations:
-{destinations}  clusterResourceWhitelist: []
-  namespaceResourceWhitelist:
-    - {{group: apps, kind: Deployment}}
-    - {{group: "", kind: Service}}
-    - {{group: "", kind: ConfigMap}}
-    - {{group: networking.k8s.io, kind: NetworkPolicy}}
-    - {{group: batch, kind: Job}}
-"""
+""", destinations, ("networking.k8s.io", "NetworkPolicy"), ("batch", "Job"))
