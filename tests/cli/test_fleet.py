@@ -103,14 +103,15 @@ spec:
 """ for name, count in (("llm-reasoning", vllm), ("candle", candle)))
 
 
-async def test_a_fleets_recreate_swaps_in_one_sync_and_the_verifier_proves_the_target(cutover: Run, world: World,
-                                                                                      tmp_path: Path) -> None:
-    """A cluster whose only card vLLM holds, its plan `handoff: recreate`: the fleet's commit that starts candle
-    beside vLLM is refused before ArgoCD applies it (capacity_held_by_source, the node's figures); the one that
-    stops vLLM and starts candle in the same sync passes the gate, which cannot prove a target that sync starts,
-    having judged that candle fits once vLLM is gone; `verify --synced`, in the wave after the engines (ArgoCD has
-    waited for candle's health), proves candle as the gate would have, says the gap from the sync's start, and
-    verifies the switch. Nothing is committed."""
+async def test_a_fleets_recreate_swaps_first_and_switches_once_the_target_is_proven(cutover: Run, world: World,
+                                                                                     tmp_path: Path) -> None:
+    """A cluster whose only card vLLM holds, its plan `handoff: recreate` (docs/fleet.md). A fleet's commit that
+    starts candle beside vLLM is refused before ArgoCD applies it (capacity_held_by_source, the node's figures); one
+    that switches to candle while it stops vLLM and starts candle is refused at once (switch_before_start: no
+    cluster switches before its own target is proven). The swap (the selector as it is, vLLM 0, candle 1) passes the
+    gate, which judges that candle fits once vLLM is gone; its verifier says the name is dark until the next commit
+    (exit 0: the step goes on). The next commit switches: the gate proves candle, the verifier verifies. Nothing is
+    committed by cutover."""
     repo = BareRepo(tmp_path / "gitops.git")
     repo.commit({PATH: FIXTURE.read_text(), ENGINES: engines(vllm=1, candle=0)}, "seed\n")
     world.add_node("gpu-1", gpus=1)
@@ -118,29 +119,33 @@ async def test_a_fleets_recreate_swaps_in_one_sync_and_the_verifier_proves_the_t
     await world.settled()
     async with FakeContentsHost(repo, token=TOKEN) as host:
         text = fleet_plan(world, host.url, **RECREATE)
-        beside = repo.commit({PATH: switched(), ENGINES: engines(vllm=1, candle=1)}, "Fleet: candle beside vLLM\n")
+        beside = repo.commit({ENGINES: engines(vllm=1, candle=1)}, "Fleet: candle beside vLLM\n")
         refused = await cutover("presync", plan=text, env=job("presync", beside, "presync"))
-        swap = repo.commit({PATH: switched(), ENGINES: engines(vllm=0, candle=1)}, "Fleet: candle in vLLM's place\n")
+        both = repo.commit({PATH: switched(), ENGINES: engines(vllm=0, candle=1)}, "Fleet: all at once\n")
+        at_once = await cutover("presync", plan=text, env=job("presync", both, "presync"))
+        swap = repo.commit({PATH: FIXTURE.read_text(), ENGINES: engines(vllm=0, candle=1)}, "Fleet: the swap\n")
         gate = await cutover("presync", plan=text, env=job("presync", swap, "presync"))
-        # ArgoCD's sync of it: its operation starts, vLLM stops, the Service is patched, candle starts
-        sim_argocd.seed_application(world, revision=swap)
-        world.kube.merge(sim_argocd.APPS, "argocd", "llm-serving", {"status": {
-            "operationState": sim_argocd.operation_state(world, "Running", swap, finished=False)}})
-        world.delete_pod(vllm.name)
-        sim_argocd.apply_git(world, repo, PATH, revision=swap)
+        world.delete_pod(vllm.name)  # ArgoCD's sync of the swap: vLLM stopped, candle started, the selector kept
         world.add_pod("candle", ready=True, gpus=1, node="gpu-1")
         await world.settled()
+        dark = await cutover("verify", "--synced", plan=text, env=job("verify", swap, "sync"))
+        switch = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm\n")
+        proven = await cutover("presync", plan=text, env=job("presync", switch, "presync"))
+        sim_argocd.apply_git(world, repo, PATH, revision=switch)
+        await world.settled()
         verified = await cutover("verify", "--synced", plan=text,
-                                 env={**job("verify", swap, "sync"), "CUTOVER_DEADLINE_SECONDS": "600"})
+                                 env={**job("verify", switch, "sync"), "CUTOVER_DEADLINE_SECONDS": "600"})
     assert refused.code == 3 and "cause capacity_held_by_source" in refused.outcome, refused.outcome
+    assert "stop vllm in the commit that starts candle" in refused.outcome, refused.outcome
+    assert at_once.code == 3 and "cause switch_before_start" in at_once.outcome, at_once.outcome
     assert gate.code == 0, gate.stderr[-2000:]
-    assert f"{swap[:7]} stops vllm and starts candle in one sync (a fleet's recreate): candle fits once vllm is " \
-           "gone" in gate.outcome, gate.outcome
-    assert verified.code == 0, verified.stderr[-2000:]
-    assert "verified: the Service selects candle, 1 endpoint(s)" in verified.outcome
-    (gap,) = [event for event in verified.events if event["event"] == "handoff.gap_closed"]
-    assert 0 < gap["seconds"] < 1800 and gap["max_gap"] == 1800, gap
-    assert not repo.log(limit=5)[0].message.startswith("cutover(")  # nothing committed
+    assert f"{swap[:7]} stops vllm and starts candle, the selector as it is (a fleet's recreate): candle fits once " \
+           "vllm is gone" in gate.outcome, gate.outcome
+    assert dark.code == 0 and "the name is unanswered until the fleet's next commit switches to candle" in \
+        dark.outcome, dark.outcome
+    assert proven.code == 0 and f"{switch[:7]} switches the Service to candle: proven on 1 pod(s)" in proven.outcome
+    assert verified.code == 0 and "verified: the Service selects candle, 1 endpoint(s)" in verified.outcome
+    assert not [entry for entry in repo.log(limit=10) if entry.message.startswith("cutover(")]  # nothing committed
 
 
 async def test_verify_synced_checks_the_switch_argocd_applied_and_fails_the_sync_when_it_did_not_land(

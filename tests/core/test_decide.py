@@ -593,29 +593,34 @@ def test_a_fleets_failed_sync_is_reported_and_never_rolled_back() -> None:
         steps.Nothing("a fleet's rollback is the revert of its commit (docs/fleet.md)")  # even set by hand
 
 
-@pytest.mark.parametrize(("strategy", "leaving", "freed", "starts", "after"), [
-    ("recreate", "vllm", {"vllm"}, True, True),  # the swap in one sync: proven after, by the verifier
-    ("recreate", "vllm", set(), True, False),  # vLLM kept: the target must fit beside it, proven first
-    ("recreate", "vllm", {"vllm"}, False, False),  # nothing started: the gate's proof finds no pods, refused
-    ("recreate", None, {"vllm"}, True, False),  # the Service selects no backend of the plan: proven first
-    ("recreate", "candle", {"vllm"}, True, False),  # the live backend is the target: no switch
-    ("parallel", "vllm", {"vllm"}, True, False),  # parallel: always proven first
+@pytest.mark.parametrize(("strategy", "live", "freed", "started", "to"), [
+    ("recreate", "vllm", {"vllm"}, {"candle"}, "candle"),  # the swap: the next commit switches, proven first
+    ("recreate", "vllm", set(), {"vllm", "candle"}, None),  # vLLM kept: candle beside it, no swap
+    ("recreate", "vllm", {"vllm"}, set(), None),  # nothing started: not a swap (the verifier finds no endpoints)
+    ("recreate", "vllm", {"vllm"}, {"candle", "coder"}, None),  # two started: which one is not said
+    ("recreate", None, {"vllm"}, {"candle"}, None),  # the Service selects no backend of the plan
+    ("parallel", "vllm", {"vllm"}, {"candle"}, None),  # parallel: no swap in a fleet's commit
 ])
-def test_a_fleets_recreate_is_proven_after_the_sync_that_swaps(strategy: str, leaving: str | None, freed: set[str],
-                                                                starts: bool, after: bool) -> None:
-    fleet = dataclasses.replace(RECREATE, fleet=True, rollback_auto=False,
+def test_a_fleets_recreate_swaps_first_and_switches_next(strategy: str, live: str | None, freed: set[str],
+                                                         started: set[str], to: str | None) -> None:
+    fleet = dataclasses.replace(RECREATE, fleet=True, target="vllm", rollback_auto=False,
                                 handoff=dataclasses.replace(RECREATE.handoff, strategy=strategy))
-    assert decide.proof_after(fleet, leaving=leaving, freed=freed, starts=starts) is after
-    assert decide.proof_after(dataclasses.replace(fleet, fleet=False), leaving=leaving, freed=freed,
-                              starts=starts) is False  # one cluster's recreate frees by its own commits
+    assert decide.fleet_swap(fleet, live=live, freed=freed, started=started) == to
+    assert decide.fleet_swap(dataclasses.replace(fleet, fleet=False), live=live, freed=freed,
+                             started=started) is None  # one cluster's recreate frees by its own commits
 
 
-def test_a_fleets_swap_gap_runs_from_the_syncs_start_when_that_sync_started_the_target() -> None:
-    started = NOW - timedelta(minutes=12)
-    assert decide.swap_gap(started, [started + timedelta(seconds=3)], NOW) == 720.0
-    assert decide.swap_gap(started, [started - timedelta(hours=1)], NOW) is None  # up before: no gap this sync
-    assert decide.swap_gap(started, [started + timedelta(seconds=3), None], NOW) is None
-    assert decide.swap_gap(None, [NOW], NOW) is None and decide.swap_gap(started, [], NOW) is None
+def test_a_fleets_switch_to_a_target_the_same_sync_starts_is_refused() -> None:
+    """docs/fleet.md: no cluster switches before its own target is proven; a switch whose target has no pod, which
+    the same revision starts while it stops the engine serving, could only be proven after it applied."""
+    fleet = dataclasses.replace(RECREATE, fleet=True, rollback_auto=False)  # aimed at candle
+    assert decide.switch_before_start(fleet, leaving="vllm", freed={"vllm"}, started={"candle"}, target_pods=0)
+    assert not decide.switch_before_start(fleet, leaving="vllm", freed={"vllm"}, started={"candle"},
+                                          target_pods=1)  # running already: proven by the gate, then switched
+    assert not decide.switch_before_start(fleet, leaving="vllm", freed=set(), started={"vllm", "candle"},
+                                          target_pods=0)  # vLLM kept: the fit judgment says whether it can
+    assert not decide.switch_before_start(dataclasses.replace(fleet, fleet=False), leaving="vllm", freed={"vllm"},
+                                          started={"candle"}, target_pods=0)
 
 
 def test_names_the_bridge_leaves_unanswered_are_a_gap_as_recreate_s() -> None:

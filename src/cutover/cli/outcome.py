@@ -14,6 +14,7 @@ from cutover.core.results import (
     Audited,
     Awaiting,
     Completed,
+    Dark,
     Diffed,
     Freed,
     Gated,
@@ -69,13 +70,14 @@ def _table(proven: Proven) -> list[str]:
 
 
 def _gated(gated: Gated, plan: Plan) -> Report:
+    if gated.backend is not None and gated.after is not None:
+        return Report(f"{gated.revision} stops {gated.after} and starts {gated.backend}, the selector as it is (a "
+                      f"fleet's recreate): {gated.backend} fits once {gated.after} is gone; the fleet's next commit "
+                      f"switches to it, proven first (the name unanswered meanwhile, handoff.maxGap "
+                      f"{plan.handoff.max_gap or 0:g}s)",
+                      data={"changed": False, "backend": gated.backend, "stops": gated.after})
     if not gated.changed:
         return Report(f"no selector change in {gated.revision}: nothing to gate", data={"changed": False})
-    if gated.backend is not None and gated.after is not None:
-        return Report(f"{gated.revision} stops {gated.after} and starts {gated.backend} in one sync (a fleet's "
-                      f"recreate): {gated.backend} fits once {gated.after} is gone; the verifier proves it once it is "
-                      f"up, the name unanswered meanwhile (handoff.maxGap {plan.handoff.max_gap or 0:g}s)",
-                      data={"changed": True, "backend": gated.backend, "proofAfter": True, "stops": gated.after})
     if gated.backend is None or gated.proven is None:
         return Report(f"the selector in {gated.revision} is no backend of the plan: not gated",
                       data={"changed": True, "backend": None})
@@ -154,6 +156,13 @@ def fleet(name: str, steps: list[ClusterStep]) -> Report:
     return Report(f"fleet {name}: {done} of {len(steps)} cluster(s) Healthy and Synced",
                   lines=[f"  {step.said()}" for step in steps],
                   data={"fleet": name, "clusters": [step.as_data() for step in steps]})
+
+
+def _dark(dark: Dark, plan: Plan) -> Report:
+    return Report(f"{dark.revision} stopped {dark.backend}, which the Service still selects, and started {dark.to} (a "
+                  f"fleet's recreate): the name is unanswered until the fleet's next commit switches to {dark.to}, "
+                  f"which its gate proves first (handoff.maxGap {plan.handoff.max_gap or 0:g}s)",
+                  data={"backend": dark.backend, "to": dark.to, "dark": True})
 
 
 def _unowned(unowned: Unowned, plan: Plan) -> Report:
@@ -313,7 +322,7 @@ _RENDERERS: dict[type, Callable[[Any, Plan], Report]] = {
     Proven: _proven, Gated: _gated, Held: _held, Advanced: _advanced, Freed: _freed, Restored: _restored,
     WouldAdvance: _would_advance,
     Awaiting: _awaiting, Verified: _verified, Completed: _completed, SyncFailed: _sync_failed, Audited: _audited,
-    Nudged: _nudged, Unowned: _unowned,
+    Nudged: _nudged, Unowned: _unowned, Dark: _dark,
     Status: _status,
     Shown: _shown,
 }

@@ -23,7 +23,6 @@ Called by the phases and by tests/core/test_decide.py (a row per rule) and tests
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import datetime
 
 from cutover.core import commits, hops, steps
 from cutover.core.views import ServiceView
@@ -100,22 +99,22 @@ def presync_step(wanted: Mapping[str, str], live: ServiceView, plan: Plan) -> st
     return steps.Nothing("not_ours") if target is None else steps.Gate(target)
 
 
-def proof_after(plan: Plan, *, leaving: str | None, freed: Collection[str], starts: bool) -> bool:
-    """A fleet's recreate (docs/fleet.md): the revision stops the engine serving now (`leaving`, among the backends
-    its render stops) and starts the target (`starts`) in the sync that switches the Service, so the target cannot
-    be proven before ArgoCD applies it. The gate then judges only where it fits with the source gone, and the
-    Sync-phase verifier proves it once it is up; any other switch is proven first."""
-    return (plan.fleet and plan.handoff.strategy == "recreate" and leaving is not None and leaving != plan.target
-            and leaving in freed and starts)
-
-
-def swap_gap(started: datetime | None, created: Collection[datetime | None], now: datetime) -> float | None:
-    """A fleet's recreate: seconds the name had no engine, from the start of the sync that stopped the source to the
-    target proven now, when that sync started the target's pods (every one created since); None for a sync that
-    started none (the switch was made before, or by a parallel path)."""
-    if started is None or not created or any(when is None or when < started for when in created):
+def fleet_swap(plan: Plan, *, live: str | None, freed: Collection[str], started: Collection[str]) -> str | None:
+    """A fleet's recreate (docs/fleet.md), its first commit: the revision leaves the Service's selector as it is,
+    stops the engine it selects (`live`, among the backends its render stops) and starts one other backend: that
+    one, which the fleet's next commit switches to once its gate has proven it. None for any other revision."""
+    if not plan.fleet or plan.handoff.strategy != "recreate" or live is None or live not in freed:
         return None
-    return (now - started).total_seconds()
+    others = [name for name in started if name != live]
+    return others[0] if len(others) == 1 else None
+
+
+def switch_before_start(plan: Plan, *, leaving: str | None, freed: Collection[str], started: Collection[str],
+                        target_pods: int) -> bool:
+    """A fleet's commit that switches the Service to a target with no pod yet, which the same sync starts while it
+    stops the engine serving now: the gate could only wait for pods that ArgoCD starts after it, and no cluster may
+    switch before its own target is proven (docs/fleet.md: the swap first, the switch next)."""
+    return plan.fleet and target_pods == 0 and plan.target in started and leaving is not None and leaving in freed
 
 
 def syncfail_step(observed: steps.Observed, plan: Plan, *,

@@ -43,7 +43,7 @@ class Gated:
     changed: bool
     backend: str | None = None
     proven: Proven | None = None
-    after: str | None = None  # a fleet's recreate: the backend the revision stops; the target is proven after
+    after: str | None = None  # a fleet's recreate, its first commit: the backend it stops (`backend`: it starts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +120,16 @@ class Unowned:
 
     revision: str
     what: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Dark:
+    """A fleet's recreate, its first commit synced (docs/fleet.md): `backend`, which the Service still selects,
+    stopped and `to` started; the name unanswered until the fleet's next commit switches to `to`."""
+
+    revision: str
+    backend: str
+    to: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,4 +240,4 @@ class Diffed:
 
 
 Result = Proven | Gated | Held | Advanced | Freed | Restored | WouldAdvance | Awaiting | Verified | Completed | \
-    SyncFailed | Audited | Nudged | Status | Shown | Diffed | Unowned
+    SyncFailed | Audited | Nudged | Status | Shown | Diffed | Unowned | Dark

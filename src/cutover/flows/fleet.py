@@ -12,15 +12,13 @@ import dataclasses
 import structlog
 
 from cutover.argocd import rollout, tracking
-from cutover.core import commits, decide, milestones
-from cutover.core.results import Unowned, Verified
+from cutover.core import commits, decide
+from cutover.core.results import Dark, Unowned, Verified
 from cutover.core.trailers import Trailers
-from cutover.core.views import ApplicationView
 from cutover.errors import ClusterError, InvalidInput, VerificationFailed
-from cutover.flows import verification
+from cutover.flows import starting, verification
 from cutover.flows.context import Run
 from cutover.flows.phases import synced_selector, syncing
-from cutover.flows.wait import prove_backend
 from cutover.kube.cluster import Cluster
 from cutover.plan import Plan
 
@@ -53,7 +51,7 @@ async def own_application(cluster: Cluster, plan: Plan, *, job: str | None, name
                                                                 namespace=application_namespace))
 
 
-async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned:
+async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned | Dark:
     """`cutover verify --synced`, a Sync-phase hook: the revision being synced selects a backend of the plan, the
     live Service selects exactly that (ArgoCD applied it in an earlier wave), and the switch checks out as a
     PostSync's verification has it (the Service's endpoints are that backend's Ready pods, every served name answered
@@ -77,30 +75,28 @@ async def verify_synced(run: Run, *, job_name: str | None) -> Verified | Unowned
             f"{shown} selects {backend}", cause="switch_not_applied",
             hint="this hook runs in a wave after the Service (argocd.argoproj.io/sync-wave 1000): give the Service an "
                  "earlier wave, and keep it in the Application this hook belongs to (docs/fleet.md)")
+    if run.plan.handoff.strategy == "recreate":  # a swap's sync leaves the selector on the engine it stopped
+        dark = await _swapped(run, ref, backend, shown)
+        if dark is not None:
+            return dark
     log.info("verify.synced", revision=shown, backend=backend)
-    if run.plan.handoff.strategy == "recreate":  # the gate could not prove a target the same sync starts
-        await _proven_after(run, app, backend)
     verified = await verification.verify(run, live, Trailers(), backend)
     return dataclasses.replace(verified, same_object=False)  # no commit of cutover's recorded the Service before
 
 
-async def _proven_after(run: Run, app: ApplicationView | None, backend: str) -> None:
-    """A fleet's recreate (docs/fleet.md): the backend proven as the gate proves a switch (on its startup timeline,
-    every name, its fitness), and, when this sync started its pods, the gap said: from the sync's start, when
-    ArgoCD stopped the source, to now."""
+async def _swapped(run: Run, ref: str | None, backend: str, shown: str) -> Dark | None:
+    """A fleet's recreate, its first commit (`decide.fleet_swap`): the Service still selects `backend`, which that
+    revision stopped, so there is nothing to verify until the fleet's next commit switches to the backend it
+    started, which that commit's gate proves first. Said, and not a failure: the step goes on."""
     plan = run.plan
-    proven = await prove_backend(run.cluster, plan, plan.backend(backend), wait=True)
-    gap = decide.swap_gap(app.operation_started if app else None, [pod.created_at for pod in proven.pods],
-                          run.clock.now())
-    if gap is None:
-        log.info("verify.proven", backend=backend, pods=len(proven.pods))
-        return
-    max_gap = plan.handoff.max_gap or 0.0
-    log.info(milestones.GAP_CLOSED, to=backend, seconds=round(gap, 1), max_gap=max_gap)
-    if gap > max_gap:
-        log.warning("handoff.gap_exceeded", to=backend, seconds=round(gap, 1), max_gap=max_gap,
-                    hint=f"{backend} answers now; the name went unanswered longer than handoff.maxGap consents to: "
-                         "give this cluster room for both engines (parallel), or a longer maxGap (docs/fleet.md)")
+    docs = await starting.judged(run.host, run.source, plan, await run.host.read(plan.git.path, ref=ref), ref=ref)
+    freed, started = starting.swap(docs, plan)
+    to = decide.fleet_swap(plan, live=backend, freed=freed, started=started)
+    if to is None:
+        return None
+    log.info("handoff.dark_until_switch", source=backend, to=to, max_gap=plan.handoff.max_gap, revision=shown,
+             hint=f"the fleet's next commit switches the Service to {to} once it runs (docs/fleet.md)")
+    return Dark(shown, backend, to)
 
 
 async def steps(cluster: Cluster, *, namespace: str, name: str) -> list[rollout.ClusterStep]:

@@ -97,18 +97,16 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         docs = await starting.ahead(run, ref=ref, gating=isinstance(step, steps.Gate))
     if isinstance(step, steps.Nothing):
         if step.reason == "no_change":
+            swapped = await starting.fleet_swap(run, docs, live=commits.backend_of(plan, live.selector))
+            if swapped is not None:
+                return Gated(shown, changed=False, backend=swapped, after=commits.backend_of(plan, live.selector))
             log.info("presync.no_change", revision=shown)
             return Gated(shown, changed=False)
         log.warning("presync.unknown_selector", revision=shown, selector=dict(wanted),
                     hint="the selector in Git is no backend of the plan: not ours to gate")
         return Gated(shown, changed=True)
     leaving = commits.backend_of(plan, live.selector)
-    freed, starts = starting.swap(docs, plan)
-    if decide.proof_after(plan, leaving=leaving, freed=freed, starts=starts):
-        log.info("presync.proof_after", revision=shown, to=step.backend, live=leaving, max_gap=plan.handoff.max_gap,
-                 hint=f"the revision stops {leaving} and starts {step.backend} in one sync: {step.backend} fits once "
-                      f"{leaving} is gone, and `cutover verify --synced` proves it once it is up (docs/fleet.md)")
-        return Gated(shown, True, step.backend, after=leaving)
+    await starting.no_switch_before_start(run, docs, leaving=leaving)
     log.info("presync.gating", revision=shown, to=step.backend, live=leaving)
     raced = pickup.self_heal_race(app, always=plan.argocd.refresh_always, nudge=plan.argocd.refresh) \
         if plan.argocd is not None and not plan.fleet else None  # a fleet's engine turns automated sync off

@@ -15,12 +15,13 @@ commit that does it) is judged with the source gone. The gate says the revision'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 
-from cutover.core import commits
+from cutover.core import commits, decide
 from cutover.core.repository import FileVersion, GitHost
 from cutover.errors import CutoverError, TargetNotReady
 from cutover.flows.context import Run
@@ -52,14 +53,50 @@ async def ahead(run: Run, *, ref: str | None, gating: bool) -> list[dict[str, An
     return docs
 
 
-def swap(docs: Sequence[Mapping[str, Any]] | None, plan: Plan) -> tuple[frozenset[str], bool]:
-    """What the render does to the engines: the backends it stops (replicas 0) and whether it starts the plan's
-    target (its workload asks for pods); nothing of either without a render."""
-    if docs is None or not plan.target:
-        return frozenset(), False
-    doc = sync_order.engine(docs, plan.backends[plan.target])
-    return frozenset(backend.name for backend in sync_order.freed(docs, plan)), bool(
-        doc is not None and sync_order.replicas(doc))
+def swap(docs: Sequence[Mapping[str, Any]] | None, plan: Plan) -> tuple[frozenset[str], frozenset[str]]:
+    """What the render does to the engines: the backends whose workload it stops (replicas 0) and those it runs
+    (asking for pods); nothing of either without a render."""
+    counts = {name: sync_order.replicas(doc) for name, backend in plan.backends.items()
+              if docs is not None and (doc := sync_order.engine(docs, backend)) is not None}
+    return (frozenset(name for name, count in counts.items() if count == 0),
+            frozenset(name for name, count in counts.items() if count))
+
+
+async def fleet_swap(run: Run, docs: Sequence[Mapping[str, Any]] | None, *, live: str | None) -> str | None:
+    """A fleet's revision that leaves the selector as it is: every other backend it runs judged where it fits
+    (beside the engine serving, or with it gone when the revision stops it; TargetNotReady with the nodes' figures
+    otherwise, before ArgoCD applies anything). A recreate's first commit (`decide.fleet_swap`: the engine the
+    Service selects stopped, another started): the backend it starts; None for any other revision."""
+    freed, started = swap(docs, run.plan)
+    if not run.plan.fleet or docs is None:
+        return None
+    for other in sorted(started - {live}):
+        await judge(dataclasses.replace(run, plan=run.plan.aimed(other)), docs)
+    to = decide.fleet_swap(run.plan, live=live, freed=freed, started=started)
+    if to is None:
+        return None
+    log.info("presync.swap", stops=live, starts=to, max_gap=run.plan.handoff.max_gap,
+             hint=f"the Service keeps selecting {live}, unanswered until the fleet's next commit switches it to {to}, "
+                  f"which that commit's gate proves first (docs/fleet.md)")
+    return to
+
+
+async def no_switch_before_start(run: Run, docs: Sequence[Mapping[str, Any]] | None, *, leaving: str | None) -> None:
+    """Refuse at once a fleet's commit that switches to a target with no pod yet, which the same sync starts while
+    it stops the engine serving (`decide.switch_before_start`): the gate would wait for pods ArgoCD starts only
+    after it, and no cluster switches before its own target is proven."""
+    plan = run.plan
+    freed, started = swap(docs, plan)
+    if not plan.fleet or plan.target not in started:
+        return
+    pods, _ = await run.cluster.pods(plan.service.namespace, plan.backends[plan.target].selector)
+    if decide.switch_before_start(plan, leaving=leaving, freed=freed, started=started, target_pods=len(pods)):
+        raise TargetNotReady(
+            f"the revision switches the Service to {plan.target}, which it starts in the same sync while it stops "
+            f"{leaving}: {plan.target} cannot be proven before the switch applies", cause="switch_before_start",
+            hint=f"commit the swap first ({leaving} stopped, {plan.target} started, the selector as it is; "
+                 f"handoff.strategy recreate), the switch next, once {plan.target} runs: its gate proves it "
+                 "(docs/fleet.md)")
 
 
 async def judged(host: GitHost, source: Source, plan: Plan, version: FileVersion, *,
@@ -121,7 +158,9 @@ async def judge(run: Run, docs: Sequence[Mapping[str, Any]]) -> None:
         f"the revision being synced starts {plan.target} ({_kind(doc)}, {wanted} pod{'s' * (wanted != 1)}), and "
         f"{verdict.summary()}: ArgoCD would apply it and wait in its Sync phase, no hook running, until the "
         "progress deadline", cause="capacity_held_by_source" if held else "unschedulable",
-        hint=(f"commit the target stopped and let a handoff make room: handoff.strategy recreate (with maxGap) or "
+        hint=(f"in a fleet, stop {serving} in the commit that starts {plan.target}, the selector as it is "
+              "(handoff.strategy recreate), and switch in the next (docs/fleet.md)" if plan.fleet else
+              f"commit the target stopped and let a handoff make room: handoff.strategy recreate (with maxGap) or "
               f"bridge frees {serving} by its own commits (docs/capacity.md)") if held else
              f"add capacity for {plan.target}, or lower what its pods request (docs/capacity.md)")
 
