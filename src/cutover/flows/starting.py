@@ -67,9 +67,9 @@ async def fleet_swap(run: Run, docs: Sequence[Mapping[str, Any]] | None, *, live
     (beside the engine serving, or with it gone when the revision stops it; TargetNotReady with the nodes' figures
     otherwise, before ArgoCD applies anything). A recreate's first commit (`decide.fleet_swap`: the engine the
     Service selects stopped, another started): the backend it starts; None for any other revision."""
-    freed, started = swap(docs, run.plan)
     if not run.plan.fleet or docs is None:
         return None
+    freed, started = swap(docs, run.plan)
     for other in sorted(started - {live}):
         await judge(dataclasses.replace(run, plan=run.plan.aimed(other)), docs)
     to = decide.fleet_swap(run.plan, live=live, freed=freed, started=started)
@@ -86,8 +86,10 @@ async def no_switch_before_start(run: Run, docs: Sequence[Mapping[str, Any]] | N
     it stops the engine serving (`decide.switch_before_start`): the gate would wait for pods ArgoCD starts only
     after it, and no cluster switches before its own target is proven."""
     plan = run.plan
+    if not plan.fleet:
+        return
     freed, started = swap(docs, plan)
-    if not plan.fleet or plan.target not in started:
+    if plan.target not in started:
         return
     pods, _ = await run.cluster.pods(plan.service.namespace, plan.backends[plan.target].selector)
     if decide.switch_before_start(plan, leaving=leaving, freed=freed, started=started, target_pods=len(pods)):
