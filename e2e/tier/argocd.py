@@ -48,15 +48,17 @@ REVISION_CACHE = "24s"
 COMMON = ("--redis", f"127.0.0.1:{REDIS}", "--loglevel", "info")  # every ArgoCD component's
 
 
-# Run a command with `private` bound over /tmp, and the tier's own directory (under the system's /tmp: its
-# kubeconfig, certificates, scripts) bound back where it was: in a mount namespace of its own (unshare --mount).
+# Run a command with `private` bound over /tmp, and what it needs of the system's /tmp bound back where it was (the
+# tier's own directory: its kubeconfig, certificates, scripts; and the binaries' cache and $HOME where a machine
+# keeps them under /tmp): in a mount namespace of its own (unshare --mount). `keep`: those paths, os.pathsep-joined.
 _OWN_TMP = """
 import os, subprocess, sys
 private, keep, *argv = sys.argv[1:]
-held = os.open(keep, os.O_PATH)
+held = [(path, os.open(path, os.O_PATH)) for path in keep.split(os.pathsep)]
 subprocess.run(["mount", "--bind", private, "/tmp"], check=True)
-os.makedirs(keep, exist_ok=True)
-subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{held}", keep], check=True)
+for path, fd in held:
+    os.makedirs(path, exist_ok=True)
+    subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", path], check=True)
 os.execv(argv[0], argv)
 """
 
@@ -210,8 +212,10 @@ class ArgoCD:
             # this tier's bound over the system's, as a pod of its own would have.
             private = self.dir / "commit-server-tmp"
             private.mkdir(exist_ok=True)
+            keep = [self.plane.dir, *(path for path in (self.plane.bin, Path.home())
+                                      if path.resolve().is_relative_to("/tmp"))]  # noqa: S108 -- the bind's
             argv = ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", _OWN_TMP, str(private),
-                    str(self.plane.dir), *argv]
+                    os.pathsep.join(str(path) for path in keep), *argv]
         component = controlplane.Component(name, argv, self.plane.dir / f"{name}.log")
         component.start(env)
         self.plane.components.append(component)  # stopped with the control plane, checked with it
