@@ -35,12 +35,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("CUTOVER_E2E_NETNS") != "inside":
         raise pytest.UsageError("the real tier runs inside its own network namespace: use `make e2e`")
     config.addinivalue_line("markers", "after_all: judges what every other scenario left (the audit log)")
+    config.addinivalue_line("markers", "late: after the package's other scenarios (it changes what they start "
+                                       "from), before the after_all ones")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # after_all scenarios last within their own package, whose tier they judge (a package keeps its tier
-    # only while its scenarios run one after another)
-    items.sort(key=lambda item: (str(item.path.parent), item.get_closest_marker("after_all") is not None))
+    # only while its scenarios run one after another); late ones just before them
+    items.sort(key=lambda item: (str(item.path.parent), 2 if item.get_closest_marker("after_all") else
+                                 1 if item.get_closest_marker("late") else 0))
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,9 @@ host to the example's plan, nothing else), on a full node: vLLM on one card, ano
   candle started in one sync, candle proven, the switch), and `target: vllm` brings it back the same way, leaving
   the example's file as shipped, comments and all.
 
-The module puts back what it found (the Application's path, the files, the Secret), so the scenarios after it meet
-the tier as the story left it."""
+It runs after the package's other scenarios (`late`: the story counts cutover's commits from none), starts from
+vLLM serving alone whatever they left, and puts back what it found (the Application's path, the files, the
+Secret) for the after-all audit."""
 
 from __future__ import annotations
 
@@ -103,11 +104,33 @@ def cutover_plan(argo: gitops.GitOpsTier, name: str) -> tuple[int | None, str]:
     return result.exit_code, result.log
 
 
+pytestmark = pytest.mark.late
+
+
+def vllm_alone(argo: gitops.GitOpsTier) -> None:
+    """Where the example starts: vLLM serving, candle stopped (whatever the scenarios before left), so that another
+    team's pod can take the node's other card."""
+    if serving(argo) != "vllm":
+        found = argo.git.repo.read(gitops.PLAN)
+        assert found is not None
+        argo.commit({gitops.PLAN: gitops.with_target(found[0], "vllm")}, "Back to vLLM before the full-GPU example\n")
+        argo.wait("the Service to select vllm", lambda: serving(argo) == "vllm", timeout=300)
+        argo.wait_app("llm-serving", synced=True, healthy=True, timeout=180)
+    found = argo.git.repo.read(gitops.ENGINES)
+    assert found is not None
+    stopped, done = re.subn(r"(  name: llm-reasoning-candle\n  namespace: llm-serving\n(?:  annotations: .*\n)?"
+                            r"spec:\n  replicas: )\d+", r"\g<1>0", found[0])
+    if done:
+        sha = argo.commit({gitops.ENGINES: stopped}, "candle stopped before the full-GPU example\n")
+        argo.wait_app("llm-serving", synced=True, healthy=True, revision=sha, timeout=180)
+    argo.wait("candle's pods gone", lambda: not pods(argo, "candle"), timeout=120)
+
+
 @pytest.fixture(scope="module")
 def full_node(argo: gitops.GitOpsTier) -> Iterator[None]:
     """vLLM serving alone on one card of the GPU node, another team's pod on the other; the plan Job's ConfigMap.
     Everything it changes is put back at the end."""
-    assert serving(argo) == "vllm", "the example starts where vLLM serves (run this module before the story's)"
+    vllm_alone(argo)
     found = {path: argo.git.repo.read(path) for path in (gitops.ENGINES, gitops.PLAN, gitops.SERVICE)}
     before = {path: text[0] for path, text in found.items() if text is not None}
     holder, configmap = argo.dir / "full-gpu-coder.yaml", argo.dir / "cutover-plan-full-gpu.yaml"
