@@ -15,7 +15,7 @@ from cutover.argocd import rollout, tracking
 from cutover.core import commits, decide
 from cutover.core.results import Dark, Unowned, Verified
 from cutover.core.trailers import Trailers
-from cutover.errors import ClusterError, InvalidInput, VerificationFailed
+from cutover.errors import ClusterError, CutoverError, InvalidInput, VerificationFailed
 from cutover.flows import starting, verification
 from cutover.flows.context import Run
 from cutover.flows.phases import synced_selector, syncing
@@ -89,7 +89,12 @@ async def _swapped(run: Run, ref: str | None, backend: str, shown: str) -> Dark 
     revision stopped, so there is nothing to verify until the fleet's next commit switches to the backend it
     started, which that commit's gate proves first. Said, and not a failure: the step goes on."""
     plan = run.plan
-    docs = await starting.judged(run.host, run.source, plan, await run.host.read(plan.git.path, ref=ref), ref=ref)
+    try:
+        docs = await starting.judged(run.host, run.source, plan, await run.host.read(plan.git.path, ref=ref),
+                                     ref=ref)
+    except CutoverError as exc:  # unrendered: verified as any switch (a stopped engine fails that, said there)
+        log.warning("sync_order.unread", error=exc.message, cause=exc.cause, hint=exc.hint)
+        return None
     freed, started = starting.swap(docs, plan)
     to = decide.fleet_swap(plan, live=backend, freed=freed, started=started)
     if to is None:
