@@ -97,9 +97,10 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         docs = await starting.ahead(run, ref=ref, gating=isinstance(step, steps.Gate))
     if isinstance(step, steps.Nothing):
         if step.reason == "no_change":
-            swapped = await starting.fleet_swap(run, docs, live=commits.backend_of(plan, live.selector))
+            serving = commits.backend_of(plan, live.selector)
+            swapped = await starting.fleet_swap(run, docs, live=serving)
             if swapped is not None:
-                return Gated(shown, changed=False, backend=swapped, after=commits.backend_of(plan, live.selector))
+                return Gated(shown, changed=False, backend=swapped, after=serving)
             log.info("presync.no_change", revision=shown)
             return Gated(shown, changed=False)
         log.warning("presync.unknown_selector", revision=shown, selector=dict(wanted),
