@@ -103,6 +103,8 @@ class EnginePods:
         """A double per engine container that runs: bound once its model has loaded (`e2e.cutover.dev/loads-in`
         after the container started, the moment before its next startup probe succeeds), gone with the pod or
         the container."""
+        if self._stop.is_set():  # the engines' loop stops: an unbind sent now would never run (never awaited)
+            return
         name, ip = pod.metadata.name, pod.status.pod_ip
         statuses = pod.status.container_statuses or []
         running = statuses[0].state.running if statuses and statuses[0].state else None
