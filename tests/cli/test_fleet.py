@@ -4,6 +4,7 @@ switch ArgoCD applied, and nothing that would write runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,11 @@ async def test_the_gate_proves_the_backend_the_fleets_commit_selects(cutover: Ru
         status = await cutover("status", plan=text)
     assert gate.code == 0, gate.stderr[-2000:]
     assert f"{fleet[:7]} switches the Service to candle: proven on 1 pod(s)" in gate.outcome
+    proven = next(event for event in gate.events if event.get("event") == "names.proven")
+    # the fleet change's Slack thread, the same from every cluster (the Service and the revision), and this
+    # cluster's line in it (its Application): tests/slack/test_fleet_threads.py
+    change = hashlib.sha256(f"fleet:{proven['service']}:{fleet[:7]}".encode()).hexdigest()[:12]
+    assert (proven["cutover_id"], proven["fleet"], proven["cluster"]) == (change, fleet[:7], "llm-serving")
     assert status.code == 0 and "a fleet's cluster: the Service selects vllm; the fleet's commits choose the " \
                                 "backend" in status.stdout
 

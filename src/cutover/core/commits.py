@@ -113,6 +113,12 @@ def last_step(history: Sequence[Commit], plan: Plan, backend: str) -> Commit | N
                  and commit.trailers.backend == backend), None)
 
 
+def fleet_change(plan: Plan, revision: str) -> str:
+    """A fleet change (docs/fleet.md): the same in every cluster that syncs the fleet's commit (one plan, one
+    revision), so that every cluster's line goes into one Slack thread."""
+    return hashlib.sha256(f"fleet:{plan.service.namespace}/{plan.service.name}:{revision}".encode()).hexdigest()[:12]
+
+
 def cutover_id(plan: Plan, *, from_backend: str | None, to_backend: str, service_uid: str) -> str:
     """Stable for one intent (this Service, from, to), so that re-runs speak of the same cutover."""
     seed = f"{plan.service.namespace}/{plan.service.name}:{service_uid}:{from_backend}->{to_backend}"

@@ -125,14 +125,20 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
 
 async def syncing(run: Run, job_name: str | None, *, phase: str) -> tuple[ApplicationView | None, str | None, str]:
     """The Application, the revision a hook's sync applies (None: unknown, the branch head stands for it, said)
-    and how it is shown."""
+    and how it is shown. A fleet's cluster speaks in its fleet change's Slack thread from here on."""
     app = await sync.application(run)
     revision = operation.syncing_revision(job_name, app)
+    ref = revision.sha if revision else None
+    plan = run.plan
+    if plan.fleet and ref is not None:  # one thread per fleet change, a line per cluster (its Application)
+        cluster = plan.argocd.application if plan.argocd is not None and plan.argocd.application else None
+        # by the revision's first 7 characters: all a hook Job's name gives (argocd.operation), the same everywhere
+        structlog.contextvars.bind_contextvars(cutover_id=commits.fleet_change(plan, ref[:7]), fleet=ref[:7],
+                                               cluster=cluster or plan.service.namespace)
     if revision is None:
         log.warning(f"{phase}.revision_unknown", hint="no hook Job name and no ArgoCD operation: reading the "
                                                       "branch head, which may be newer than the revision synced")
-    ref = revision.sha if revision else None
-    return app, ref, ref[:12] if ref else run.plan.git.branch
+    return app, ref, ref[:12] if ref else plan.git.branch
 
 
 async def synced_selector(run: Run, app: ApplicationView | None, ref: str | None) -> dict[str, str]:

@@ -26,6 +26,12 @@ class Message:
         return self.event.get("event") in PROGRESS
 
     @property
+    def cluster(self) -> str | None:
+        """A fleet's cluster (docs/fleet.md): its messages are one line of the fleet change's thread."""
+        found = self.event.get("cluster")
+        return str(found) if found and self.event.get("fleet") else None
+
+    @property
     def said(self) -> str:
         """What a re-run saying it again would repeat: the stage of this hop (a path through a bridge proves,
         commits and verifies twice, once per hop: each is news)."""
@@ -75,3 +81,27 @@ def blocks(message: Message) -> list[dict[str, Any]]:
 def text(message: Message) -> str:
     """The plain-text fallback (notifications, screen readers)."""
     return _clip(escaped(f"cutover {message.event.get('service', '')}: {message.stage}"), 3000)
+
+
+def fleet_head(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    """The head of a fleet change's thread (one per commit of the fleet, every cluster's line under it): the Service
+    and the revision, what every cluster says alike."""
+    event = message.event
+    title = escaped(f"cutover fleet {event.get('service', '?')} at {event.get('fleet', '?')}")
+    return _clip(title, 3000), [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(title, 150)}},
+        {"type": "section", "text": {"type": "mrkdwn", "verbatim": True,
+                                     "text": "One line per cluster below, each updated as its sync goes."}}]
+
+
+def line(message: Message) -> str:
+    """A cluster's line in its fleet change's thread: which cluster, what it says now, toward which backend."""
+    event = message.event
+    to = event.get("to") or event.get("backend") or ""
+    return _clip(escaped(f"{message.cluster}: {message.stage}" + (f" ({to})" if to else "")), 3000)
+
+
+def line_blocks(message: Message) -> list[dict[str, Any]]:
+    """The line as Slack shows it, with the fitness table and, on failure, the cause and the hint as in `blocks`."""
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": line(message), "verbatim": True}},
+            *blocks(message)[2:]]

@@ -28,6 +28,7 @@ from cutover.core import milestones
 from cutover.slack import QUIET
 from cutover.slack.blocks import Message
 from cutover.slack.breaker import Breaker
+from cutover.slack.threads import Kept
 from cutover.slack.transports import SEND_EVERY, Bot, SlackFailed, Webhook
 
 log = structlog.get_logger("cutover.notify")
@@ -43,9 +44,9 @@ class ThreadStore(Protocol):
     """Where a cutover's Slack thread and announced milestones outlive the process (the next hook Job reads
     them): `cutover.slack.threads.LeaseThreads` keeps them in annotations on the Service's Lease."""
 
-    async def load(self, key: str) -> tuple[str | None, set[str]]: ...
+    async def load(self, key: str) -> Kept: ...
 
-    async def save(self, key: str, ts: str | None, announced: set[str]) -> None: ...
+    async def save(self, key: str, kept: Kept) -> None: ...
 
 
 class Outbox:
@@ -124,19 +125,29 @@ class Sender:
     async def _fresh(self, message: Message) -> bool:
         """False for a milestone this cutover already announced (a re-run of the same Job says it again)."""
         if message.key not in self._announced:
-            ts, announced = await self.store.load(message.key) if self.store else (None, set())
-            self._announced[message.key] = announced
-            if ts and isinstance(self.transport, Bot):
-                self.transport.threads.setdefault(message.key, ts)
+            kept = await self.store.load(message.key) if self.store else Kept(None, None, set())
+            self._announced[message.key] = kept.announced
+            if kept.ts and isinstance(self.transport, Bot):
+                self.transport.threads.setdefault(message.key, kept.ts)
+                if kept.line:
+                    self.transport.lines.setdefault(message.key, kept.line)
         return message.progress or message.said not in self._announced[message.key]
 
     async def _remember(self, message: Message) -> None:
-        if message.progress:
-            return
-        self._announced[message.key].add(message.said)
+        bot = self.transport if isinstance(self.transport, Bot) else None
+        if bot is not None and bot.unread is not None:  # a fleet's thread not found: this cluster's own, said once
+            log.warning("slack.fleet_thread_unread", error=bot.unread, host=bot.host, **{QUIET: True},
+                        hint="the bot reads the channel's history to find the fleet change's thread: give it "
+                             "channels:history (groups:history for a private channel) (docs/fleet.md)")
+            bot.unread = None
+        if message.progress and message.cluster is None:
+            return  # a fleet's line is kept from its first post, progress or not: the next Job updates it
+        if not message.progress:
+            self._announced[message.key].add(message.said)
         if self.store is not None:
-            ts = self.transport.threads.get(message.key) if isinstance(self.transport, Bot) else None
-            await self.store.save(message.key, ts, self._announced[message.key])
+            await self.store.save(message.key, Kept(bot.threads.get(message.key) if bot else None,
+                                                    bot.lines.get(message.key) if bot else None,
+                                                    self._announced[message.key]))
 
     async def _deliver(self, message: Message) -> None:
         async for attempt in tenacity.AsyncRetrying(

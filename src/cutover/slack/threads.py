@@ -10,11 +10,18 @@ the Slack sender asks it through `sink.ThreadStore`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 KEY = "cutover.dev/slack-key"
 TS = "cutover.dev/slack-thread-ts"
+LINE = "cutover.dev/slack-line-ts"  # a fleet's cluster: its line in the fleet change's thread (docs/fleet.md)
 ANNOUNCED = "cutover.dev/slack-announced"
+
+
+class Kept(NamedTuple):
+    ts: str | None  # the thread's head
+    line: str | None  # a fleet's cluster: its line under that head
+    announced: set[str]
 
 
 class Notes(Protocol):
@@ -29,11 +36,15 @@ class LeaseThreads:
     def __init__(self, notes: Notes) -> None:
         self.notes = notes
 
-    async def load(self, key: str) -> tuple[str | None, set[str]]:
+    async def load(self, key: str) -> Kept:
         notes = await self.notes.read()  # none when unreadable: at worst a new thread
         if notes.get(KEY) != key:
-            return None, set()  # another cutover's thread
-        return notes.get(TS) or None, {stage for stage in notes.get(ANNOUNCED, "").split(",") if stage}
+            return Kept(None, None, set())  # another cutover's thread
+        return Kept(notes.get(TS) or None, notes.get(LINE) or None,
+                    {stage for stage in notes.get(ANNOUNCED, "").split(",") if stage})
 
-    async def save(self, key: str, ts: str | None, announced: set[str]) -> None:
-        await self.notes.add({KEY: key, ANNOUNCED: ",".join(sorted(announced)), **({TS: ts} if ts else {})})
+    async def save(self, key: str, kept: Kept) -> None:
+        # a key's first save writes the line too, empty where there is none: never another cutover's line
+        await self.notes.add({KEY: key, ANNOUNCED: ",".join(sorted(kept.announced)), **({TS: kept.ts} if kept.ts
+                                                                                         else {}),
+                              LINE: kept.line or ""})
