@@ -205,3 +205,112 @@ def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_r
     for ring in RINGS:
         argo.wait(f"{ring} back on vLLM and synced", lambda ring=ring: selector_of(argo, ring) == VLLM and
                   healthy_and_synced(argo, ring, revert), timeout=600)
+
+
+# --- a full ring: `recreate` in two fleet commits (docs/fleet.md) -----------------------------------------------------
+
+FULL_NODE = "kwok-gpu-fleet"  # one card, fleet-c's alone (a taint keeps every other pod off it)
+FULL_ENGINES = "e2e/fixtures/fleet/fleet-c/engines/kustomization.yaml"
+FULL_RING = "e2e/fixtures/fleet/fleet-c/kustomization.yaml"
+
+
+def full_node(argo: gitops.GitOpsTier) -> None:
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "1"}
+    argo.core.create_node({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": FULL_NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                     "labels": {"kubernetes.io/hostname": FULL_NODE, "type": "kwok", "e2e.cutover.dev/fleet": "full"}},
+        "spec": {"taints": [{"key": "e2e.cutover.dev/fleet", "value": "full", "effect": "NoSchedule"}]},
+        "status": {"capacity": capacity, "allocatable": capacity,
+                   "addresses": [{"type": "InternalIP", "address": "10.250.0.12"}]}})
+    argo.wait(f"{FULL_NODE} Ready", lambda: any(
+        c.type == "Ready" and c.status == "True" for c in argo.core.read_node(FULL_NODE).status.conditions or []))
+
+
+def full_ring(vllm: int, candle: int) -> dict[str, str]:
+    """fleet-c on the full node: both engines take its one card (kustomize `replicas:` in the ring's path, the counts
+    a fleet's commit changes), and its plan `handoff: recreate`, rendering the ring's path to see them."""
+    ring = ring_files("fleet-c")
+    engines = ring[FULL_ENGINES] + """patches:
+  - target: {kind: Deployment}
+    patch: |-
+      - {op: add, path: /spec/template/spec/nodeSelector, value: {e2e.cutover.dev/fleet: full}}
+      - {op: add, path: /spec/template/spec/tolerations, value: [{key: e2e.cutover.dev/fleet, operator: Exists}]}
+      - {op: add, path: /spec/template/spec/containers/0/resources, value: {limits: {nvidia.com/gpu: 1}}}
+"""
+    kustomization = ring[FULL_RING] + f"""replicas:
+  - {{name: fleet-vllm-fleet-c, count: {vllm}}}
+  - {{name: fleet-candle-fleet-c, count: {candle}}}
+"""
+    plan_path = "e2e/fixtures/fleet/fleet-c/hooks/plan.yaml"
+    plan = ring[plan_path]
+    for backend, deployment in (("vllm", "fleet-vllm-fleet-c"), ("candle", "fleet-candle-fleet-c")):
+        plan = plan.replace(f"  {backend}: {{selector: ",
+                            f"  {backend}: {{workload: {{kind: Deployment, name: {deployment}, path: {FULL_RING}}}, "
+                            "selector: ")
+    plan = plan.replace("  document: {kind: Service, name: chat}\n", "  document: {kind: Service, name: chat}\n"
+                        "  source: kustomize\n  render: {path: e2e/fixtures/fleet/fleet-c}\n")
+    plan += "handoff: {strategy: recreate, maxGap: 5m}\n"
+    assert plan.count("workload:") == 2 and "source: kustomize" in plan
+    return {FULL_ENGINES: engines, FULL_RING: kustomization, plan_path: plan}
+
+
+def ring_pods(argo: gitops.GitOpsTier, deployment: str) -> list[Any]:
+    selector = {"fleet-vllm-fleet-c": VLLM, "fleet-candle-fleet-c": CANDLE}[deployment]
+    return [pod for pod in argo.core.list_namespaced_pod(
+        "fleet-c", label_selector=",".join(f"{k}={v}" for k, v in selector.items())).items
+        if pod.metadata.deletion_timestamp is None]
+
+
+def rolled_out(argo: gitops.GitOpsTier, revision: str) -> bool:
+    return all(healthy_and_synced(argo, ring, revision) for ring in RINGS)
+
+
+def hook_said(argo: gitops.GitOpsTier, ring: str, revision: str, hook: str) -> str:
+    """What the ring's hook said in the sync of `revision` (ArgoCD keeps each hook's message)."""
+    state = argo.app(ring).get("status", {}).get("operationState") or {}
+    found = [r.get("message", "") for r in (state.get("syncResult") or {}).get("resources") or ()
+             if r.get("name") == hook and revision == (state.get("syncResult") or {}).get("revision")]
+    return found[0] if found else ""
+
+
+def test_a_full_ring_takes_recreate_in_two_fleet_commits_while_the_others_switch_in_parallel(
+        argo: gitops.GitOpsTier, fleet: str, engines: dict[str, EnginePods]) -> None:
+    """fleet-c on a node whose one card its vLLM holds (`handoff: recreate`), fleet-a and fleet-b with room
+    (`parallel`). The fleet's first commit swaps fleet-c's engines (vLLM 0, candle 1, the selector as it is): its
+    gate judges that candle fits once vLLM is gone, ArgoCD stops vLLM and starts candle, its verifier says the name
+    is dark until the next commit (the step goes on); the other rings' syncs change nothing. The second commit
+    switches every ring's Service: each gate proves candle, each verifier verifies, step by step. Nothing is
+    committed by cutover."""
+    assert all(selector_of(argo, ring) == VLLM for ring in RINGS)  # the first scenario's revert
+    full_node(argo)
+    authored = len(argo.git.cutover_commits())
+    setup = argo.git.repo.commit(full_ring(vllm=1, candle=0), "fleet-c on its full node, handoff: recreate\n")
+    for ring in RINGS:
+        argo.refresh(ring)
+    argo.wait("fleet-c on the full node, every ring synced", lambda: rolled_out(argo, setup) and [
+        pod.spec.node_name for pod in ring_pods(argo, "fleet-vllm-fleet-c")] == [FULL_NODE], timeout=600)
+
+    started = time.monotonic()
+    swap = argo.git.repo.commit({FULL_RING: full_ring(vllm=0, candle=1)[FULL_RING]},
+                                "fleet: swap fleet-c's engines (recreate's first commit)\n")
+    for ring in RINGS:
+        argo.refresh(ring)
+    argo.wait("the swap rolled out", lambda: rolled_out(argo, swap), timeout=600, every=0.5)
+    swapped = time.monotonic() - started
+    dark = hook_said(argo, "fleet-c", swap, "cutover-verify-fleet-c")
+    assert [pod.spec.node_name for pod in ring_pods(argo, "fleet-candle-fleet-c")] == [FULL_NODE]
+    assert not ring_pods(argo, "fleet-vllm-fleet-c") and selector_of(argo, "fleet-c") == VLLM
+
+    text = (gitops.cluster.ROOT / SHARED).read_text().replace("name: fleet-vllm", "name: fleet-candle")
+    switch = argo.git.repo.commit({SHARED: text}, "chat: candle-vllm in every ring (recreate's second commit)\n")
+    for ring in RINGS:
+        argo.refresh(ring)
+    argo.wait("the switch rolled out", lambda: rolled_out(argo, switch), timeout=600, every=0.5)
+    switched = time.monotonic() - started
+    assert all(selector_of(argo, ring) == CANDLE for ring in RINGS)
+    verified = hook_said(argo, "fleet-c", switch, "cutover-verify-fleet-c")
+    assert len(argo.git.cutover_commits()) == authored  # 0 commits by cutover in fleet mode
+    MEASURED.append(f"a fleet with a full ring (recreate in two fleet commits): the swap rolled out in {swapped:.1f} s "
+                    f"(fleet-c's verifier: {dark[:160]!r}), the switch in every ring verified at {switched:.1f} s "
+                    f"(fleet-c's verifier: {verified[:120]!r}); 0 commits by cutover")
