@@ -696,6 +696,22 @@ def tier_timing() -> list[tuple[str, str, str]]:
     return rows
 
 
+TIER_FLEET = Path(__file__).resolve().parents[1] / "build" / "tier-fleet.json"
+
+
+def tier_fleet() -> list[tuple[str, str, str]]:
+    """Row 20, from the real tier's last fleet run on this machine (e2e/gitops/test_fleet.py keeps it in
+    build/tier-fleet.json): the fleet's commit to its last step's cluster verified, against the sum of each step's
+    sync as ArgoCD timed it (one cluster a step: each step's slowest). Near 1: the steps cost their syncs, and
+    RollingSync's stepping and ArgoCD's pickup add little."""
+    if not TIER_FLEET.exists():
+        return [("20. a fleet: commit → last step verified / the steps' syncs, real tier", "(no fleet run: "
+                 "CUTOVER_FLEET_TIER=1 make e2e TIER=gitops SCENARIOS=e2e/gitops/test_fleet.py)", "")]
+    kept = json.loads(TIER_FLEET.read_text())
+    return [(f"20. a fleet: commit → last step verified / the sum of the steps' syncs ({len(kept['syncs'])} steps), "
+             f"tier run {kept['at']}", f"{kept['total'] / sum(kept['syncs']):.2f}×", "≈ 1")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true", help="few iterations: checks that the benchmarks run")
@@ -765,6 +781,7 @@ def main() -> int:
         ("18. bridge on one GPU: Kubernetes API requests per pod over the path (4 PostSyncs, 3 pods)",
          f"{bridged['requests_per_pod']:.0f}", ""),
         *tier_timing(),
+        *tier_fleet(),
     ]
     print(f"cutover benchmarks — {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}{' (smoke run)' if args.smoke else ''}")

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import kubernetes
@@ -163,6 +164,27 @@ def status_fleet(argo: gitops.GitOpsTier) -> dict[str, Any]:
     return found
 
 
+# what `make bench` reads back (bench/run.py, row 20): the fleet's time against the sum of its steps' syncs
+KEPT = gitops.cluster.ROOT / "build" / "tier-fleet.json"
+
+
+def sync_seconds(argo: gitops.GitOpsTier, ring: str, revision: str) -> float:
+    """How long the ring's sync of `revision` took, from ArgoCD's own operation state (to the second)."""
+    state = argo.app(ring)["status"]["operationState"]
+    assert (state.get("syncResult") or {}).get("revision") == revision, state
+    started, finished = (datetime.fromisoformat(state[key].replace("Z", "+00:00")) for key in ("startedAt",
+                                                                                              "finishedAt"))
+    return (finished - started).total_seconds()
+
+
+def keep_fleet_timing(total: float, syncs: list[float]) -> None:
+    """The fleet's total time (commit → the last step's cluster verified) against the sum of each step's sync (one
+    cluster a step here, so each step's slowest): what RollingSync's stepping and ArgoCD's pickup add."""
+    KEPT.parent.mkdir(exist_ok=True)
+    KEPT.write_text(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "total": total,
+                                "syncs": syncs}, indent=2) + "\n")
+
+
 def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_refuses(
         argo: gitops.GitOpsTier, fleet: str, engines: dict[str, EnginePods]) -> None:
     assert all(selector_of(argo, ring) == VLLM for ring in RINGS)
@@ -179,6 +201,8 @@ def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_r
             switched_at[ring] = time.monotonic() - started
             argo.wait(f"{ring} verified and marked", lambda ring=ring: healthy_and_synced(argo, ring, commit),
                       timeout=300)
+        verified_at = time.monotonic() - started  # the second step's cluster verified: two steps done
+        syncs = [sync_seconds(argo, ring, commit) for ring in RINGS[:2]]
         # the step's sync names no revision of its own (the Application's target): its result says which it synced
         third = argo.wait("the third ring's sync refused", lambda: (state := argo.app("fleet-c").get(
             "status", {}).get("operationState")) and state.get("phase") in ("Failed", "Error")
@@ -193,6 +217,10 @@ def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_r
     assert hooks.get("cutover-presync-fleet-c") == "Failed" and "cutover-verify-fleet-c" not in hooks, hooks
     clusters = {cluster["application"]: cluster for cluster in fleet_now["clusters"]}
     assert clusters["fleet-a"]["sync"] == "Synced" and clusters["fleet-c"]["sync"] == "OutOfSync", clusters
+    keep_fleet_timing(verified_at, syncs)
+    MEASURED.append(f"a fleet's two steps: the commit to the second ring verified {verified_at:.1f} s, its rings' "
+                    f"syncs {' + '.join(f'{one:.0f}' for one in syncs)} s (ArgoCD's seconds): "
+                    f"{verified_at / sum(syncs):.2f}x the sum of the steps' syncs")
     MEASURED.append(f"a fleet of three rings (RollingSync): one commit switched fleet-a at {switched_at['fleet-a']:.1f}"
                     f" s and fleet-b at {switched_at['fleet-b']:.1f} s, each gated and verified; fleet-c's gate "
                     f"refused (its candle answered 503), its Service kept vLLM; status --fleet: "

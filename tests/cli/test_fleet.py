@@ -19,6 +19,7 @@ from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import Script, World
 from cutover.plan import GitDocument
 from cutover.sources import yaml_edit
+from doubles.slack import FakeSlack
 
 PATH = "k8s/apps/llm-serving/reasoning-long-service.yaml"
 CANDLE = {"app.kubernetes.io/name": "llm-reasoning-candle", "component": "predictor"}
@@ -165,14 +166,19 @@ async def test_verify_synced_checks_the_switch_argocd_applied_and_fails_the_sync
     world.add_pod("vllm", ready=True)
     world.add_pod("candle", ready=True)
     await world.settled()
-    async with FakeContentsHost(repo, token=TOKEN) as host:
-        text = fleet_plan(world, host.url)
+    async with FakeContentsHost(repo, token=TOKEN) as host, FakeSlack() as slack:
+        text = fleet_plan(world, host.url, slack=True)
+        said = {"CUTOVER_SLACK_WEBHOOK": slack.webhook}  # the verifier is a hook: it speaks, as the gate does
         fleet = repo.commit({PATH: switched()}, "Fleet: reasoning-long to candle-vllm everywhere\n")
-        early = await cutover("verify", "--synced", plan=text, env=job("verify", fleet, "sync"))
+        early = await cutover("verify", "--synced", plan=text, env={**job("verify", fleet, "sync"), **said})
         sim_argocd.apply_git(world, repo, PATH, revision=fleet)
         await world.settled()
         verified = await cutover("verify", "--synced", plan=text,  # as fleet/ runs it: a 600 s deadline
-                                 env={**job("verify", fleet, "sync"), "CUTOVER_DEADLINE_SECONDS": "600"})
+                                 env={**job("verify", fleet, "sync"), "CUTOVER_DEADLINE_SECONDS": "600", **said})
+    stages = [post.body["blocks"][1]["fields"][0]["text"].split("\n")[1] for post in slack.posted]
+    assert [stage for stage in stages if "." not in stage] == ["failed", "verified"], stages  # beside warnings
+    failure = next(post.body for post in slack.posted if "switch_not_applied" in json.dumps(post.body))
+    assert "the revision" in json.dumps(failure) and "sync-wave" in json.dumps(failure)  # the message, the hint
     assert early.code == 6 and "cause switch_not_applied" in early.outcome, early.outcome
     assert f"the Service selects vllm, the revision {fleet[:7]} selects candle" in early.outcome
     assert "revert the fleet's commit" not in early.outcome  # not a verification of a landed switch: a layout's

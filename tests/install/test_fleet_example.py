@@ -5,6 +5,7 @@ writes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,14 @@ FLEET = ROOT / "manifests" / "examples" / "fleet"
 SERVICE = "manifests/examples/llm-serving/workload/service.yaml"
 
 
-def applicationset() -> dict[str, Any]:
-    (found,) = yaml_docs((FLEET / "applicationset.yaml").read_text())
+def applicationset(path: str = "applicationset.yaml") -> dict[str, Any]:
+    (found,) = yaml_docs((FLEET / path).read_text())
     return found
 
 
-def generated() -> list[dict[str, Any]]:
+def generated(path: str = "applicationset.yaml") -> list[dict[str, Any]]:
     """The Applications the list generator makes, as the go template fills them in."""
-    spec = applicationset()["spec"]
+    spec = applicationset(path)["spec"]
     template = spec["template"]
     apps = []
     for element in spec["generators"][0]["list"]["elements"]:
@@ -84,3 +85,60 @@ def test_the_fleets_commit_changes_the_mark_so_no_cluster_is_synced_before_it_is
         "Service", "reasoning-long-predictor"), selector_path="spec.selector", selector=candle).after)
     objects = build(tmp_path / "manifests" / "examples" / "fleet" / "workload")
     assert labels_of(objects, "cutover-verified-fleet") == candle
+
+
+# --- Kargo as the fleet's engine (manifests/examples/fleet/kargo, docs/fleet.md "Kargo") -------------------------
+# Kargo's CRDs and its step schemas are not served by any registry this suite installs from (the Go module proxy
+# refuses github.com/akuity/kargo): the Stages are held here to what cutover needs of them, and were checked against
+# Kargo's own Stage, Warehouse and Project CRDs and its argocd-update schema by hand (docs/fleet.md says which).
+
+KARGO = "kargo/applicationset.yaml"
+
+
+def kargo() -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for doc in yaml_docs((FLEET / "kargo" / "kargo.yaml").read_text()):
+        found.setdefault(doc["kind"], []).append(doc)
+    return found
+
+
+def seconds(duration: str) -> float:
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(float(count) * units[unit] for count, unit in re.findall(r"([0-9.]+)([hms])", duration))
+
+
+def test_kargos_applicationset_holds_to_argocds_crd_and_leaves_kargos_revision_alone() -> None:
+    found = applicationset(KARGO)
+    assert [error.message for error in contracts.crd_validator("applicationset").iter_errors(found)] == []
+    assert "strategy" not in found["spec"]  # Kargo's Stages order the clusters, not RollingSync
+    assert {"jsonPointers": ["/spec/source/targetRevision"]} in found["spec"]["ignoreApplicationDifferences"]
+    objects = build(FLEET / "workload")
+    for app in generated(KARGO):
+        assert "automated" not in app["spec"].get("syncPolicy", {})  # argocd-update syncs: nothing behind it
+        assert violations(app, PROJECTS["llm-fleet"], objects) == [], app["metadata"]["name"]
+
+
+def test_each_stage_promotes_its_own_clusters_application_after_the_stage_before_it() -> None:
+    """A Stage per cluster, in the canary's order; each updates the Application that names it as authorized, to the
+    Freight's commit, and gives the sync longer than the gate may wait for its target (Kargo's default is 5 minutes,
+    where cutover's verify.maxWait is 30)."""
+    objects, apps = kargo(), {app["metadata"]["name"]: app for app in generated(KARGO)}
+    (project,) = objects["Project"]
+    stages = objects["Stage"]
+    (workload_plan,) = [doc for doc in build(FLEET / "workload") if doc["metadata"]["name"] == "cutover-plan"]
+    (shared,) = plan.parse(workload_plan["data"]["plan.yaml"])
+    before = None
+    for stage in stages:
+        (freight,) = stage["spec"]["requestedFreight"]
+        assert freight["sources"] == ({"direct": True} if before is None else {"stages": [before]})
+        (step,) = stage["spec"]["promotionTemplate"]["spec"]["steps"]
+        assert step["uses"] == "argocd-update"
+        assert seconds(step["retry"]["timeout"]) >= shared.verify.max_wait + 10 * 60, step["retry"]
+        (target,) = step["config"]["apps"]
+        app = apps[target["name"]]
+        assert app["metadata"]["annotations"]["kargo.akuity.io/authorized-stage"] == \
+            f"{project['metadata']['name']}:{stage['metadata']['name']}"
+        (source,) = target["sources"]
+        assert source["repoURL"] == app["spec"]["source"]["repoURL"] and source["updateTargetRevision"] is True
+        before = stage["metadata"]["name"]
+    assert len(stages) == len(apps)

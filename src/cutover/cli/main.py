@@ -479,6 +479,7 @@ async def _noticed(args: argparse.Namespace, kube: Cluster, plan: Plan, board: B
     try:
         report = await _one(args, kube, plan)
     except CutoverError as exc:
+        _failed(args.command, exc)  # here, in the plan's context and before Slack's flush: its thread hears it
         if board is not None:
             board.say(plan.name, notice.ended(plan.name, args.command, ok=False, said=(
                 f"(exit {int(exc.exit_code)}, cause {exc.cause}) {exc.message}")))
@@ -502,7 +503,8 @@ def _slack(args: argparse.Namespace, session: _Session, plans: list[Plan], kube:
 
     chosen = next((plan for plan in plans if plan.slack), None)
     settings = chosen.slack if chosen else None
-    if chosen is None or settings is None or args.dry_run or args.command in ("verify", "status", "plan", "diff"):
+    read_only = args.command in ("status", "plan", "diff") or (args.command == "verify" and not args.synced)
+    if chosen is None or settings is None or args.dry_run or read_only:  # a fleet's verifier (a hook) does speak
         return None
     webhook = _read_secret(settings.webhook_file, "CUTOVER_SLACK_WEBHOOK")
     token = _read_secret(settings.bot_token_file, "CUTOVER_SLACK_BOT_TOKEN")
@@ -755,13 +757,20 @@ def _print(args: argparse.Namespace, session: _Session, reports: list[Report]) -
     _outcome(f"cutover {args.command}: OK — {summary}", session.redactor, json_output=args.output == "json" or patch)
 
 
-def _fail(command: str, exc: CutoverError, session: _Session, *, json_output: bool = False) -> None:
+def _failed(command: str, exc: CutoverError) -> None:
+    """The failure as a milestone (the log, Slack), once per exception."""
     import structlog  # noqa: PLC0415
 
     from cutover.core import milestones  # noqa: PLC0415
 
-    structlog.get_logger("cutover").error(milestones.FAILED, command=command, cause=exc.cause,
-                                          message=exc.message, hint=exc.hint)
+    if not getattr(exc, "announced", False):
+        structlog.get_logger("cutover").error(milestones.FAILED, command=command, cause=exc.cause,
+                                              message=exc.message, hint=exc.hint)
+        exc.announced = True  # type: ignore[attr-defined]
+
+
+def _fail(command: str, exc: CutoverError, session: _Session, *, json_output: bool = False) -> None:
+    _failed(command, exc)
     _failed_json(session, json_output=json_output, command=command, exitCode=int(exc.exit_code), cause=exc.cause,
                  message=exc.message, hint=exc.hint)
     hint = f" — hint: {exc.hint}" if exc.hint else ""
