@@ -142,3 +142,35 @@ def test_each_stage_promotes_its_own_clusters_application_after_the_stage_before
         assert source["repoURL"] == app["spec"]["source"]["repoURL"] and source["updateTargetRevision"] is True
         before = stage["metadata"]["name"]
     assert len(stages) == len(apps)
+
+
+# --- GitOps Promoter as the fleet's engine (manifests/examples/fleet/promoter, docs/fleet.md "GitOps Promoter") -----
+# Its CRDs are not served by any registry this suite installs from either (the Go module proxy refuses
+# github.com/argoproj-labs/gitops-promoter): checked against them by hand, held here to what cutover needs.
+
+PROMOTER = "promoter/applicationset.yaml"
+
+
+def test_the_promoters_environments_are_the_clusters_in_order_gated_on_their_applications_sync() -> None:
+    """Each cluster's environment branch is promoted after the one before it is `argocd-health` success: the
+    promoter's ArgoCDCommitStatus, success only while every selected Application is Healthy and Synced, which a
+    cluster whose gate refused or whose verifier failed is not (its mark unapplied). The Applications it selects
+    are the ApplicationSet's, each syncing its environment branch, hydrated from the fleet's workload."""
+    objects: dict[str, dict[str, Any]] = {doc["kind"]: doc for doc in yaml_docs(
+        (FLEET / "promoter" / "promoter.yaml").read_text())}
+    strategy, status = objects["PromotionStrategy"], objects["ArgoCDCommitStatus"]
+    assert status["spec"]["promotionStrategyRef"]["name"] == strategy["metadata"]["name"]
+    assert {"key": status["spec"]["key"]} in strategy["spec"]["activeCommitStatuses"]
+    found = applicationset(PROMOTER)
+    assert [error.message for error in contracts.crd_validator("applicationset").iter_errors(found)] == []
+    apps = generated(PROMOTER)
+    branches = [app["spec"]["sourceHydrator"]["syncSource"]["targetBranch"] for app in apps]
+    assert [env["branch"] for env in strategy["spec"]["environments"]] == branches
+    objects_synced = build(FLEET / "workload")
+    for app in apps:
+        assert status["spec"]["applicationSelector"]["matchLabels"].items() <= app["metadata"]["labels"].items()
+        hydrator = app["spec"]["sourceHydrator"]
+        assert hydrator["drySource"]["path"] == "manifests/examples/fleet/workload"
+        assert hydrator["hydrateTo"]["targetBranch"] == hydrator["syncSource"]["targetBranch"] + "-next"
+        assert app["spec"]["syncPolicy"]["automated"] == {"selfHeal": False}  # docs/install.md, step 7
+        assert violations(app, PROJECTS["llm-fleet"], objects_synced) == [], app["metadata"]["name"]

@@ -24,8 +24,8 @@ WRITES = {"create", "update", "patch", "delete", "deletecollection", "*"}
 
 
 # Kinds whose schemas no registry CI installs from serves: held to what cutover needs of them instead
-# (tests/install/test_fleet_example.py, Kargo's Stages)
-NOT_SERVED = ("kargo.akuity.io/",)
+# (tests/install/test_fleet_example.py: Kargo's Stages, GitOps Promoter's strategy)
+NOT_SERVED = ("kargo.akuity.io/", "promoter.argoproj.io/")
 
 
 def documents() -> list[tuple[Path, dict[str, Any]]]:
