@@ -169,11 +169,11 @@ KEPT = gitops.cluster.ROOT / "build" / "tier-fleet.json"
 
 
 def sync_seconds(argo: gitops.GitOpsTier, ring: str, revision: str) -> float:
-    """How long the ring's sync of `revision` took, from ArgoCD's own operation state (to the second)."""
-    state = argo.app(ring)["status"]["operationState"]
-    assert (state.get("syncResult") or {}).get("revision") == revision, state
-    started, finished = (datetime.fromisoformat(state[key].replace("Z", "+00:00")) for key in ("startedAt",
-                                                                                              "finishedAt"))
+    """How long the ring's sync of `revision` took, from ArgoCD's own history of the Application (to the second):
+    not its operation state, which the applicationset-controller may have moved on to another sync by then."""
+    (entry,) = [entry for entry in argo.app(ring)["status"].get("history") or () if entry.get("revision") == revision]
+    started, finished = (datetime.fromisoformat(entry[key].replace("Z", "+00:00")) for key in ("deployStartedAt",
+                                                                                              "deployedAt"))
     return (finished - started).total_seconds()
 
 
