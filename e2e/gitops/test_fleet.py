@@ -170,8 +170,10 @@ KEPT = gitops.cluster.ROOT / "build" / "tier-fleet.json"
 
 def sync_seconds(argo: gitops.GitOpsTier, ring: str, revision: str) -> float:
     """How long the ring's sync of `revision` took, from ArgoCD's own history of the Application (to the second):
-    not its operation state, which the applicationset-controller may have moved on to another sync by then."""
-    (entry,) = [entry for entry in argo.app(ring)["status"].get("history") or () if entry.get("revision") == revision]
+    not its operation state, which the applicationset-controller may have moved on to another sync by then. The
+    first sync of the revision: RollingSync syncs a ring of an earlier step again once a later step is done."""
+    entry = min((entry for entry in argo.app(ring)["status"].get("history") or ()
+                 if entry.get("revision") == revision), key=lambda entry: entry["deployStartedAt"])
     started, finished = (datetime.fromisoformat(entry[key].replace("Z", "+00:00")) for key in ("deployStartedAt",
                                                                                               "deployedAt"))
     return (finished - started).total_seconds()
