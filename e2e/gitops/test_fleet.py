@@ -296,14 +296,6 @@ def rolled_out(argo: gitops.GitOpsTier, revision: str) -> bool:
     return all(healthy_and_synced(argo, ring, revision) for ring in RINGS)
 
 
-def hook_said(argo: gitops.GitOpsTier, ring: str, revision: str, hook: str) -> str:
-    """What the ring's hook said in the sync of `revision` (ArgoCD keeps each hook's message)."""
-    state = argo.app(ring).get("status", {}).get("operationState") or {}
-    found = [r.get("message", "") for r in (state.get("syncResult") or {}).get("resources") or ()
-             if r.get("name") == hook and revision == (state.get("syncResult") or {}).get("revision")]
-    return found[0] if found else ""
-
-
 def test_a_full_ring_takes_recreate_in_two_fleet_commits_while_the_others_switch_in_parallel(
         argo: gitops.GitOpsTier, fleet: str, engines: dict[str, EnginePods]) -> None:
     """fleet-c on a node whose one card its vLLM holds (`handoff: recreate`), fleet-a and fleet-b with room
@@ -321,14 +313,19 @@ def test_a_full_ring_takes_recreate_in_two_fleet_commits_while_the_others_switch
     argo.wait("fleet-c on the full node, every ring synced", lambda: rolled_out(argo, setup) and [
         pod.spec.node_name for pod in ring_pods(argo, "fleet-vllm-fleet-c")] == [FULL_NODE], timeout=600)
 
-    started = time.monotonic()
+    started, since = time.monotonic(), time.time()
     swap = argo.git.repo.commit({FULL_RING: full_ring(vllm=0, candle=1)[FULL_RING]},
                                 "fleet: swap fleet-c's engines (recreate's first commit)\n")
     for ring in RINGS:
         argo.refresh(ring)
     argo.wait("the swap rolled out", lambda: rolled_out(argo, swap), timeout=600, every=0.5)
     swapped = time.monotonic() - started
-    dark = hook_said(argo, "fleet-c", swap, "cutover-verify-fleet-c")
+    # what fleet-c's hooks said of the swap: the gate judged the swap and let it go on, the verifier said dark
+    gate = "".join(argo.hook_logs(since, "cutover-presync-fleet-c").values())
+    dark = "".join(argo.hook_logs(since, "cutover-verify-fleet-c").values())
+    assert '"presync.swap"' in gate and swap[:7] in gate, gate[-3000:]
+    assert '"handoff.dark_until_switch"' in dark, dark[-3000:]
+    since = time.time()
     assert [pod.spec.node_name for pod in ring_pods(argo, "fleet-candle-fleet-c")] == [FULL_NODE]
     assert not ring_pods(argo, "fleet-vllm-fleet-c") and selector_of(argo, "fleet-c") == VLLM
 
@@ -339,8 +336,10 @@ def test_a_full_ring_takes_recreate_in_two_fleet_commits_while_the_others_switch
     argo.wait("the switch rolled out", lambda: rolled_out(argo, switch), timeout=600, every=0.5)
     switched = time.monotonic() - started
     assert all(selector_of(argo, ring) == CANDLE for ring in RINGS)
-    verified = hook_said(argo, "fleet-c", switch, "cutover-verify-fleet-c")
+    verified = "".join(argo.hook_logs(since, "cutover-verify-fleet-c").values())
+    assert "cutover verify: OK" in verified and "candle" in verified, verified[-3000:]
     assert len(argo.git.cutover_commits()) == authored  # 0 commits by cutover in fleet mode
     MEASURED.append(f"a fleet with a full ring (recreate in two fleet commits): the swap rolled out in {swapped:.1f} s "
-                    f"(fleet-c's verifier: {dark[:160]!r}), the switch in every ring verified at {switched:.1f} s "
-                    f"(fleet-c's verifier: {verified[:120]!r}); 0 commits by cutover")
+                    f"(fleet-c's gate judged the swap, its verifier said the name is dark until the switch), the "
+                    f"switch in every ring verified at {switched:.1f} s, fleet-c's through its Service; 0 commits by "
+                    "cutover")
