@@ -293,7 +293,13 @@ def ring_pods(argo: gitops.GitOpsTier, deployment: str) -> list[Any]:
 
 
 def rolled_out(argo: gitops.GitOpsTier, revision: str) -> bool:
-    return all(healthy_and_synced(argo, ring, revision) for ring in RINGS)
+    """Every ring Healthy and Synced at `revision`, and fleet-c's sync of it ended (a swap leaves the mark as it is:
+    the Application is Synced before its verifier has run)."""
+    state = argo.app("fleet-c").get("status", {}).get("operationState") or {}
+    ended = state.get("phase") == "Succeeded" and revision in ((state.get("syncResult") or {}).get("revision"),
+                                                               state.get("operation", {}).get("sync", {}).get(
+                                                                   "revision"))
+    return ended and all(healthy_and_synced(argo, ring, revision) for ring in RINGS)
 
 
 def test_a_full_ring_takes_recreate_in_two_fleet_commits_while_the_others_switch_in_parallel(
