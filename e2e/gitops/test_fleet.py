@@ -168,6 +168,15 @@ def status_fleet(argo: gitops.GitOpsTier) -> dict[str, Any]:
 KEPT = gitops.cluster.ROOT / "build" / "tier-fleet.json"
 
 
+def sync_span(argo: gitops.GitOpsTier, ring: str, revision: str) -> tuple[datetime, datetime]:
+    """When the ring's first sync of `revision` started and ended, from ArgoCD's history of the Application."""
+    entry = min((entry for entry in argo.app(ring)["status"].get("history") or ()
+                 if entry.get("revision") == revision), key=lambda entry: entry["deployStartedAt"])
+    started, finished = (datetime.fromisoformat(entry[key].replace("Z", "+00:00")) for key in ("deployStartedAt",
+                                                                                              "deployedAt"))
+    return started, finished
+
+
 def sync_seconds(argo: gitops.GitOpsTier, ring: str, revision: str) -> float:
     """How long the ring's sync of `revision` took, from ArgoCD's own history of the Application (to the second):
     not its operation state, which the applicationset-controller may have moved on to another sync by then. The
@@ -205,6 +214,8 @@ def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_r
                       timeout=300)
         verified_at = time.monotonic() - started  # the second step's cluster verified: two steps done
         syncs = [sync_seconds(argo, ring, commit) for ring in RINGS[:2]]
+        spans = {ring: [f"{at:%T}" for at in sync_span(argo, ring, commit)] for ring in RINGS[:2]}
+        MEASURED.append(f"the fleet's commit, each ring's first sync of it (start, end): {spans}")
         # the step's sync names no revision of its own (the Application's target): its result says which it synced
         third = argo.wait("the third ring's sync refused", lambda: (state := argo.app("fleet-c").get(
             "status", {}).get("operationState")) and state.get("phase") in ("Failed", "Error")
