@@ -48,6 +48,7 @@ class CutoverError(Exception):
         self.message = message
         self.cause = cause or self.default_cause
         self.hint = hint
+        self.announced = False  # logged as the `cutover.failed` milestone already (the CLI says it once)
 
     def __str__(self) -> str:
         return self.message

@@ -763,10 +763,10 @@ def _failed(command: str, exc: CutoverError) -> None:
 
     from cutover.core import milestones  # noqa: PLC0415
 
-    if not getattr(exc, "announced", False):
+    if not exc.announced:
         structlog.get_logger("cutover").error(milestones.FAILED, command=command, cause=exc.cause,
                                               message=exc.message, hint=exc.hint)
-        exc.announced = True  # type: ignore[attr-defined]
+        exc.announced = True
 
 
 def _fail(command: str, exc: CutoverError, session: _Session, *, json_output: bool = False) -> None:

@@ -56,8 +56,9 @@ def blocks(message: Message) -> list[dict[str, Any]]:
     service = str(event.get("service", "?"))
     move = f"{event.get('source') or event.get('from') or ''} → {event.get('to') or event.get('backend') or ''}"
     fields = [("Stage", message.stage)]
-    for key, label in (("elapsed", "Elapsed (s)"), ("budget_left", "Budget left (s)"), ("pods", "Pods"),
-                       ("names", "Names"), ("commit", "Commit"), ("url", "Link"), ("ready", "Ready pods")):
+    for key, label in (("cluster", "Cluster"), ("elapsed", "Elapsed (s)"), ("budget_left", "Budget left (s)"),
+                       ("pods", "Pods"), ("names", "Names"), ("commit", "Commit"), ("url", "Link"),
+                       ("ready", "Ready pods")):
         if event.get(key) not in (None, "", []):
             value = event[key]
             fields.append((label, escaped(", ".join(map(str, value)) if isinstance(value, list) else value)))
