@@ -169,7 +169,9 @@ KEPT = gitops.cluster.ROOT / "build" / "tier-fleet.json"
 
 
 def sync_span(argo: gitops.GitOpsTier, ring: str, revision: str) -> tuple[datetime, datetime]:
-    """When the ring's first sync of `revision` started and ended, from ArgoCD's history of the Application."""
+    """When the ring's sync of `revision` started and ended, from ArgoCD's own history of the Application (to the
+    second): not its operation state, which the applicationset-controller may have moved on to another sync by then.
+    The first sync of the revision: RollingSync syncs a ring of an earlier step again once a later step is done."""
     entry = min((entry for entry in argo.app(ring)["status"].get("history") or ()
                  if entry.get("revision") == revision), key=lambda entry: entry["deployStartedAt"])
     started, finished = (datetime.fromisoformat(entry[key].replace("Z", "+00:00")) for key in ("deployStartedAt",
@@ -178,13 +180,7 @@ def sync_span(argo: gitops.GitOpsTier, ring: str, revision: str) -> tuple[dateti
 
 
 def sync_seconds(argo: gitops.GitOpsTier, ring: str, revision: str) -> float:
-    """How long the ring's sync of `revision` took, from ArgoCD's own history of the Application (to the second):
-    not its operation state, which the applicationset-controller may have moved on to another sync by then. The
-    first sync of the revision: RollingSync syncs a ring of an earlier step again once a later step is done."""
-    entry = min((entry for entry in argo.app(ring)["status"].get("history") or ()
-                 if entry.get("revision") == revision), key=lambda entry: entry["deployStartedAt"])
-    started, finished = (datetime.fromisoformat(entry[key].replace("Z", "+00:00")) for key in ("deployStartedAt",
-                                                                                              "deployedAt"))
+    started, finished = sync_span(argo, ring, revision)
     return (finished - started).total_seconds()
 
 
