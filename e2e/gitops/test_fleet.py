@@ -254,16 +254,9 @@ FULL_RING = "e2e/fixtures/fleet/fleet-c/kustomization.yaml"
 
 
 def full_node(argo: gitops.GitOpsTier) -> None:
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "1"}
-    argo.core.create_node({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": FULL_NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                     "labels": {"kubernetes.io/hostname": FULL_NODE, "type": "kwok", "e2e.cutover.dev/fleet": "full"}},
-        "spec": {"taints": [{"key": "e2e.cutover.dev/fleet", "value": "full", "effect": "NoSchedule"}]},
-        "status": {"capacity": capacity, "allocatable": capacity,
-                   "addresses": [{"type": "InternalIP", "address": "10.250.0.12"}]}})
-    argo.wait(f"{FULL_NODE} Ready", lambda: any(
-        c.type == "Ready" and c.status == "True" for c in argo.core.read_node(FULL_NODE).status.conditions or []))
+    taint = {"key": "e2e.cutover.dev/fleet", "value": "full", "effect": "NoSchedule"}
+    argo.add_node(FULL_NODE, "10.250.0.12", 1, labels={"e2e.cutover.dev/fleet": "full"}, taints=(taint,))
+    argo.wait(f"{FULL_NODE} Ready", lambda: argo.node_ready(FULL_NODE))
 
 
 def full_ring(vllm: int, candle: int) -> dict[str, str]:

@@ -89,19 +89,26 @@ class Tier:
 
     def add_nodes(self) -> None:
         for name, ip, gpus in controlplane.NODES:
-            capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", **({"nvidia.com/gpu": str(gpus)} if gpus
-                                                                             else {})}
-            self.core.create_node({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                             "labels": {"kubernetes.io/hostname": name, "type": "kwok",
-                                        **({"nvidia.com/gpu.present": "true"} if gpus else {})}},
-                "status": {"capacity": capacity, "allocatable": capacity,
-                           "addresses": [{"type": "InternalIP", "address": ip}]},
-            })
-        self.wait("both nodes Ready", lambda: all(
-            any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
-            for n in self.core.list_node().items) and len(self.core.list_node().items) == len(controlplane.NODES))
+            self.add_node(name, ip, gpus, labels={"nvidia.com/gpu.present": "true"} if gpus else {})
+        self.wait("both nodes Ready", lambda: all(_ready(n) for n in self.core.list_node().items)
+                  and len(self.core.list_node().items) == len(controlplane.NODES))
+
+    def add_node(self, name: str, ip: str, gpus: int, *, labels: dict[str, str],
+                 taints: tuple[dict[str, str], ...] = ()) -> None:
+        """A kwok node (kwok plays its kubelet) with `gpus` cards; a scenario may add one of its own (the fleet's
+        full ring), waiting for it with `node_ready`."""
+        capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+        self.core.create_node({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "type": "kwok", **labels}},
+            **({"spec": {"taints": list(taints)}} if taints else {}),
+            "status": {"capacity": capacity, "allocatable": capacity,
+                       "addresses": [{"type": "InternalIP", "address": ip}]},
+        })
+
+    def node_ready(self, name: str) -> bool:
+        return _ready(self.core.read_node(name))
 
     def install(self) -> None:
         """The example as its docs install it: ArgoCD's namespace and kinds first (the Role there, the
@@ -251,3 +258,7 @@ def started(bin_dir: Path, run_dir: Path, *, cutover: Path, kind: type[Tier] = T
             tier.git.stop(tier.engines.loop)
             tier.engines.stop()
             tier.shim.stop()
+
+
+def _ready(node: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
@@ -40,13 +40,6 @@ class Lease:
 async def slack() -> AsyncIterator[FakeSlack]:
     async with FakeSlack(epoch=int(time.time())) as double:  # ts of today: the history is read back one day
         yield double
-
-
-@pytest.fixture
-def output() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    yield stream
-    structlog.reset_defaults()
 
 
 async def hook_job(slack: FakeSlack, output: io.StringIO, lease: Lease, cluster: str, *said: tuple[str, dict[str, Any]],

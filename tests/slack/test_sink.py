@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,13 +25,6 @@ SERVICE = "llm-serving/reasoning-long-predictor"
 async def slack() -> AsyncIterator[FakeSlack]:
     async with FakeSlack() as double:
         yield double
-
-
-@pytest.fixture
-def output() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    yield stream
-    structlog.reset_defaults()
 
 
 def wire(transport: transports.Webhook | transports.Bot, output: io.StringIO, secrets: list[str],
