@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,11 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
         session.exitstatus = 1
         if reporter is not None:
             reporter.write_line(f"CUTOVER_NO_SKIPS: {skipped} test(s) skipped; in CI every test must run", red=True)
+
+
+@pytest.fixture
+def output() -> Iterator[io.StringIO]:
+    """A stream for the logs a test configures (tests/slack), structlog reset after it."""
+    stream = io.StringIO()
+    yield stream
+    structlog.reset_defaults()
