@@ -11,13 +11,14 @@ skipped: it adds three rings' syncs to a run that did not ask for them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
@@ -143,6 +144,11 @@ def fleet(argo: gitops.GitOpsTier, engines: dict[str, EnginePods]) -> Iterator[s
     revision they run."""
     for ring in RINGS:
         workload_roles(argo, ring)
+    # the gates read the step order (docs/fleet.md): the ApplicationSet, beside each ring's Application (above)
+    for made in (["role", "cutover-fleet", "--verb=get", "--resource=applicationsets.argoproj.io",
+                  "--resource-name=fleet"],
+                 ["rolebinding", "cutover-fleet", "--role=cutover-fleet", "--serviceaccount=cutover:cutover"]):
+        argo.kubectl("-n", "argocd", "create", *made)
     files = {name: text for ring in RINGS for name, text in ring_files(ring).items()}
     seed = argo.git.repo.commit(files, "Three rings of chat, one ApplicationSet\n")
     for name in ("project.yaml", "applicationset.yaml"):
@@ -236,14 +242,49 @@ def test_one_commit_switches_the_rings_in_step_order_and_stalls_where_the_gate_r
         # the way back: the revert of the fleet's commit, ring by ring, each gate proving vLLM. fleet-c's candle
         # still refuses meanwhile: RollingSync tries a stalled step's sync again, and one that passed with the
         # revert already committed would be counted done for the revert it never synced (argo-cd#29410)
-        revert = argo.git.repo.commit({SHARED: (gitops.cluster.ROOT / SHARED).read_text()}, "chat: back to vLLM\n")
-        for ring in RINGS:
-            argo.refresh(ring)
-        for ring in RINGS:
-            argo.wait(f"{ring} back on vLLM and synced", lambda ring=ring: selector_of(argo, ring) == VLLM and
-                      healthy_and_synced(argo, ring, revert), timeout=600)
+        revert_back(argo)
     finally:
         engines["fleet-c"].fault("fleet-candle-fleet-c", None)
+
+
+def sync_started(argo: gitops.GitOpsTier, ring: str, since: datetime) -> bool:
+    started = (argo.app(ring).get("status", {}).get("operationState") or {}).get("startedAt")
+    return bool(started) and datetime.fromisoformat(started.replace("Z", "+00:00")) >= since
+
+
+def revert_back(argo: gitops.GitOpsTier) -> None:
+    """The revert, with RollingSync's slip forced (docs/fleet.md, "The order of the steps"): the later rings are
+    refreshed first, so the applicationset-controller finds fleet-a still Healthy for the commit before and starts
+    fleet-b beside it (argo-cd#29410, read in progressive_sync.go); fleet-a is refreshed once fleet-b's sync
+    started. fleet-b's gate waits for fleet-a's sync of the revert: its Service goes back only after that ended."""
+    since = datetime.now(UTC).replace(microsecond=0)
+    log_since = time.time()
+    revert = argo.git.repo.commit({SHARED: (gitops.cluster.ROOT / SHARED).read_text()}, "chat: back to vLLM\n")
+    for ring in reversed(RINGS[1:]):
+        argo.refresh(ring)
+    # ArgoCD's own look may refresh fleet-a first: then RollingSync keeps the order itself, nothing slips
+    with contextlib.suppress(AssertionError):
+        argo.wait("fleet-b's sync of the revert started", lambda: sync_started(argo, "fleet-b", since), timeout=60,
+                  every=0.5)
+    argo.refresh("fleet-a")
+    back: dict[str, datetime] = {}
+    for ring in RINGS[:2]:
+        argo.wait(f"{ring} back on vLLM", lambda ring=ring: selector_of(argo, ring) == VLLM, timeout=600, every=0.5)
+        back[ring] = datetime.now(UTC)
+    for ring in RINGS:
+        argo.wait(f"{ring} synced the revert", lambda ring=ring: selector_of(argo, ring) == VLLM and
+                  healthy_and_synced(argo, ring, revert), timeout=600)
+    a_started, a_ended = sync_span(argo, "fleet-a", revert)
+    b_started, _ = sync_span(argo, "fleet-b", revert)
+    gate = "".join(argo.hook_logs(log_since, "cutover-presync-fleet-b").values())
+    assert back["fleet-b"] >= a_ended, (back, a_started, a_ended)  # the step order, whatever RollingSync did
+    slipped = b_started < a_ended
+    if slipped:
+        assert '"fleet.earlier_steps_waiting"' in gate and '"fleet.earlier_steps_done"' in gate, gate[-3000:]
+    MEASURED.append(f"the revert with the later rings refreshed first: fleet-b's sync started {b_started:%T}, "
+                    f"fleet-a's {a_started:%T}–{a_ended:%T}, fleet-b's Service back at {back['fleet-b']:%T}: "
+                    + ("RollingSync started fleet-b early (argo-cd#29410) and its gate waited for fleet-a" if slipped
+                       else "RollingSync kept the order itself this run (ArgoCD's own look refreshed fleet-a first)"))
 
 
 # --- a full ring: `recreate` in two fleet commits (docs/fleet.md) -----------------------------------------------------

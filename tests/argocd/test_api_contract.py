@@ -5,9 +5,11 @@ for the revision being synced."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
+import kmock
 import pytest
 
 from conftest import GIT_TOKEN
@@ -19,13 +21,14 @@ from cutover.demo import argocd as sim_argocd
 from cutover.demo.contents import FakeContentsHost
 from cutover.demo.gitrepo import BareRepo
 from cutover.demo.world import World
-from cutover.errors import InvalidInput
+from cutover.errors import InvalidInput, TargetNotReady
 from cutover.flows import phases
 from cutover.flows.context import Run
 from cutover.githost.github import GitHub
 from cutover.kube import cluster
 from doubles.argocd_api import FakeArgoCDApi
 from helpers import named
+from rollouts import CANARY, application, fleet_commit, fleet_plan, rollout
 
 pytestmark = pytest.mark.looptime
 
@@ -142,3 +145,37 @@ async def test_a_token_argocd_refuses_is_named(world: World, repo: BareRepo, api
     await client.aclose()
     assert getattr(caught.value, "cause", None) == "argocd_api_forbidden"
     assert "not-the-token" not in str(caught.value)
+
+
+async def test_a_fleets_spoke_cluster_reads_its_application_and_the_rollout_on_the_hub(
+        world: World, kube: cluster.Cluster, repo: BareRepo, api: FakeArgoCDApi, monkeypatch: pytest.MonkeyPatch,
+        events: list[dict[str, Any]]) -> None:
+    """A fleet's cluster ArgoCD does not run in (docs/fleet.md): its own cluster has no Application to read (here:
+    refuses it), so the gate reads its Application, the revision being synced and the ApplicationSet's step order
+    through the hub's API, and waits for the canary's step as a hub-side gate would."""
+    monkeypatch.setenv("CUTOVER_ARGOCD_TOKEN", API_TOKEN)
+    world.add_pod("vllm", ready=True)
+    world.add_pod("candle", ready=True)
+    seed = repo.head() or ""
+    async with FakeContentsHost(repo, token=GIT_TOKEN) as fake:
+        spoke = fleet_plan(world, git_api_url=fake.url)
+        assert spoke.argocd is not None
+        the_plan = dataclasses.replace(spoke, argocd=dataclasses.replace(spoke.argocd, server=api.url))
+        fleet = fleet_commit(repo, the_plan)
+        rollout(world, seed=seed, fleet=fleet, canary=application(CANARY, sync="OutOfSync", revision=fleet,
+                                                                  operation="Failed", history=(seed,)))
+        for plural in ("applications", "applicationsets"):  # the spoke's API server: not ArgoCD's objects
+            world.kube["get", kmock.resource("argoproj.io", "v1alpha1", plural)] << (
+                lambda _: kmock.KubernetesError(status=404, reason="NotFound", message="not found"))
+        host = GitHub(url=the_plan.git.url, branch="main", token=GIT_TOKEN, api_url=fake.url)
+        client = ArgoCDApi.connect(the_plan.argocd)
+        assert client is not None
+        with pytest.raises(TargetNotReady) as refused:
+            await phases.presync(Run.create(kube, the_plan, host, api=client), job_name="cutover-presync-x")
+        await client.aclose()
+        await host.aclose()
+    assert refused.value.cause == "earlier_step_failed" and CANARY in refused.value.message
+    asked = [path for path, _ in api.requests]
+    assert "/api/v1/applications/llm-serving" in asked and "/api/v1/applicationsets/fleet" in asked and \
+        f"/api/v1/applications/{CANARY}" in asked
+    assert not named(events, "argocd.unreadable")

@@ -122,6 +122,7 @@ def test_a_fleets_workload_renders_the_fleets_hooks_the_mark_and_its_application
                 "--release", str(repo / "vendor" / f"cutover-{cutover.__version__}"), into=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "resources: hooks, components: mark" in done.stdout and "read only: no paths" in done.stdout
+    assert "p, role:cutover-reasoning-long, applicationsets, get, reasoning-long/*, allow" in done.stdout
     fleet = repo / "reasoning-long"
     example = ROOT / "manifests" / "examples" / "llm-serving" / "workload"
     for name in ("service.yaml", "engines.yaml"):

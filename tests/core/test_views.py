@@ -8,6 +8,7 @@ import pytest
 from cutover.core.proofs import PodProof, Problem
 from cutover.core.views import ApplicationView, HydratorView, SourceView, same_repository
 from cutover.kube import readiness
+from cutover.kube.payloads import application_view
 
 
 @pytest.mark.parametrize(("one", "other", "same"), [
@@ -71,3 +72,15 @@ def test_the_worst_problem_decides() -> None:
     passing, final = Problem("refused", "r", retryable=True), Problem("name_not_listed", "n", retryable=False)
     assert readiness.worst([(PROOF, passing), (PROOF, final)]) == (PROOF, final)
     assert readiness.worst([(PROOF, passing)]) == (PROOF, passing)
+
+
+def test_an_application_says_its_applicationset_and_the_revisions_it_synced_whole() -> None:
+    """The controller ownerReference the applicationset-controller writes, and status.history (single and multi
+    source), which ArgoCD appends only for a whole sync that succeeded: what a fleet's later step waits for."""
+    owner = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "fleet", "uid": "u",
+             "controller": True}
+    view = application_view({"metadata": {"name": "east", "namespace": "argocd", "ownerReferences": [
+        {**owner, "kind": "Deployment", "name": "other"}, owner]},
+        "status": {"history": [{"id": 0, "revision": "a" * 40}, {"id": 1, "revisions": ["b" * 40, "c" * 40]}]}})
+    assert view.applicationset == "fleet" and view.deployed == ("a" * 40, "b" * 40, "c" * 40)
+    assert application_view({"metadata": {"ownerReferences": [{**owner, "controller": False}]}}).applicationset is None

@@ -1,6 +1,7 @@
-"""A double of the ArgoCD server's REST API over the simulated world: the two operations cutover uses.
+"""A double of the ArgoCD server's REST API over the simulated world: the operations cutover uses.
 
-`GET /api/v1/applications/{name}` answers the Application the emulated API server holds, and with
+`GET /api/v1/applications/{name}` answers the Application the emulated API server holds (`GET
+/api/v1/applicationsets/{name}` its ApplicationSet), and with
 `refresh=normal` sets the refresh annotation (what ArgoCD's server does before it waits for the controller);
 `GET /api/v1/applications/{name}/manifests` renders the source at `revision` (or `revisions` with
 `sourcePositions`) exactly as the simulated ArgoCD does (real kustomize, or the directory's files), one JSON
@@ -34,6 +35,7 @@ class FakeArgoCDApi:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_route("GET", "/api/v1/applications/{name}", self._get)
         app.router.add_route("GET", "/api/v1/applications/{name}/manifests", self._manifests)
+        app.router.add_route("GET", "/api/v1/applicationsets/{name}", self._applicationset)
         self._runner, self.url = await serve_local(app, ssl_context=self.ssl_context)
         return self
 
@@ -69,6 +71,14 @@ class FakeArgoCDApi:
                 "metadata": {"annotations": {"argocd.argoproj.io/refresh": request.query["refresh"]}}})
             app = self._application(request.match_info["name"]) or app
         return web.json_response(app)
+
+    async def _applicationset(self, request: web.Request) -> web.Response:
+        found = self.world.kube.stored("argoproj.io/v1alpha1/applicationsets",
+                                       request.query.get("appsetNamespace") or sim_argocd.ARGOCD_NAMESPACE,
+                                       request.match_info["name"])
+        if found is None:
+            return web.json_response({"error": "not found", "code": 5, "message": "not found"}, status=404)
+        return web.json_response(found)
 
     async def _manifests(self, request: web.Request) -> web.Response:
         app = self._application(request.match_info["name"])

@@ -1,12 +1,15 @@
-"""The ArgoCD server's REST API (its gRPC gateway, `argocd.server`): a refresh, and the manifests ArgoCD renders.
+"""The ArgoCD server's REST API (its gRPC gateway, `argocd.server`): a refresh, the manifests ArgoCD renders, and
+ArgoCD's objects where the cluster a hook runs in does not hold them (a fleet's spoke cluster: docs/fleet.md).
 
-`GET /api/v1/applications/{name}?refresh=normal` asks for a refresh, so that cutover needs no write permission on
-the Application (an ArgoCD account with `applications, get` will do; docs/security.md). `GET
+`GET /api/v1/applications/{name}` and `GET /api/v1/applicationsets/{name}` read an Application and an
+ApplicationSet; `?refresh=normal` asks for a refresh, so that cutover needs no write permission on the Application
+(an ArgoCD account with `applications, get` will do; docs/security.md). `GET
 /api/v1/applications/{name}/manifests?revision=` answers `repositoryManifestResponse`: the manifests the
 repo-server renders for that revision, one JSON document a string; for a multi-source Application `revisions` and
 `sourcePositions` (1-based) name the source. Operation ids and shapes: ArgoCD 3.6's swagger.json
-(`ApplicationService_Get`, `ApplicationService_GetManifests`). Retried like the Git hosts: 5xx, 429 and dropped
-connections, six attempts. Called by `sync` (refresh) and the render check.
+(`ApplicationService_Get`, `ApplicationSetService_Get`, `ApplicationService_GetManifests`). Retried like the Git
+hosts: 5xx, 429 and dropped connections, six attempts. Called by `sync` (refresh), the render check and
+`Run.argocd_object`.
 """
 
 from __future__ import annotations
@@ -82,6 +85,14 @@ class ArgoCDApi:
         state = ((body.get("status") or {}).get("operationState") or {}) if isinstance(body, dict) else {}
         phase = state.get("phase")
         return str(phase) if phase else None
+
+    async def argocd_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """An Application or an ApplicationSet as ArgoCD's API serves it (`ApplicationService_Get`,
+        `ApplicationSetService_Get`: the object as the cluster ArgoCD runs in holds it), for a fleet's spoke cluster,
+        whose Application lives on the hub (docs/fleet.md)."""
+        where = "appsetNamespace" if plural == "applicationsets" else "appNamespace"
+        return await self._get(f"/api/v1/{plural}/{name}", params={where: namespace},
+                               what=f"read {plural} {namespace}/{name}")
 
     async def refresh(self) -> None:
         await self._get(self._app(), params={"refresh": "normal", "appNamespace": self.settings.namespace},

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ClusterStep", "steps_of"]
+__all__ = ["ClusterStep", "earlier_steps", "steps_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,3 +65,19 @@ def steps_of(applicationset: Mapping[str, Any], applications: Mapping[str, Mappi
 
 def _number(step: str) -> int:
     return int(step) if step.isdigit() else 1 << 30
+
+
+def earlier_steps(applicationset: Mapping[str, Any], application: str) -> tuple[str, ...] | None:
+    """The Applications of the steps before `application`'s, as the ApplicationSet's RollingSync orders them
+    (`status.applicationStatus[].step`); None when it does not step that Application (another strategy, or not one
+    of its Applications yet). The gate of a later step waits for these (docs/fleet.md, "The order of the steps")."""
+    if ((applicationset.get("spec") or {}).get("strategy") or {}).get("type") != "RollingSync":
+        return None
+    entries = [entry for entry in (applicationset.get("status") or {}).get("applicationStatus") or ()
+               if isinstance(entry, Mapping)]
+    mine = next((_number(str(entry.get("step") or "")) for entry in entries if entry.get("application") ==
+                 application), None)
+    if mine is None:
+        return None
+    return tuple(sorted(str(entry.get("application")) for entry in entries
+                        if entry.get("application") and _number(str(entry.get("step") or "")) < mine))

@@ -90,7 +90,8 @@ def write(found: Mapping[str, str], *, into: Path) -> list[Path]:
 def commands(workload: Workload) -> list[str]:
     """What an administrator runs once for this workload (docs/install.md, step 2): nothing of it fits in Git. A
     fleet's, in every cluster: a token that reads the repository (a fleet's cluster writes nothing, so no `paths`)
-    and a read-only account of the hub's ArgoCD API, where the clusters' Applications live (docs/fleet.md)."""
+    and a read-only account of the hub's ArgoCD API, where the clusters' Applications and their ApplicationSet live
+    (docs/fleet.md)."""
     ns, app = workload.credentials, workload.application
     if workload.fleet:
         return [
@@ -101,6 +102,9 @@ def commands(workload: Workload) -> list[str]:
             f"  --from-literal=repository={workload.repository} --from-literal=branches=main   # read only: no paths",
             f"kubectl -n {ns} create secret generic cutover-argocd --from-file=token=./hub-read-token \\\n"
             f"  --from-literal=server=https://argocd.example.invalid   # the hub's API (yours), a read-only account",
+            "# on the hub, that account's policy (argocd-rbac-cm; the gate reads the steps' order, docs/fleet.md):",
+            f"#   p, role:cutover-{app}, applications, get, {app}/*, allow",
+            f"#   p, role:cutover-{app}, applicationsets, get, {app}/*, allow",
         ]
     return [
         f"kubectl create namespace {ns}",

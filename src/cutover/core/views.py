@@ -249,6 +249,12 @@ class ApplicationView:
     # spec.syncPolicy.automated.selfHeal (None: no automated sync): with it, a comparison during a hop's sync may
     # make the next one a selective self-heal that runs no hook (argo-cd#27875, docs/install.md step 7)
     self_heal: bool | None = None
+    # the ApplicationSet that generated it (its controller ownerReference; argo-cd v3.5 applicationset_controller.go
+    # sets it on every Application it makes): a fleet's step order is read there (docs/fleet.md)
+    applicationset: str | None = None
+    # status.history's revisions: ArgoCD records a sync there only once it succeeded, whole (no resources named, so
+    # hooks ran) and not a dry run (argo-cd v3.5 controller/sync.go, SyncAppState's persistRevisionHistory)
+    deployed: tuple[str, ...] = ()
 
     @property
     def failed_waiting(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import structlog
 
@@ -21,6 +22,7 @@ from cutover.core.repository import Author, GitHost
 from cutover.core.views import ApplicationView, ServiceView
 from cutover.errors import ClusterError
 from cutover.flows.argocd_render import ApiChecked
+from cutover.kube import payloads
 from cutover.kube.cluster import Cluster
 from cutover.plan import Plan
 
@@ -53,10 +55,17 @@ class Run:
             if plan.argocd is None:
                 return None
             try:
-                return await cluster.application(plan.argocd.namespace, plan.argocd.application)
+                found = await _argocd_object(cluster, api, "applications", plan.argocd.namespace,
+                                             plan.argocd.application)
             except ClusterError as exc:
                 log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
                 return None
+            if found is None:
+                log.warning("argocd.unreadable", error=f"no Application {plan.argocd.namespace}/"
+                            f"{plan.argocd.application}", cause="cluster_not_found",
+                            hint="check argocd.application and argocd.namespace; in a cluster ArgoCD does not run "
+                                 "in, set argocd.server")
+            return payloads.application_view(found) if found is not None else None
 
         async def locate() -> str | None:  # the directory the Application renders
             app = await application()
@@ -74,6 +83,12 @@ class Run:
         return cls(cluster, plan, host, source, identity, author or Author(plan.git.author.name,
                                                                           plan.git.author.email),
                    Clock(), dry_run, api, hook_job)
+
+    async def argocd_object(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One of ArgoCD's objects (an Application, an ApplicationSet): through the Kubernetes API where ArgoCD runs
+        in this cluster, else, with argocd.server, through ArgoCD's API (a fleet's spoke cluster, whose Application
+        lives on the hub: docs/fleet.md). None when neither holds it; ClusterError when the one asked last refused."""
+        return await _argocd_object(self.cluster, self.api, plural, namespace, name)
 
     def bind(self, phase: str) -> None:
         """Name the Service, the plan and the phase on every event of this task (Slack threads by them)."""
@@ -95,3 +110,16 @@ class Run:
                         hint="the Kubernetes Events API is silent: this run records no further Event")
         except ClusterError as exc:
             log.warning("event.failed", reason=reason, error=str(exc))
+
+
+async def _argocd_object(cluster: Cluster, api: ArgoCDApi | None, plural: str, namespace: str,
+                         name: str) -> dict[str, Any] | None:
+    try:
+        found = await cluster.argocd_object(plural, namespace, name)
+    except ClusterError:
+        if api is None:
+            raise
+        found = None
+    if found is not None or api is None:
+        return found
+    return await api.argocd_object(plural, namespace, name)

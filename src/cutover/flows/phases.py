@@ -4,7 +4,8 @@ Each phase reads the world once (`observe`), asks `decide` what to do, and does 
 cutover (hold the Lease, wait and prove, commit with compare-and-swap, ask ArgoCD to refresh) or, once ArgoCD
 has applied the commit, checks the switch (`verification`); a rollback's hold stops it. `presync` is the gate:
 a revision that switches the Service to a backend of the plan must prove that backend now, or ArgoCD aborts
-the sync and the Service keeps its selector (docs/sources.md: a failed PreSync hook stops the sync); it writes nothing.
+the sync and the Service keeps its selector (docs/sources.md: a failed PreSync hook stops the sync); it writes nothing;
+in a fleet's later step it first waits for the steps before its own (`step_order`, docs/fleet.md).
 `syncfail` reports; `explicit` (run, rollback) does the whole cutover outside a sync with the same pieces.
 Called by the CLI with a `context.Run`; each returns a typed result (`results`).
 """
@@ -36,7 +37,7 @@ from cutover.core.results import (
 from cutover.core.trailers import Trailers
 from cutover.core.views import ApplicationView, Commit
 from cutover.errors import CutoverError, SyncTimeout, VerificationFailed
-from cutover.flows import advance, drain, handoff, starting, sync, verification, writeback
+from cutover.flows import advance, drain, handoff, starting, step_order, sync, verification, writeback
 from cutover.flows.context import Run
 from cutover.flows.wait import prove_backend
 from cutover.kube import lease
@@ -100,6 +101,7 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
             serving = commits.backend_of(plan, live.selector)
             swapped = await starting.fleet_swap(run, docs, live=serving)
             if swapped is not None:
+                await step_order.after_earlier_steps(run, app, ref)
                 return Gated(shown, changed=False, backend=swapped, after=serving)
             log.info("presync.no_change", revision=shown)
             return Gated(shown, changed=False)
@@ -113,9 +115,11 @@ async def presync(run: Run, *, job_name: str | None) -> Gated:
         if plan.argocd is not None and not plan.fleet else None  # a fleet's engine turns automated sync off
     if raced is not None:
         log.info("presync.self_heal_race", message=raced, hint=pickup.SELF_HEAL_HINT)
+    waited = await step_order.after_earlier_steps(run, app, ref)  # a fleet's later step: after the earlier ones
     bridging = step.backend == plan.handoff.bridge  # its names only (docs/capacity.md)
     proven = await prove_backend(run.cluster, plan.for_bridge() if bridging else plan, plan.backend(step.backend),
-                                 wait=True)
+                                 wait=True, budget=plan.verify.max_wait - waited if waited else None,
+                                 budget_of="what the steps before this cluster's left of verify.maxWait")
     await advance.no_foreign_pods(run, step.backend)
     for warning in await drain.safety(run.cluster, plan, leaving=leaving, to=step.backend):
         log.warning("drain.unsafe", backend=leaving, message=warning,

@@ -49,15 +49,15 @@ SLACK = 0.001
 
 
 async def prove_backend(cluster: Cluster, plan: Plan, backend: Backend, *, wait: bool, budget: float | None = None,
-                        source_freed: bool = False) -> Proven:
+                        source_freed: bool = False, budget_of: str = "handoff.maxGap") -> Proven:
     """Ready and proven, or TargetNotReady / NamesNotProven with a cause and a hint; never longer than
-    verify.maxWait (or `budget`, when shorter: what is left of a handoff's maxGap) and one request more
-    (`final_grace`), even when the Kubernetes API stops answering (the watch retries for as long as it is needed,
-    so the deadline is kept here). `source_freed`: the backend the Service selects is freed in Git, so a target
-    pod its pods still keep off a node is waited on, not failed (docs/capacity.md)."""
+    verify.maxWait (or `budget`, when shorter: what is left of a handoff's maxGap, or what `budget_of` names) and
+    one request more (`final_grace`), even when the Kubernetes API stops answering (the watch retries for as long
+    as it is needed, so the deadline is kept here). `source_freed`: the backend the Service selects is freed in
+    Git, so a target pod its pods still keep off a node is waited on, not failed (docs/capacity.md)."""
     clock = Clock()
     max_wait = plan.verify.max_wait if budget is None else max(0.0, min(plan.verify.max_wait, budget))
-    bound = "verify.maxWait" if budget is None or budget >= plan.verify.max_wait else "handoff.maxGap"
+    bound = "verify.maxWait" if budget is None or budget >= plan.verify.max_wait else budget_of
     settings = readiness.Settings(max_wait=max_wait, min_ready=plan.verify.min_ready_pods, bound=bound)
     try:
         grace = final_grace(plan)

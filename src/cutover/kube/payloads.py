@@ -218,8 +218,21 @@ def application_view(obj: Mapping[str, Any]) -> ApplicationView:
         operation_message=operation.get("message"), operation_failures=_failures(result),
         operation_selective=bool(state_op.get("resources")),
         operation_hooks_running=_hooks_running(result), operation_waiting=_waiting(result),
-        self_heal=_self_heal(spec),
+        self_heal=_self_heal(spec), applicationset=_generated_by(meta), deployed=_deployed(status),
     )
+
+
+def _generated_by(meta: Mapping[str, Any]) -> str | None:
+    """The ApplicationSet that controls this Application (its controller ownerReference), or None."""
+    return next((str(owner.get("name")) for owner in meta.get("ownerReferences") or ()
+                 if isinstance(owner, Mapping) and owner.get("kind") == "ApplicationSet" and owner.get("controller")
+                 and str(owner.get("apiVersion", "")).startswith("argoproj.io/")), None)
+
+
+def _deployed(status: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every revision in the Application's history (each source's, for a multi-source one)."""
+    return tuple(str(revision) for entry in status.get("history") or () if isinstance(entry, Mapping)
+                 for revision in ([entry["revision"]] if entry.get("revision") else entry.get("revisions") or ()))
 
 
 def _self_heal(spec: Mapping[str, Any]) -> bool | None:
