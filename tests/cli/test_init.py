@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
+from test_cli import cli_runner
 
 import contracts
 import cutover
 from cutover import plan
+from cutover.demo.world import World
 from cutover.sources import kustomize_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +151,57 @@ def test_a_fleets_workload_renders_the_fleets_hooks_the_mark_and_its_application
     bad = init("--fleet", "gpu-east=main,gpu-east=canary", "--application", "x", "--namespace", "llm-serving",
                "--service", "s", "--port", "8080", "--repository", REPOSITORY, into=repo / "elsewhere")
     assert bad.returncode == 2 and "--fleet: expected CLUSTER=RING,..." in bad.stderr, bad.stderr
+
+
+def _written_plan(into: Path, application: str) -> plan.Plan:
+    config = YAML(typ="safe").load((into / application / "hooks" / "plan-configmap.yaml").read_text())
+    (read,) = plan.parse(config["data"]["plan.yaml"])
+    return read
+
+
+@pytest.mark.parametrize(("cards", "strategy"), [(1, "recreate"), (2, "parallel")])
+async def test_the_strategy_chosen_from_the_clusters_capacity_when_asked(
+        world: World, tmp_path: Path, repo: Path, cards: int, strategy: str) -> None:
+    """`--strategy auto` reads the Service, the pods it selects and the nodes (nothing else, nothing written there):
+    on a node whose only card vLLM holds, candle (judged as one more pod like vLLM's) fits only once vLLM's pods are
+    gone: recreate, with each engine's workload and a maxGap to set; with a free card: parallel. Either way the
+    source backend's selector is the Service's own, and the verdict with the node's figures is printed."""
+    world.add_node("gpu-1", gpus=cards)
+    world.add_pod("vllm", ready=True, gpus=1, node="gpu-1")
+    await world.settled()
+    run = cli_runner(world, tmp_path)
+    into = tmp_path / "repo"
+    done = await run("init", "--application", "llm-serving", "--namespace", "llm-serving", "--service",
+                     "reasoning-long-predictor", "--port", "8080", "--repository", REPOSITORY, "--first",
+                     "--release", str(repo / "vendor" / f"cutover-{cutover.__version__}"), "--into", str(into),
+                     "--strategy", "auto")
+    assert done.code == 0, done.stdout + done.stderr
+    assert "capacity (read from the cluster): candle " in done.stdout and "gpu-1" in done.stdout
+    assert f"→ handoff: {strategy}" in done.stdout
+    written = _written_plan(into, "llm-serving")
+    assert written.handoff.strategy == strategy
+    service = world.kube.stored("/v1/services", "llm-serving", "reasoning-long-predictor") or {}
+    assert dict(written.backends["vllm"].selector) == service["spec"]["selector"]
+    if strategy == "recreate":
+        assert written.handoff.max_gap == 45 * 60 and written.backends["candle"].workload is not None
+    # read only: GETs, and the access review that asks whether the nodes may be listed (a question, no object)
+    assert not [r for r in world.kube if r.method != "GET" and not r.url.path.endswith("/selfsubjectaccessreviews")]
+
+
+async def test_a_strategy_read_from_a_service_that_is_not_there_is_named(world: World, tmp_path: Path,
+                                                                        repo: Path) -> None:
+    run = cli_runner(world, tmp_path)
+    missing = await run("init", "--application", "chat", "--namespace", "llm-serving", "--service", "nobody",
+                        "--port", "8080", "--repository", REPOSITORY, "--into", str(tmp_path / "x"),
+                        "--strategy", "auto")
+    assert missing.code == 2 and "--service: expected a Service llm-serving/nobody in the cluster" in \
+        missing.outcome and not (tmp_path / "x").exists()
+    fleet = await run("init", "--application", "chat", "--namespace", "llm-serving", "--service", "chat",
+                      "--port", "8080", "--repository", REPOSITORY, "--into", str(tmp_path / "y"),
+                      "--strategy", "recreate", "--fleet", "a=canary")
+    assert fleet.code == 2 and "--strategy: expected parallel with --fleet, found recreate" in fleet.outcome
+    offline = init("--application", "chat", "--namespace", "llm-serving", "--service", "chat", "--port", "8080",
+                   "--repository", REPOSITORY, "--strategy", "recreate", "--release",
+                   str(repo / "vendor" / f"cutover-{cutover.__version__}"), into=tmp_path / "z")
+    assert offline.returncode == 0, offline.stderr
+    assert _written_plan(tmp_path / "z", "chat").handoff.strategy == "recreate"

@@ -97,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "to look at Git and see the sync start",
         "demo": "a whole cutover on an embedded simulated cluster",
         "completion": "print a completion script for the shell (bash: source <(cutover completion bash))",
-        "init": "offline: write one workload's layout (docs/install.md, steps 3 and 4) and print the commands an "
-                "administrator runs for it",
+        "init": "write one workload's layout (docs/install.md, steps 3 and 4) and print the commands an "
+                "administrator runs for it; offline, but --strategy auto reads the cluster's capacity",
     }
     for name in COMMANDS:
         command = sub.add_parser(name, help=helps[name], description=helps[name], epilog=EPILOG)
@@ -156,6 +156,9 @@ def _init_options(command: argparse.ArgumentParser) -> None:
                                                          "(default https://github.com/<org>/cutover) or the "
                                                          "directory its archive was unpacked into")
     command.add_argument("--into", default=".", help="the repository's root (default: here)")
+    command.add_argument("--strategy", default="parallel", choices=("parallel", "recreate", "auto"),
+                         help="the plan's handoff (docs/capacity.md); auto reads the cluster (the Service's pods, the "
+                              "nodes): recreate where the new engine fits only once the old one's pods are gone")
     command.add_argument("--fleet", default=None, metavar="CLUSTER=RING,...",
                          help="a fleet's workload (docs/fleet.md): its clusters, as ArgoCD names them, each with its "
                               "ring, in step order (gpu-canary=canary,gpu-east=main)")
@@ -646,12 +649,23 @@ def _init(args: argparse.Namespace) -> int:
         raise InvalidInput(f"--repository: expected an https:// URL, found {args.repository!r}",
                            cause="invalid_arguments", hint="the repository ArgoCD reads and cutover's token writes")
     fleet = _fleet_clusters(args.fleet, label) if args.fleet is not None else ()
+    if fleet and args.strategy != "parallel":
+        raise InvalidInput(f"--strategy: expected parallel with --fleet, found {args.strategy}",
+                           cause="invalid_arguments",
+                           hint="a fleet's one plan serves every cluster; a full cluster takes recreate in two fleet "
+                                "commits (docs/fleet.md)")
     credentials = args.credentials_namespace or ("cutover" if args.first else f"cutover-{args.application}")
     workload = scaffold.Workload(args.application, args.namespace, args.service, args.port, args.repository,
-                                 credentials, release=args.release or scaffold.RELEASE, fleet=fleet)
+                                 credentials, release=args.release or scaffold.RELEASE, fleet=fleet,
+                                 strategy=args.strategy)
+    judged: list[str] = []
+    if args.strategy == "auto":
+        selector, verdict, said = asyncio.run(_init_capacity(args, workload))
+        workload = dataclasses.replace(workload, strategy=scaffold.strategy_for(verdict), source_selector=selector)
+        judged = [f"capacity (read from the cluster): {said}", f"  → handoff: {workload.strategy}", ""]
     into = Path(args.into)
     written = scaffold.write(scaffold.files(workload, into=into, first=args.first), into=into)
-    lines = ["written:", *(f"  {path}" for path in written), "",
+    lines = [*judged, "written:", *(f"  {path}" for path in written), "",
              "as ArgoCD's administrator, once (docs/install.md, step 2; nothing of it belongs in Git):",
              *(f"  {line}".replace("\n", "\n  ") for line in scaffold.commands(workload)),
              f"  kubectl apply -f {into / args.application / 'appproject.yaml'}",
@@ -666,6 +680,35 @@ def _init(args: argparse.Namespace) -> int:
     sys.stdout.write("\n".join(lines))
     _outcome(f"cutover init: OK — {args.application}'s layout written ({len(written)} files)", json_output=False)
     return 0
+
+
+async def _init_capacity(args: argparse.Namespace, workload: Any) -> tuple[dict[str, str], Any, str]:
+    """`cutover init --strategy auto`, read only: the live Service's selector, and where one more pod like the
+    pods it selects fits (kube/capacity.py, as the gate judges a target: docs/capacity.md), said in one line."""
+    from cutover.errors import InvalidInput  # noqa: PLC0415
+    from cutover.kube import capacity, cluster  # noqa: PLC0415
+
+    source, target = workload.backends
+    kube = await asyncio.to_thread(cluster.connect, kubeconfig=args.kubeconfig, context=args.context)
+    try:
+        try:
+            service = await kube.service(args.namespace, args.service)
+        except InvalidInput as exc:
+            raise InvalidInput(f"--service: expected a Service {args.namespace}/{args.service} in the cluster, found "
+                               "none", cause="invalid_arguments",
+                               hint="--strategy auto reads it and its pods: check --namespace, --service and the "
+                                    "kubeconfig's context (or choose --strategy parallel or recreate)") from exc
+        nodes, (bound, seen_all) = await asyncio.gather(kube.nodes(), kube.bound_pods(args.namespace))
+    finally:
+        await kube.aclose()
+    selector = dict(service.selector)
+    pods = [pod for pod in bound if pod.namespace == args.namespace and selector and pod.matches(selector)]
+    if not pods:
+        shown = ", ".join(f"{key}={value}" for key, value in sorted(selector.items())) or "no selector"
+        return selector, None, f"the Service selects no running pod ({shown}): nothing to judge {target}'s room from"
+    verdict = capacity.judge(target=target, pending=pods[0], needed=len(pods), nodes=nodes, bound=bound,
+                             source=source, source_pods=pods, seen_all=seen_all)
+    return selector, verdict, f"{verdict.summary()} (judged as {len(pods)} more pod(s) like {source}'s)"
 
 
 def _fleet_clusters(value: str, label: re.Pattern[str]) -> tuple[tuple[str, str], ...]:

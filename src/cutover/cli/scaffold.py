@@ -15,18 +15,22 @@ With `--fleet CLUSTER=RING,...` (docs/fleet.md) the workload is a fleet's: `<app
 `<application>/mark/` is the Component whose replacement writes the Service's selector into the mark's labels, and
 `<application>/applicationset.yaml` syncs the clusters ring by ring (RollingSync), in a project over those clusters.
 
-Nothing that exists is overwritten (exit 2, naming the file). Pure but for `write`.
+The plan's handoff is `parallel`, or `recreate` when asked; `--strategy auto` chooses from the cluster's capacity
+(`strategy_for`, on the verdict the CLI reads as the gate judges a target: docs/capacity.md). Nothing that exists is
+overwritten (exit 2, naming the file). Pure but for `write`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from cutover import __version__
 from cutover.errors import InvalidInput
+from cutover.kube import capacity
 
 RELEASE = "https://github.com/<org>/cutover"  # where the release's directories are fetched from, by default
 
@@ -42,6 +46,8 @@ class Workload:
     release: str = RELEASE  # a repository URL (…?ref=v<version>) or a directory of the release's unpacked files
     backends: tuple[str, str] = ("vllm", "candle")
     fleet: tuple[tuple[str, str], ...] = ()  # (cluster, ring) in step order: a fleet's workload (docs/fleet.md)
+    strategy: str = "parallel"  # the plan's handoff (docs/capacity.md): parallel, or recreate on full cards
+    source_selector: Mapping[str, str] | None = None  # the live Service's selector, where --strategy auto read it
 
     @property
     def suffixed(self) -> bool:
@@ -245,14 +251,46 @@ components:
 """
 
 
+def strategy_for(verdict: capacity.Verdict | None) -> str:
+    """`cutover init --strategy auto`: `recreate` where the target, judged as one more pod like the source's, fits
+    only once the source's pods are gone (the cards are full); `parallel` where it fits beside them, and where it fits
+    nowhere or the nodes could not be read (the verdict is printed for a person to choose; docs/capacity.md)."""
+    return "recreate" if verdict is not None and verdict.held_by_source else "parallel"
+
+
+def _selector(workload: Workload, name: str) -> str:
+    if name == workload.backends[0] and workload.source_selector:
+        found = "".join(f"          {json.dumps(key)}: {json.dumps(value)}\n"
+                        for key, value in sorted(workload.source_selector.items()))
+        return "        selector:   # the Service's selector in the cluster (cutover init --strategy auto)\n" + found
+    return (f"        selector:\n          app.kubernetes.io/name: {workload.service}-{name}   # the labels of "
+            f"{name}'s pods: set them\n")
+
+
+def _workload_of(workload: Workload, name: str) -> str:
+    if workload.strategy != "recreate":
+        return ""
+    return (f"        workload: {{kind: Deployment, name: {workload.service}-{name}, path: {workload.application}/"
+            f"kustomization.yaml}}   # its Deployment and the file with its replicas: set them\n")
+
+
+def _handoff(workload: Workload) -> str:
+    if workload.strategy != "recreate":
+        return ""
+    source, target = workload.backends
+    return f"""    handoff:
+      strategy: recreate   # {target} cannot start beside {source}: {source}'s card is freed first (docs/capacity.md)
+      maxGap: 45m          # the name may go unanswered this long: {target}'s startup, its proof, ArgoCD's sync
+    # commit {target} stopped (its replicas 0 in that file) before `target: {target}`
+"""
+
+
 def _plan(workload: Workload) -> str:
     source, target = workload.backends
     backends = "".join(f"""      {name}:
-        selector:
-          app.kubernetes.io/name: {workload.service}-{name}   # the labels of {name}'s pods: set them
-        engine: {"vllm" if name == "vllm" else "candle-vllm" if name == "candle" else "vllm"}
+{_selector(workload, name)}        engine: {"vllm" if name == "vllm" else "candle-vllm" if name == "candle" else "vllm"}
         port: {workload.port}
-""" for name in (source, target))
+{_workload_of(workload, name)}""" for name in (source, target))
     return f"""# The plan of {workload.application} (docs/plan.md, every key): a skeleton that reads. Set each backend's
 # selector to its pods' labels and the names your clients send; `target: {target}` later starts the cutover.
 apiVersion: v1
@@ -284,7 +322,7 @@ data:
     argocd:
       application: {workload.application}
       namespace: argocd
-"""
+{_handoff(workload)}"""
 
 
 def _project(workload: Workload) -> str:
