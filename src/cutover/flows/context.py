@@ -24,7 +24,7 @@ from cutover.errors import ClusterError
 from cutover.flows.argocd_render import ApiChecked
 from cutover.kube import payloads
 from cutover.kube.cluster import Cluster
-from cutover.plan import Plan
+from cutover.plan import ArgoCD, Plan
 
 SIDE_EFFECT_BUDGET = 5.0  # seconds an Event may take; it never changes the outcome (docs/guarantees.md #7)
 
@@ -55,17 +55,10 @@ class Run:
             if plan.argocd is None:
                 return None
             try:
-                found = await _argocd_object(cluster, api, "applications", plan.argocd.namespace,
-                                             plan.argocd.application)
+                return await read_application(cluster, api, plan.argocd)
             except ClusterError as exc:
                 log.warning("argocd.unreadable", error=exc.message, cause=exc.cause, hint=exc.hint)
                 return None
-            if found is None:
-                log.warning("argocd.unreadable", error=f"no Application {plan.argocd.namespace}/"
-                            f"{plan.argocd.application}", cause="cluster_not_found",
-                            hint="check argocd.application and argocd.namespace; in a cluster ArgoCD does not run "
-                                 "in, set argocd.server")
-            return payloads.application_view(found) if found is not None else None
 
         async def locate() -> str | None:  # the directory the Application renders
             app = await application()
@@ -110,6 +103,17 @@ class Run:
                         hint="the Kubernetes Events API is silent: this run records no further Event")
         except ClusterError as exc:
             log.warning("event.failed", reason=reason, error=str(exc))
+
+
+async def read_application(cluster: Cluster, api: ArgoCDApi | None, settings: ArgoCD) -> ApplicationView:
+    """The plan's Application, where it is (`Run.argocd_object`); ClusterError when it cannot be read or is not
+    there."""
+    found = await _argocd_object(cluster, api, "applications", settings.namespace, settings.application)
+    if found is None:
+        raise ClusterError(f"no Application {settings.namespace}/{settings.application}", cause="cluster_not_found",
+                           hint="check argocd.application and argocd.namespace; in a cluster ArgoCD does not run "
+                                "in, set argocd.server")
+    return payloads.application_view(found)
 
 
 async def _argocd_object(cluster: Cluster, api: ArgoCDApi | None, plural: str, namespace: str,

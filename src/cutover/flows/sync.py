@@ -18,8 +18,8 @@ from cutover.argocd import operation
 from cutover.core import commits
 from cutover.core.views import ApplicationView
 from cutover.errors import ClusterError, SyncTimeout
-from cutover.flows.context import Run
-from cutover.kube import nudge_job, payloads
+from cutover.flows.context import Run, read_application
+from cutover.kube import nudge_job
 from cutover.plan import ArgoCD
 
 SYNC_WAIT = 600.0  # seconds `run` and `rollback` give ArgoCD to apply their commit
@@ -106,12 +106,8 @@ async def _application(run: Run) -> ApplicationView | None:
     plan = run.plan
     if plan.argocd is None:
         return None
-    found = await run.argocd_object("applications", plan.argocd.namespace, plan.argocd.application)
-    if found is None:
-        raise ClusterError(f"no Application {plan.argocd.namespace}/{plan.argocd.application}",
-                           cause="cluster_not_found", hint="check argocd.application and argocd.namespace; in a "
-                                                           "cluster ArgoCD does not run in, set argocd.server")
-    return payloads.application_view(found).for_source(plan.git.url, plan.git.branch)
+    app = await read_application(run.cluster, run.api, plan.argocd)
+    return app.for_source(plan.git.url, plan.git.branch)
 
 
 async def await_applied(run: Run, *, to: str, commit: str, committed_at: datetime,
