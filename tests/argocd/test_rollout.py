@@ -27,3 +27,5 @@ def test_nothing_to_keep_where_rolling_sync_does_not_step_the_application() -> N
     assert rollout.earlier_steps(appset(("canary", "1"), ("east", "2"), strategy=None), "east") is None
     assert rollout.earlier_steps(appset(("canary", "1"), ("east", "2"), strategy="AllAtOnce"), "east") is None
     assert rollout.earlier_steps({}, "east") is None
+    assert rollout.earlier_steps(appset(("canary", "1"), ("stray", "-1")), "stray") is None  # in no step
+    assert rollout.earlier_steps(appset(("canary", "1"), ("stray", "-1"), ("east", "2")), "east") == ("canary",)

@@ -75,9 +75,9 @@ def earlier_steps(applicationset: Mapping[str, Any], application: str) -> tuple[
         return None
     entries = [entry for entry in (applicationset.get("status") or {}).get("applicationStatus") or ()
                if isinstance(entry, Mapping)]
-    mine = next((_number(str(entry.get("step") or "")) for entry in entries if entry.get("application") ==
-                 application), None)
-    if mine is None:
+    mine = next((str(entry.get("step") or "") for entry in entries if entry.get("application") == application),
+                None)
+    if mine is None or not mine.isdigit():  # not one of its Applications yet, or in no step (RollingSync says -1)
         return None
     return tuple(sorted(str(entry.get("application")) for entry in entries
-                        if entry.get("application") and _number(str(entry.get("step") or "")) < mine))
+                        if entry.get("application") and _number(str(entry.get("step") or "")) < int(mine)))
