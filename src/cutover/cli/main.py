@@ -27,9 +27,11 @@ from cutover import __version__
 
 if TYPE_CHECKING:
     from cutover.cli.outcome import Report
+    from cutover.cli.scaffold import Workload
     from cutover.core.results import Result, Status
     from cutover.errors import CutoverError
     from cutover.flows.context import Run
+    from cutover.kube.capacity import Verdict
     from cutover.kube.cluster import Cluster
     from cutover.kube.notices import Board
     from cutover.logs import Fanout, Redactor
@@ -682,7 +684,8 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _init_capacity(args: argparse.Namespace, workload: Any) -> tuple[dict[str, str], Any, str]:
+async def _init_capacity(args: argparse.Namespace,
+                         workload: Workload) -> tuple[dict[str, str], Verdict | None, str]:
     """`cutover init --strategy auto`, read only: the live Service's selector, and where one more pod like the
     pods it selects fits (kube/capacity.py, as the gate judges a target: docs/capacity.md), said in one line."""
     from cutover.errors import InvalidInput  # noqa: PLC0415
