@@ -29,12 +29,18 @@ def gate(kube: cluster.Cluster, the_plan: plan.Plan, host: GitHub, fleet: str) -
     return phases.presync(Run.create(kube, the_plan, host), job_name=f"cutover-presync-{fleet[:7]}-presync-1")
 
 
-async def test_a_step_started_early_switches_only_after_the_step_before_it_synced_the_commit(
-        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]]) -> None:
+def arranged(world: World, repo: BareRepo, **overrides: Any) -> tuple[str, str, plan.Plan, Any]:
+    """Both engines Ready on this cluster and the fleet's commit to candle on top of the seed: the seed, the commit,
+    the fleet's plan and candle's pod (its engine counts the proof's requests)."""
     world.add_pod("vllm", ready=True)
     candle = world.add_pod("candle", ready=True)
-    seed, the_plan = repo.head() or "", fleet_plan(world)
-    fleet = fleet_commit(repo, the_plan)
+    seed, the_plan = repo.head() or "", fleet_plan(world, **overrides)
+    return seed, fleet_commit(repo, the_plan), the_plan, candle
+
+
+async def test_a_step_started_early_switches_only_after_the_step_before_it_synced_the_commit(
+        world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]]) -> None:
+    seed, fleet, the_plan, candle = arranged(world, repo)
     rollout(world, seed=seed, fleet=fleet, canary=application(CANARY, sync="Synced", revision=seed, history=(seed,)))
 
     async def canary_syncs() -> float:  # ArgoCD's look at the canary, then its sync (gate, verifier, mark): done
@@ -63,10 +69,7 @@ async def test_a_step_started_early_switches_only_after_the_step_before_it_synce
 async def test_a_step_started_early_is_refused_when_the_step_before_it_failed_the_commit(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]]) -> None:
     """The canary's gate refused the commit: this cluster does not switch, and says whose sync failed."""
-    world.add_pod("vllm", ready=True)
-    candle = world.add_pod("candle", ready=True)
-    seed, the_plan = repo.head() or "", fleet_plan(world)
-    fleet = fleet_commit(repo, the_plan)
+    seed, fleet, the_plan, candle = arranged(world, repo)
     rollout(world, seed=seed, fleet=fleet, canary=application(CANARY, sync="OutOfSync", revision=fleet,
                                                               operation="Failed", history=(seed,)))
     with pytest.raises(TargetNotReady) as refused:
@@ -78,10 +81,7 @@ async def test_a_step_started_early_is_refused_when_the_step_before_it_failed_th
 
 async def test_the_steps_before_are_waited_for_within_verify_max_wait(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]]) -> None:
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
-    seed, the_plan = repo.head() or "", fleet_plan(world, max_wait="60s")
-    fleet = fleet_commit(repo, the_plan)
+    seed, fleet, the_plan, _ = arranged(world, repo, max_wait="60s")
     rollout(world, seed=seed, fleet=fleet, canary=application(CANARY, sync="Synced", revision=seed, history=(seed,)))
     started = asyncio.get_running_loop().time()
     with pytest.raises(TargetNotReady) as refused:
@@ -93,10 +93,7 @@ async def test_the_steps_before_are_waited_for_within_verify_max_wait(
 async def test_a_commit_that_changes_nothing_in_the_step_before_needs_no_sync_there(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]]) -> None:
     """Synced and Healthy at the commit with no sync of it in its history (nothing changed there): done."""
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
-    seed, the_plan = repo.head() or "", fleet_plan(world)
-    fleet = fleet_commit(repo, the_plan)
+    seed, fleet, the_plan, _ = arranged(world, repo)
     rollout(world, seed=seed, fleet=fleet, canary=application(CANARY, sync="Synced", revision=fleet, history=(seed,)))
     gated = await gate(kube, the_plan, host, fleet)
     assert gated.changed and not named(events, "fleet.earlier_steps_waiting")
@@ -106,10 +103,7 @@ async def test_a_commit_that_changes_nothing_in_the_step_before_needs_no_sync_th
 async def test_a_gate_that_may_not_read_the_rollout_judges_its_own_cluster_and_says_so(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]],
         unreadable: str) -> None:
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
-    seed, the_plan = repo.head() or "", fleet_plan(world)
-    fleet = fleet_commit(repo, the_plan)
+    seed, fleet, the_plan, _ = arranged(world, repo)
     rollout(world, seed=seed, fleet=fleet, canary=application(CANARY, sync="Synced", revision=seed, history=(seed,)))
     if unreadable == "applicationsets":
         world.kube["get", kmock.resource("argoproj.io", "v1alpha1", "applicationsets")] << fail_first(9, 403)
@@ -125,10 +119,7 @@ async def test_a_gate_that_may_not_read_the_rollout_judges_its_own_cluster_and_s
 
 async def test_an_application_no_rolling_sync_steps_waits_for_nothing(
         world: World, kube: cluster.Cluster, host: GitHub, repo: BareRepo, events: list[dict[str, Any]]) -> None:
-    world.add_pod("vllm", ready=True)
-    world.add_pod("candle", ready=True)
-    seed, the_plan = repo.head() or "", fleet_plan(world)
-    fleet = fleet_commit(repo, the_plan)
+    seed, fleet, the_plan, _ = arranged(world, repo)
     rollout(world, seed=seed, fleet=fleet, strategy=False,
             canary=application(CANARY, sync="OutOfSync", revision=seed, history=(seed,)))
     gated = await gate(kube, the_plan, host, fleet)

@@ -48,8 +48,8 @@ async def after_earlier_steps(run: Run, app: ApplicationView | None, revision: s
     waiting: tuple[str, ...] = ()
     while True:
         try:
-            standing = fleet_order.standing([await _application(run, app.namespace, name) for name in earlier],
-                                            revision)
+            read = await asyncio.gather(*(_application(run, app.namespace, name) for name in earlier))
+            standing = fleet_order.standing(read, revision)
         except ClusterError as exc:
             log.warning("fleet.order_unread", applications=list(earlier), error=exc.message, cause=exc.cause,
                         hint=UNREAD_HINT)
